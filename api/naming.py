@@ -1,0 +1,44 @@
+"""Names the operator derives: FNV-1a hashes, LocalQueue names, pool and flavor names.
+
+``local_queue_name("gpustack--nvidia-a10g-linux-amd64") == "gpustack-fnv64-c4680bb149644f1c"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from api.constants import GENERIC_GROUP, LOCAL_QUEUE_PREFIX, NAME_PREFIX
+
+_FNV64_OFFSET = 0xCBF29CE484222325
+_FNV64_PRIME = 0x100000001B3
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def fnv1a64(data: bytes | str) -> str:
+    """FNV-1a 64 of ``data`` as 16 lowercase hex digits."""
+    raw = data.encode() if isinstance(data, str) else data
+    value = _FNV64_OFFSET
+    for byte in raw:
+        value = ((value ^ byte) * _FNV64_PRIME) & _MASK64
+    return f"{value:016x}"
+
+
+def local_queue_name(cluster_queue: str) -> str:
+    """The LocalQueue fronting a ClusterQueue (= InstanceType) in every tenant namespace; 31 chars."""
+    return LOCAL_QUEUE_PREFIX + fnv1a64(cluster_queue)
+
+
+def topology_profile(level_keys: Iterable[str]) -> str:
+    """``fnv64-<hex>`` over the ordered level keys joined by NUL bytes (hostname included)."""
+    return "fnv64-" + fnv1a64(b"\x00".join(key.encode() for key in level_keys))
+
+
+def instance_type_name(os: str, arch: str, accelerator_group: str = "", general_group: str = "",
+                       aware_cpu: bool = False) -> str:
+    """The pool's ClusterQueue / InstanceType name (§8 of the devices spec)."""
+    if aware_cpu and general_group and general_group != GENERIC_GROUP:
+        head = f"{NAME_PREFIX}{general_group}"
+        return f"{head}--{accelerator_group}-{os}-{arch}" if accelerator_group else f"{head}-{os}-{arch}"
+    if accelerator_group:
+        return f"{NAME_PREFIX}{accelerator_group}-{os}-{arch}"
+    return f"{NAME_PREFIX}{GENERIC_GROUP}-{os}-{arch}"
