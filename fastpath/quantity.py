@@ -1,0 +1,290 @@
+"""Kubernetes ``resource.Quantity`` parsing, exact: no floats anywhere.
+
+Grammar (as the apiserver's ``ParseQuantity`` reads it)::
+
+    <quantity>  ::= <sign>? <number> <suffix>
+    <number>    ::= <digits> | <digits> "." <digits>? | "." <digits>
+    <suffix>    ::= "" | n | u | m | k | M | G | T | P | E        (decimal SI)
+                  | Ki | Mi | Gi | Ti | Pi | Ei                    (binary SI)
+                  | ("e" | "E") <sign>? <digits>                   (decimal exponent)
+
+A value is returned as a reduced fraction ``(numerator, denominator)`` with ``denominator > 0``.
+YAML/JSON numbers are accepted too: an ``int`` as is, a ``float`` through its shortest repr (the
+digits the author wrote, never its binary expansion).  Anything else raises ``ValueError`` saying
+what was wrong.
+
+Compiled by Cython (pure-Python mode): the character loop runs on C ``Py_UCS4`` values, and a
+mantissa of up to 18 digits is accumulated in a C ``long long``.
+"""
+
+from __future__ import annotations
+
+from math import gcd
+
+import cython
+
+# Bounds that keep a hostile value from costing more than a well-formed one.
+_MAX_DIGITS = 1000
+_MAX_EXPONENT = 1000
+_FAST_DIGITS = 18  # a C long long holds any 18-digit decimal
+
+
+def _garbage(value: object, why: str) -> ValueError:
+    return ValueError(f"quantity {value!r} is not a Kubernetes quantity: {why}")
+
+
+def _pow10(k):
+    # Untyped on purpose: a C integer power would be computed in floating point.
+    return 10**k
+
+
+@cython.cfunc
+@cython.inline
+def _decimal_si(ch: cython.Py_UCS4) -> cython.int:
+    """The power of ten of a one-letter decimal SI suffix, or 99 when ``ch`` is none."""
+    if ch == "m":
+        return -3
+    if ch == "k":
+        return 3
+    if ch == "M":
+        return 6
+    if ch == "G":
+        return 9
+    if ch == "T":
+        return 12
+    if ch == "P":
+        return 15
+    if ch == "E":
+        return 18
+    if ch == "u":
+        return -6
+    if ch == "n":
+        return -9
+    return 99
+
+
+@cython.cfunc
+@cython.inline
+def _binary_si(ch: cython.Py_UCS4) -> cython.int:
+    """The power of two of a binary SI suffix ``<ch>i``, or 0 when ``ch`` starts none."""
+    if ch == "K":
+        return 10
+    if ch == "M":
+        return 20
+    if ch == "G":
+        return 30
+    if ch == "T":
+        return 40
+    if ch == "P":
+        return 50
+    if ch == "E":
+        return 60
+    return 0
+
+
+@cython.cfunc
+@cython.locals(
+    n=cython.Py_ssize_t,
+    i=cython.Py_ssize_t,
+    int_start=cython.Py_ssize_t,
+    int_end=cython.Py_ssize_t,
+    frac_start=cython.Py_ssize_t,
+    frac_end=cython.Py_ssize_t,
+    ndigits=cython.Py_ssize_t,
+    ch=cython.Py_UCS4,
+    negative=cython.bint,
+    mant=cython.longlong,
+    exp10=cython.long,
+    exp2=cython.int,
+    e=cython.long,
+    e_negative=cython.bint,
+    e_digits=cython.Py_ssize_t,
+    power=cython.int,
+    frac=cython.Py_ssize_t,
+    num=object,
+    den=object,
+    g=object,
+)
+def _parse_text(s: str) -> tuple:
+    n = len(s)
+    if n == 0:
+        raise _garbage(s, "it is empty")
+    i = 0
+    negative = False
+    ch = s[0]
+    if ch == "+" or ch == "-":
+        negative = ch == "-"
+        i = 1
+    int_start = i
+    mant = 0
+    ndigits = 0
+    while i < n:
+        ch = s[i]
+        if ch < "0" or ch > "9":
+            break
+        if ndigits < _FAST_DIGITS:
+            mant = mant * 10 + (ord(ch) - 48)
+        ndigits += 1
+        i += 1
+    int_end = i
+    frac_start = i
+    frac_end = i
+    if i < n and s[i] == ".":
+        i += 1
+        frac_start = i
+        while i < n:
+            ch = s[i]
+            if ch < "0" or ch > "9":
+                break
+            if ndigits < _FAST_DIGITS:
+                mant = mant * 10 + (ord(ch) - 48)
+            ndigits += 1
+            i += 1
+        frac_end = i
+    if ndigits == 0:
+        raise _garbage(s, "a number must have at least one digit (e.g. 1, 0.5, 100m, 16Gi)")
+    if ndigits > _MAX_DIGITS:
+        raise _garbage(s, f"more than {_MAX_DIGITS} digits")
+
+    # Suffix.
+    exp10 = 0
+    exp2 = 0
+    if i < n:
+        ch = s[i]
+        if (ch == "e" or ch == "E") and i + 1 < n:
+            # A decimal exponent: e3, E-2, e+5 (a lone trailing E is exa, handled below).
+            i += 1
+            e_negative = False
+            ch = s[i]
+            if ch == "+" or ch == "-":
+                e_negative = ch == "-"
+                i += 1
+            e = 0
+            e_digits = 0
+            while i < n:
+                ch = s[i]
+                if ch < "0" or ch > "9":
+                    raise _garbage(s, "a decimal exponent takes only digits after e/E (e.g. 1e3)")
+                if e <= _MAX_EXPONENT:
+                    e = e * 10 + (ord(ch) - 48)
+                e_digits += 1
+                i += 1
+            if e_digits == 0:
+                raise _garbage(s, "a decimal exponent needs digits after e/E (e.g. 1e3)")
+            if e > _MAX_EXPONENT:
+                raise _garbage(s, f"the exponent is out of range (at most {_MAX_EXPONENT})")
+            exp10 = e
+            if e_negative:
+                exp10 = -e
+        elif i + 1 == n:
+            power = _decimal_si(ch)
+            if power == 99:
+                raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
+            exp10 = power
+        elif i + 2 == n and s[i + 1] == "i":
+            exp2 = _binary_si(ch)
+            if exp2 == 0:
+                raise _garbage(s, f"unknown suffix {s[i:]!r} (binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei)")
+        else:
+            raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
+
+    frac = frac_end - frac_start
+    if ndigits <= _FAST_DIGITS:
+        num = mant
+    else:
+        num = int(s[int_start:int_end] + s[frac_start:frac_end])
+    if num == 0:
+        return (0, 1)
+    den = 1
+    if frac:
+        den = _pow10(frac)
+    if exp10 > 0:
+        num = num * _pow10(exp10)
+    elif exp10 < 0:
+        den = den * _pow10(-exp10)
+    if exp2:
+        num = num << exp2
+    if den != 1:
+        g = gcd(num, den)
+        if g != 1:
+            num = num // g
+            den = den // g
+    if negative:
+        num = -num
+    return (num, den)
+
+
+def parse(value: object) -> tuple[int, int]:
+    """The exact value of a quantity as a reduced fraction ``(numerator, denominator)``.
+
+    >>> parse("1.5Gi")
+    (1610612736, 1)
+    >>> parse("100m")
+    (1, 10)
+    """
+    if type(value) is int:
+        return (value, 1)
+    if type(value) is str:
+        return _parse_text(value)
+    if isinstance(value, bool) or value is None:
+        raise _garbage(value, "expected a string or a number")
+    if isinstance(value, int):
+        return (int(value), 1)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _garbage(value, "it is not a finite number")
+        return _parse_text(repr(value))
+    if isinstance(value, str):
+        return _parse_text(str(value))
+    raise _garbage(value, f"expected a string or a number, got {type(value).__name__}")
+
+
+@cython.ccall
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, ch=cython.Py_UCS4, mant=cython.longlong)
+def whole(value: object) -> object:
+    """The value as an ``int`` when it is a whole number, else ``None`` (``"1m"``, ``"0.5"``).
+
+    Raises ``ValueError`` for a value that is not a quantity at all.
+    """
+    if type(value) is int:
+        return value
+    if type(value) is str:
+        s: str = value
+        n = len(s)
+        if 0 < n <= _FAST_DIGITS:
+            # The common case on the hot path: "1", "50", "16384".
+            mant = 0
+            i = 0
+            while i < n:
+                ch = s[i]
+                if ch < "0" or ch > "9":
+                    break
+                mant = mant * 10 + (ord(ch) - 48)
+                i += 1
+            if i == n:
+                return mant
+    num, den = parse(value)
+    if den == 1:
+        return num
+    return None
+
+
+def milli(value: object) -> int:
+    """The value in thousandths, rounded up (as Kubernetes' ``MilliValue``): ``"1.5"`` → 1500."""
+    num, den = parse(value)
+    return -((-num * 1000) // den)
+
+
+def floor_div(value: object, unit: int) -> int:
+    """``⌊value / unit⌋`` exactly: ``floor_div("24Gi", 2**20)`` → 24576 (MiB)."""
+    num, den = parse(value)
+    return num // (den * unit)
+
+
+def compare(a: object, b: object) -> int:
+    """-1, 0 or 1 as quantity ``a`` is less than, equal to or greater than ``b`` (``"1Ki"`` == 1024)."""
+    an, ad = parse(a)
+    bn, bd = parse(b)
+    left = an * bd
+    right = bn * ad
+    return (left > right) - (left < right)
