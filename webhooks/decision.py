@@ -1,0 +1,166 @@
+"""What an admission handler answers: allowed (with a patch and warnings) or denied.
+
+Denials carry Kubernetes field errors, rendered the way the apiserver renders its own validation
+errors (``spec.roles[0].size: Invalid value: 3: ...``), so a refusal reads the same whether the schema
+or a webhook made it.  Every refusal names a field path and says what to do instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+# Field error types, spelled as Kubernetes spells them in messages and in Status causes.
+INVALID = "FieldValueInvalid"
+REQUIRED = "FieldValueRequired"
+FORBIDDEN = "FieldValueForbidden"
+NOT_FOUND = "FieldValueNotFound"
+DUPLICATE = "FieldValueDuplicate"
+TOO_MANY = "FieldValueTooMany"
+NOT_SUPPORTED = "FieldValueNotSupported"
+TOO_LONG = "FieldValueTooLong"
+
+_TYPE_WORDS = {
+    INVALID: "Invalid value",
+    REQUIRED: "Required value",
+    FORBIDDEN: "Forbidden",
+    NOT_FOUND: "Not found",
+    DUPLICATE: "Duplicate value",
+    TOO_MANY: "Too many",
+    NOT_SUPPORTED: "Unsupported value",
+    TOO_LONG: "Too long",
+}
+_SHOWS_VALUE = {INVALID, NOT_FOUND, DUPLICATE, NOT_SUPPORTED}
+
+
+@dataclass(slots=True, frozen=True)
+class FieldError:
+    """One refused field: its path, the Kubernetes error type, the offending value and why."""
+
+    type: str
+    path: str
+    message: str = ""
+    value: Any = None
+
+    def render(self) -> str:
+        words = _TYPE_WORDS.get(self.type, self.type)
+        text = f"{self.path}: {words}"
+        if self.type in _SHOWS_VALUE:
+            text += f": {_show(self.value)}"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+    def cause(self) -> dict[str, str]:
+        return {"reason": self.type, "message": self.render(), "field": self.path}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return orjson.dumps(value).decode()
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return repr(value)
+
+
+def invalid(path: str, value: Any, message: str) -> FieldError:
+    return FieldError(INVALID, path, message, value)
+
+
+def required(path: str, message: str) -> FieldError:
+    return FieldError(REQUIRED, path, message)
+
+
+def forbidden(path: str, message: str) -> FieldError:
+    return FieldError(FORBIDDEN, path, message)
+
+
+def not_found(path: str, value: Any, message: str = "") -> FieldError:
+    return FieldError(NOT_FOUND, path, message, value)
+
+
+def duplicate(path: str, value: Any, message: str = "") -> FieldError:
+    return FieldError(DUPLICATE, path, message, value)
+
+
+def too_many(path: str, message: str) -> FieldError:
+    return FieldError(TOO_MANY, path, message)
+
+
+@dataclass(slots=True)
+class Decision:
+    """The verdict of one handler.  ``patch`` is an RFC 6902 list (mutating handlers only)."""
+
+    allowed: bool
+    code: int = 200
+    reason: str = ""
+    message: str = ""
+    causes: list[FieldError] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def retryable(self) -> bool:
+        return not self.allowed and self.code >= 500
+
+    def status(self) -> dict[str, Any]:
+        """The metav1.Status of an AdmissionResponse."""
+        if self.allowed:
+            return {"code": 200}
+        status: dict[str, Any] = {
+            "status": "Failure",
+            "code": self.code,
+            "reason": self.reason,
+            "message": self.message,
+        }
+        if self.causes:
+            status["details"] = {"causes": [error.cause() for error in self.causes]}
+        return status
+
+
+ALLOWED = Decision(True)
+
+
+def allow(patch: list[dict[str, Any]] | None = None, warnings: list[str] | None = None) -> Decision:
+    if not patch and not warnings:
+        return ALLOWED
+    return Decision(True, patch=patch or [], warnings=warnings or [])
+
+
+def reject(kind: str, name: str, errors: list[FieldError], warnings: list[str] | None = None) -> Decision:
+    """422 Invalid, worded like the apiserver's own: ``Pod "x" is invalid: [a: ..., b: ...]``."""
+    rendered = [error.render() for error in errors]
+    listed = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    subject = f'{kind} "{name}"' if name else kind
+    return Decision(
+        False,
+        code=422,
+        reason="Invalid",
+        message=f"{subject} is invalid: {listed}",
+        causes=list(errors),
+        warnings=warnings or [],
+    )
+
+
+def refuse(code: int, reason: str, message: str) -> Decision:
+    """A denial that is not about one field (403 Forbidden, 404 NotFound, ...)."""
+    return Decision(False, code=code, reason=reason, message=message)
+
+
+def retry_later(message: str) -> Decision:
+    """A retryable denial: what the decision needs has not been observed yet."""
+    return Decision(False, code=500, reason="InternalError", message=f"{message}; retry shortly")
+
+
+def internal_error(message: str) -> Decision:
+    """An unexpected failure inside a handler, answered as a denial rather than an HTTP 500."""
+    return Decision(False, code=500, reason="InternalError", message=f"internal error: {message}")

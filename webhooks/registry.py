@@ -1,0 +1,175 @@
+"""Every webhook the worker serves, declared once.
+
+The server's routes, the Mutating/ValidatingWebhookConfiguration objects, and ``admit``'s dispatch
+are all generated from :data:`WEBHOOKS`, so a webhook cannot be served without being registered,
+or registered under a different path than it is served on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from api import GROUP
+from api import constants as c
+from webhooks.decision import Decision, allow
+from webhooks.lookups import Lookups
+from webhooks.review import AdmissionRequest
+
+Handler = Callable[[AdmissionRequest, Lookups], Awaitable[Decision]]
+NAME_PREFIX = "gpustack-worker"
+MUTATING_CONFIGURATION = "gpustack-worker-mutation"
+VALIDATING_CONFIGURATION = "gpustack-worker-validation"
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """One admission webhook: what it admits, how the apiserver calls it, and its handler."""
+
+    mutating: bool
+    group: str
+    version: str
+    resource: str  # plural, as in rules[].resources
+    kind: str
+    handler_ref: str  # "module:function", imported on first use
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    failure_policy: str = "Fail"
+    object_selector: dict[str, Any] | None = None
+    match_conditions: tuple[dict[str, str], ...] = ()
+    timeout_seconds: int = 10
+    reinvocation: str = "Never"  # mutating only: "IfNeeded" when another webhook may undo ours
+    scope: str = "*"
+    # UPDATEs of an object carrying a deletionTimestamp skip the handler unless it opts in (it
+    # may then only refuse what a finalizer-only change cannot trip); see the deletion guard.
+    handles_deletion: bool = False
+    match_policy: str = "Equivalent"
+    _handler: list[Handler] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        group = self.group or "core"
+        verb = "mutate" if self.mutating else "validate"
+        return f"{verb}.{NAME_PREFIX}.{group}.{self.version}.{self.kind.lower()}"
+
+    @property
+    def path(self) -> str:
+        return "/" + self.name.replace(".", "-")
+
+    @property
+    def handler(self) -> Handler:
+        if not self._handler:
+            module, _, function = self.handler_ref.partition(":")
+            self._handler.append(getattr(importlib.import_module(module), function))
+        return self._handler[0]
+
+    def selects(self, request: AdmissionRequest) -> bool:
+        return (
+            request.kind == self.kind
+            and request.group == self.group
+            and request.operation in self.operations
+            and not request.sub_resource
+        )
+
+    async def __call__(self, request: AdmissionRequest, lookups: Lookups) -> Decision:
+        if request.deleting and not self.handles_deletion:
+            return allow()
+        return await self.handler(request, lookups)
+
+
+_QUEUED_POD = {"matchExpressions": [{"key": c.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
+
+WEBHOOKS: tuple[Webhook, ...] = (
+    # Gate 1: the Pod webhook (CREATE only; the Pod handler never sees an UPDATE).
+    Webhook(
+        True,
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        "webhooks.pod:mutate",
+        operations=("CREATE",),
+        object_selector=_QUEUED_POD,
+        reinvocation="IfNeeded",
+    ),
+    Webhook(
+        False,
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        "webhooks.pod:validate",
+        operations=("CREATE",),
+        object_selector=_QUEUED_POD,
+    ),
+    # The Workload fit pin: advisory, so it can never block Kueue.
+    Webhook(
+        True,
+        "kueue.x-k8s.io",
+        "v1beta2",
+        "workloads",
+        "Workload",
+        "webhooks.workload:mutate",
+        failure_policy="Ignore",
+        match_conditions=(
+            {
+                "name": "gpustack-local-queue",
+                "expression": "has(object.spec.queueName) && object.spec.queueName.startsWith('gpustack-fnv64-')",
+            },
+        ),
+    ),
+    Webhook(
+        True,
+        GROUP,
+        "v1",
+        "instancetypes",
+        "InstanceType",
+        "webhooks.instance_type:default",
+        scope="Cluster",
+        handles_deletion=True,
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "instancetypes",
+        "InstanceType",
+        "webhooks.instance_type:validate",
+        scope="Cluster",
+        handles_deletion=True,
+    ),
+    Webhook(True, GROUP, "v1", "instances", "Instance", "webhooks.instance:default", scope="Namespaced"),
+    Webhook(False, GROUP, "v1", "instances", "Instance", "webhooks.instance:validate", scope="Namespaced"),
+)
+
+
+def by_path() -> dict[str, Webhook]:
+    return {webhook.path: webhook for webhook in WEBHOOKS}
+
+
+def for_request(request: AdmissionRequest, *, mutating: bool) -> list[Webhook]:
+    """The webhooks the apiserver would call for ``request``, ignoring object selectors."""
+    return [w for w in WEBHOOKS if w.mutating == mutating and w.selects(request)]
+
+
+def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector against a label map, as the apiserver evaluates objectSelector."""
+    if not selector:
+        return True
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key"), expression.get("operator")
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+        if operator == "In" and (not present or labels[key] not in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+    return True

@@ -1,0 +1,273 @@
+"""The HTTPS admission server: one route per registered webhook, plus health and metrics.
+
+Each webhook route is a bare ASGI endpoint (no Request/Response objects on the hot path): it checks
+method, content type and size, decodes the AdmissionReview with orjson, runs the decision, and
+answers.  Malformed input gets a 4xx saying what was wrong; an exception inside a decision is logged
+and answered as a denial that says it was an internal error, never as a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from webhooks import registry, tls
+from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
+from webhooks.lookups import LookupFailed, Lookups
+from webhooks.metrics import WebhookMetrics
+from webhooks.review import AdmissionRequest, ReviewError, decode, encode
+
+log = logging.getLogger("webhooks.server")
+
+DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an AdmissionReview carries object and oldObject: ~2 × 1.5 MiB
+NULL_PATH = "/null"
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class AdmissionEndpoint:
+    """ASGI endpoint serving one webhook (or the null endpoint when ``webhook`` is None)."""
+
+    def __init__(self, webhook: registry.Webhook | None, lookups: Lookups, max_body: int) -> None:
+        self.webhook = webhook
+        self.lookups = lookups
+        self.max_body = max_body
+        self.name = webhook.name if webhook else "null"
+        self.metrics = WebhookMetrics(self.name)
+
+    async def _bad_request(self, send: Any, status: int, message: str) -> None:
+        self.metrics.count("bad_request", status)
+        log.info("bad admission request", extra={"webhook": self.name, "status": status, "reason": message})
+        await _answer(send, status, message.encode() + b"\n", _TEXT_HEADERS)
+
+    async def _read_body(self, scope: dict[str, Any], receive: Any, send: Any) -> bytes | None:
+        if scope["method"] != "POST":
+            await self._bad_request(
+                send, 405, f"method {scope['method']} not allowed: POST an AdmissionReview"
+            )
+            return None
+        content_type = b""
+        length = -1
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                try:
+                    length = int(value)
+                except ValueError:
+                    await self._bad_request(send, 400, "content-length is not a number")
+                    return None
+        if content_type.split(b";", 1)[0].strip().lower() != b"application/json":
+            shown = content_type.decode("latin-1") or "none"
+            await self._bad_request(send, 415, f"content type must be application/json, got {shown}")
+            return None
+        if length > self.max_body:
+            await self._bad_request(
+                send, 413, f"body of {length} bytes exceeds the {self.max_body}-byte limit"
+            )
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await self._bad_request(send, 413, f"body exceeds the {self.max_body}-byte limit")
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _check_kind(self, request: AdmissionRequest) -> str | None:
+        webhook = self.webhook
+        if webhook is None:
+            return None
+        if request.kind != webhook.kind or request.group != webhook.group:
+            group = request.group or "core"
+            return f"this webhook admits {webhook.kind} objects, not {group}/{request.kind}"
+        obj = request.object
+        if obj is not None and "kind" in obj and obj["kind"] != webhook.kind:
+            return f"request.object is a {obj['kind']!r}, but request.kind says {request.kind!r}"
+        return None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = await self._read_body(scope, receive, send)
+        if body is None:
+            return
+        started = time.perf_counter()
+        try:
+            request = decode(body)
+        except ReviewError as error:
+            await self._bad_request(send, error.status, error.message)
+            return
+        wrong = self._check_kind(request)
+        if wrong:
+            await self._bad_request(send, 400, wrong)
+            return
+        decision = await self.decide(request)
+        await _answer(send, 200, encode(request.uid, decision), _JSON_HEADERS)
+        self.metrics.latency.observe(time.perf_counter() - started)
+        outcome = "allowed" if decision.allowed else ("error" if decision.code >= 500 else "denied")
+        self.metrics.count(outcome, decision.code)
+
+    async def decide(self, request: AdmissionRequest) -> Decision:
+        webhook = self.webhook
+        if webhook is None:
+            return ALLOWED
+        try:
+            decision = await webhook(request, self.lookups)
+        except LookupFailed as error:
+            log.warning(
+                "lookup failed", extra={"webhook": self.name, "uid": request.uid, "error": str(error)}
+            )
+            return retry_later(f"{self.name} could not read what it decides on: {error}")
+        except Exception as error:  # a bug must not become a 500 the apiserver reads as an outage
+            log.exception(
+                "decision failed",
+                extra={
+                    "webhook": self.name,
+                    "uid": request.uid,
+                    "namespace": request.namespace,
+                    "object": request.display_name,
+                },
+            )
+            return internal_error(
+                f"{type(error).__name__} in {self.name}; the worker logged uid {request.uid}"
+            )
+        if not decision.allowed:
+            log.info(
+                "denied",
+                extra={
+                    "webhook": self.name,
+                    "uid": request.uid,
+                    "namespace": request.namespace,
+                    "object": request.display_name,
+                    "code": decision.code,
+                    "message": decision.message,
+                },
+            )
+        return decision
+
+
+def create_app(
+    lookups: Lookups,
+    *,
+    include_null: bool = False,
+    max_body: int = DEFAULT_MAX_BODY,
+    webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
+) -> Starlette:
+    """The ASGI app: ``/<webhook path>`` for each webhook, ``/healthz``, ``/readyz``, ``/metrics``."""
+    routes: list[Route] = [
+        Route(webhook.path, AdmissionEndpoint(webhook, lookups, max_body), methods=None)
+        for webhook in webhooks
+    ]
+    if include_null:
+        routes.append(Route(NULL_PATH, AdmissionEndpoint(None, lookups, max_body), methods=None))
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def readyz(_: Request) -> Response:
+        if lookups.synced():
+            return PlainTextResponse("ok\n")
+        return PlainTextResponse("lookups not synced yet\n", status_code=503)
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        tasks = []
+        start = getattr(lookups, "start", None)
+        if start is not None:
+            await start()
+        if tls.ACTIVE is not None:
+            tasks.append(asyncio.create_task(tls.ACTIVE.watch()))
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            stop = getattr(lookups, "stop", None)
+            if stop is not None:
+                await stop()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+class _TLSConfig(uvicorn.Config):
+    """uvicorn's Config with a reloading context in place of the one it would build.
+
+    ``load`` runs in every worker process (the context cannot be pickled across), registers the
+    context as ``webhooks.tls.ACTIVE``, and the app's lifespan watches it on that worker's loop."""
+
+    def load(self) -> None:
+        super().load()
+        if self.ssl_certfile and self.ssl_keyfile:
+            tls.ACTIVE = tls.ReloadingContext(str(self.ssl_certfile), str(self.ssl_keyfile))
+            self.ssl = tls.ACTIVE.context
+
+
+def serve(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    cert_file: str | None,
+    key_file: str | None,
+    workers: int = 1,
+    log_level: str = "warning",
+) -> None:
+    """Run uvicorn in this process until it is stopped.  ``workers > 1`` needs ``app`` as an
+    import string of an app factory (``module:function``)."""
+    kwargs: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_keep_alive": 30,
+        "server_header": False,
+        "date_header": False,
+        "log_config": None,
+    }
+    if cert_file and key_file:
+        # Paths make uvicorn treat the server as TLS; load() then swaps in the reloading context.
+        kwargs["ssl_certfile"] = cert_file
+        kwargs["ssl_keyfile"] = key_file
+    if workers > 1:
+        kwargs.update(workers=workers, factory=True)
+    config = _TLSConfig(app, **kwargs)
+    if workers > 1:
+        sock = config.bind_socket()
+        uvicorn.supervisors.Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+    else:
+        uvicorn.Server(config).run()
