@@ -1,0 +1,35 @@
+# The two commands a newcomer needs are `make dev` and `make test`; the rest are parts of them.
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: dev dev-down test test-unit test-e2e lint crds bench bootstrap cluster-binaries
+
+bootstrap:                 ## .venv with the project and its test extras, extensions built in place
+	@scripts/bootstrap.sh
+
+cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue... built from Go modules, cached in ~/.cache
+	@tests/cluster/build.sh
+
+dev: bootstrap cluster-binaries   ## local control plane + simulated GPU nodes + the worker
+	@scripts/dev-up.sh
+
+dev-down:                  ## stop everything `make dev` started
+	@scripts/dev-down.sh
+
+test: bootstrap cluster-binaries  ## the whole suite: unit, webhooks, e2e against the real control plane
+	@$(PY) -m pytest -q
+
+test-unit: bootstrap       ## unit and webhook tests only (no control plane)
+	@$(PY) -m pytest -q -m "not e2e"
+
+test-e2e: bootstrap cluster-binaries
+	@$(PY) -m pytest -q -m e2e
+
+lint: bootstrap
+	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
+
+crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the API models
+	@.venv/bin/gpustack-operator crds --write charts/gpustack-operator/crds
+
+bench: bootstrap           ## webhook and fastpath benchmarks (prints figures, asserts nothing)
+	@$(PY) -m loadtests.bench

@@ -1,0 +1,1 @@
+"""The controller runtime: REST access, informer caches, work queues, leader election."""

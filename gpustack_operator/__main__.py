@@ -1,0 +1,5 @@
+import sys
+
+from gpustack_operator.cli import main
+
+sys.exit(main())

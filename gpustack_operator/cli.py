@@ -1,0 +1,195 @@
+"""``gpustack-operator``: one binary, four roles, plus tools.
+
+Exit codes: 0 success; 1 a denial (``admit``) or a failure at run time; 2 unusable input or usage;
+3 a subcommand whose implementation has not landed yet (it says so; it never pretends to work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from gpustack_operator import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_BUILT = 0, 1, 2, 3
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from gpustack_operator import worker
+
+    return worker.run(args)
+
+
+def _admit(args: argparse.Namespace) -> int:
+    from gpustack_operator import admit
+
+    return admit.run(args)
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from api import crds
+
+    if args.write:
+        for path in crds.write(args.write):
+            print(path)
+    else:
+        sys.stdout.write(crds.render_yaml())
+    return EXIT_OK
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from certs import cli
+
+    return cli.run(args)
+
+
+def _not_built(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
+    def run(_: argparse.Namespace) -> int:
+        print(f"gpustack-operator: {what} is not implemented in this build yet ({issue}).", file=sys.stderr)
+        return EXIT_NOT_BUILT
+
+    return run
+
+
+def _version(_: argparse.Namespace) -> int:
+    print(f"gpustack-operator {__version__}")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="gpustack-operator",
+        description="Make GPUs and NPUs schedulable on Kubernetes and run LLM inference on them.",
+    )
+    top.add_argument("--version", action="version", version=f"gpustack-operator {__version__}")
+    top.add_argument("-v", "--verbosity", type=int, default=0, help="log verbosity: 0-1 info, 2+ debug")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND")
+
+    worker = sub.add_parser(
+        "worker",
+        aliases=["w"],
+        help="serve the admission webhooks and run the controllers",
+        description="Serve the admission webhooks over HTTPS and (unless --webhooks-only) run the "
+        "controllers behind a Lease.  With --objects DIR the webhooks read cluster objects from "
+        "YAML files instead of the apiserver (local development and load tests).",
+    )
+    mode = worker.add_mutually_exclusive_group()
+    mode.add_argument("--webhooks-only", action="store_true", help="serve the webhooks, run no controller")
+    mode.add_argument("--controllers-only", action="store_true", help="run the controllers, serve no webhook")
+    worker.add_argument("--bind-address", default="0.0.0.0", help="address to serve on (default 0.0.0.0)")
+    worker.add_argument("--secure-port", type=int, default=31443, help="HTTPS port (default 31443)")
+    worker.add_argument("--tls-cert", help="serving certificate (PEM); reloaded when the file changes")
+    worker.add_argument("--tls-key", help="serving key (PEM); reloaded when the file changes")
+    worker.add_argument(
+        "--cert-dir", help="directory holding tls.crt and tls.key (instead of --tls-cert/--tls-key)"
+    )
+    worker.add_argument(
+        "--objects", metavar="DIR", help="answer lookups from YAML files in DIR, not the apiserver"
+    )
+    worker.add_argument(
+        "--kubeconfig", help="kubeconfig for the apiserver (default: in-cluster, then ~/.kube/config)"
+    )
+    worker.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    worker.add_argument(
+        "--insecure", action="store_true", help="serve plain HTTP (tests and benchmarks only)"
+    )
+    worker.add_argument(
+        "--null-endpoint",
+        action="store_true",
+        help="also serve /null, an endpoint that decodes and allows (benchmarks)",
+    )
+    worker.add_argument(
+        "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
+    )
+    worker.set_defaults(func=_worker)
+
+    admit = sub.add_parser(
+        "admit",
+        help="run the admission chain on manifests, offline",
+        description="Run the exact admission chain of the server on manifests, against cluster objects "
+        "read from files, and print one JSON line per document: kind, namespace, name, operation, "
+        "allowed, code, message, warnings, patch (RFC 6902) and object (after mutation).  Exit 0 when "
+        "all are allowed, 1 when any is denied, 2 on unusable input.",
+    )
+    admit.add_argument(
+        "-f", "--filename", required=True, help="YAML file of documents to admit, or - for stdin"
+    )
+    admit.add_argument(
+        "--objects", metavar="DIR", help="directory of YAML cluster objects the decisions read"
+    )
+    admit.add_argument(
+        "--operation", choices=["CREATE", "UPDATE"], default="CREATE", help="operation (default CREATE)"
+    )
+    admit.add_argument(
+        "--old", metavar="OLDFILE", help="for UPDATE: the stored objects, matched by kind/namespace/name"
+    )
+    admit.add_argument("--namespace", "-n", default="default", help="namespace of documents that name none")
+    admit.set_defaults(func=_admit)
+
+    certs = sub.add_parser(
+        "certs",
+        help="issue or rotate the webhook CA and serving certificate",
+        description="Issue a CA and a serving certificate for the webhook server, rotate it before "
+        "expiry, and put the CA into the webhook configurations' caBundle.",
+    )
+    certs.add_argument("--dir", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
+    certs.add_argument("--service", default="gpustack-operator-worker", help="webhook Service name (SAN)")
+    certs.add_argument("--namespace", default="gpustack-system", help="webhook Service namespace (SAN)")
+    certs.add_argument("--ip", action="append", default=[], help="extra IP SAN (default 127.0.0.1)")
+    certs.add_argument("--dns", action="append", default=[], help="extra DNS SAN")
+    certs.add_argument(
+        "--rotate-before", default="720h", help="re-issue when the serving cert expires sooner (default 720h)"
+    )
+    certs.add_argument(
+        "--patch-ca-bundle", action="store_true", help="write the CA into the webhook configurations"
+    )
+    certs.add_argument("--kubeconfig", help="kubeconfig used by --patch-ca-bundle")
+    certs.set_defaults(func=_certs)
+
+    crds = sub.add_parser(
+        "crds",
+        help="print the CRDs generated from the API models",
+        description="Print every CustomResourceDefinition, generated from the API models.",
+    )
+    crds.add_argument("--write", metavar="DIR", help="write one file per CRD into DIR instead of printing")
+    crds.set_defaults(func=_crds)
+
+    dm = sub.add_parser(
+        "device-manager",
+        aliases=["dm"],
+        help="node agent: discover accelerators, keep the Devices ledger, serve the device plugin",
+        description="Discover accelerators (NVML or a simulated profile) and RDMA interfaces, write the "
+        "node's Devices ledger, and serve the kubelet device-plugin gRPC API.",
+    )
+    dm.add_argument("--manufacturer", help="manufacturer this instance serves (nvidia, ascend, ...)")
+    dm.set_defaults(func=_not_built("the device manager", "tracked by the node-plugins issue"))
+
+    mm = sub.add_parser(
+        "model-manager",
+        aliases=["mm"],
+        help="node agent: the CSI plugin that caches and mounts model weights",
+        description="Serve the model.csi.gpustack.ai CSI node plugin: download each model digest once per "
+        "node, mount it read-only, keep NodeModelStore status, collect garbage by watermark.",
+    )
+    mm.add_argument("--node-name", help="this node's name")
+    mm.set_defaults(func=_not_built("the model manager", "tracked by the model-delivery issue"))
+
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(func=_version)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not getattr(args, "func", None):
+        parser().print_help(sys.stderr)
+        return EXIT_USAGE
+    from gpustack_operator import logs
+
+    logs.configure(args.verbosity)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
