@@ -1,0 +1,111 @@
+"""Field errors worded the way the kube-apiserver words them.
+
+Both judges of a manifest — the pydantic models (``api.models.parse``) and the structural-schema
+validator (``api.schema.validate``) — report through this one vocabulary, so a refusal reads the same
+whichever of them found it, and the same as the apiserver's own ``422 Invalid`` causes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Reasons, as metav1.CauseType spells them.
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+NOT_SUPPORTED = "FieldValueNotSupported"
+TOO_LONG = "FieldValueTooLong"
+TOO_MANY = "FieldValueTooMany"
+DUPLICATE = "FieldValueDuplicate"
+TYPE_INVALID = "FieldValueTypeInvalid"
+UNKNOWN_FIELD = "FieldValueUnknown"
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One refusal: the Kubernetes-style field path, the cause type and the message."""
+
+    path: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+def format_path(parts: Iterable[str | int]) -> str:
+    """``("spec", "roles", 0, "name")`` -> ``spec.roles[0].name``; map keys pass as ``("[key]",)``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.startswith("["):
+            out += part
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def show(value: Any) -> str:
+    """A value as the apiserver prints it inside a message: JSON, compact."""
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def required(path: str) -> FieldError:
+    return FieldError(path, REQUIRED, "Required value")
+
+
+def unknown(path: str) -> FieldError:
+    return FieldError(path, UNKNOWN_FIELD, "field not declared in schema; remove it or correct its spelling")
+
+
+def wrong_type(path: str, value: Any, expected: str) -> FieldError:
+    return FieldError(path, TYPE_INVALID, f"Invalid value: {show(value)}: must be of type {expected}")
+
+
+def not_supported(path: str, value: Any, allowed: Sequence[Any]) -> FieldError:
+    supported = ", ".join(show(a) for a in allowed)
+    return FieldError(path, NOT_SUPPORTED, f"Unsupported value: {show(value)}: supported values: {supported}")
+
+
+def invalid(path: str, value: Any, detail: str) -> FieldError:
+    return FieldError(path, INVALID, f"Invalid value: {show(value)}: {detail}")
+
+
+def too_long(path: str, limit: int) -> FieldError:
+    return FieldError(path, TOO_LONG, f"Too long: may not be more than {limit} bytes")
+
+
+def too_many(path: str, count: int, limit: int) -> FieldError:
+    return FieldError(path, TOO_MANY, f"Too many: {count}: must have at most {limit} items")
+
+
+def duplicate(path: str, value: Any) -> FieldError:
+    return FieldError(path, DUPLICATE, f"Duplicate value: {show(value)}")
+
+
+def below_minimum(path: str, value: Any, minimum: Any, exclusive: bool = False) -> FieldError:
+    relation = "greater than" if exclusive else "greater than or equal to"
+    return invalid(path, value, f"must be {relation} {minimum}")
+
+
+def above_maximum(path: str, value: Any, maximum: Any, exclusive: bool = False) -> FieldError:
+    relation = "less than" if exclusive else "less than or equal to"
+    return invalid(path, value, f"must be {relation} {maximum}")
+
+
+def too_short(path: str, value: Any, limit: int) -> FieldError:
+    return invalid(path, value, f"must be at least {limit} characters long")
+
+
+def too_few(path: str, count: int, limit: int) -> FieldError:
+    return invalid(path, count, f"must have at least {limit} items")
+
+
+def mismatch(path: str, value: Any, pattern: str) -> FieldError:
+    return invalid(path, value, f"must match the regular expression '{pattern}'")

@@ -1,0 +1,86 @@
+"""``TopologySource``: where a cluster's topology hierarchy comes from.
+
+Follows ``api/worker/v1alpha1/topology_source.go``: ``nodeSelector`` and the ordered ``levels``
+(coarsest first; ``kubernetes.io/hostname`` is implicit and refused by the webhook), and exactly one
+source arm: ``nodeLabels`` (read the Nodes' own labels), ``configMap`` or ``webhook`` (a versioned
+snapshot written through NodeFeatures).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from api.models.base import CRD, Duration, Int32, Int64, PrinterColumn, Resource, Schema, Time, bounded, field
+from api.models.common import Condition, LabelSelector, conditions_field
+
+
+class TopologySourceNodeLabels(Schema):
+    """The read-only arm; its presence selects the labels already on the Nodes."""
+
+
+class TopologySourceObjectReference(Schema):
+    """A ConfigMap or Secret in the worker namespace."""
+
+    namespace: str = field(required=True, always=True, max_length=63)
+    name: str = field(required=True, always=True, max_length=253)
+
+
+class TopologySourceConfigMap(Schema):
+    config_map_ref: TopologySourceObjectReference = field(alias="configMapRef", required=True)
+    key: str = field(required=True)
+    max_staleness: Duration = field(alias="maxStaleness", required=True)
+
+
+class TopologySourceWebhook(Schema):
+    """An authenticated HTTPS snapshot endpoint; exactly one credential arm."""
+
+    url: str = field(required=True)
+    poll_interval: Duration = field(alias="pollInterval", required=True)
+    timeout: Duration = field(required=True)
+    max_staleness: Duration = field(alias="maxStaleness", required=True)
+    ca_bundle_config_map_ref: TopologySourceObjectReference | None = field(alias="caBundleConfigMapRef")
+    bearer_token_secret_ref: TopologySourceObjectReference | None = field(alias="bearerTokenSecretRef")
+    tls_client_certificate_secret_ref: TopologySourceObjectReference | None = field(
+        alias="tlsClientCertificateSecretRef"
+    )
+
+
+class TopologySourceSpec(Schema):
+    node_selector: LabelSelector = field(alias="nodeSelector", required=True)
+    levels: list[bounded(317)] = field(
+        required=True, list_type="atomic", min_length=1, max_length=16, doc="Label keys, coarsest first."
+    )
+    additional_write_prefix: str | None = field(alias="additionalWritePrefix", max_length=254)
+    node_labels: TopologySourceNodeLabels | None = field(alias="nodeLabels")
+    config_map: TopologySourceConfigMap | None = field(alias="configMap")
+    webhook: TopologySourceWebhook | None = None
+
+
+class TopologySourceStatus(Schema):
+    observed_generation: Int64 | None = field(alias="observedGeneration")
+    source_kind: str | None = field(alias="sourceKind")
+    last_successful_revision: str | None = field(alias="lastSuccessfulRevision")
+    last_successful_refresh_time: Time | None = field(alias="lastSuccessfulRefreshTime")
+    selected_nodes: Int32 | None = field(alias="selectedNodes")
+    mutated_nodes: Int32 | None = field(alias="mutatedNodes")
+    conflicted_nodes: Int32 | None = field(alias="conflictedNodes")
+    conditions: list[Condition] | None = conditions_field()
+
+
+class TopologySource(Resource):
+    """A cluster-scoped topology inventory used to form Kueue hierarchies."""
+
+    __crd__: ClassVar[CRD] = CRD(
+        kind="TopologySource",
+        plural="topologysources",
+        scope="Cluster",
+        short_names=("toposrc",),
+        columns=(
+            PrinterColumn("Kind", ".status.sourceKind"),
+            PrinterColumn("Revision", ".status.lastSuccessfulRevision"),
+            PrinterColumn("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+        ),
+    )
+
+    spec: TopologySourceSpec = field(required=True)
+    status: TopologySourceStatus | None = None
