@@ -151,7 +151,11 @@ def _parse_text(s: str) -> tuple:
     exp2 = 0
     if i < n:
         ch = s[i]
-        if (ch == "e" or ch == "E") and i + 1 < n:
+        if i + 2 == n and s[i + 1] == "i":
+            exp2 = _binary_si(ch)
+            if exp2 == 0:
+                raise _garbage(s, f"unknown suffix {s[i:]!r} (binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei)")
+        elif (ch == "e" or ch == "E") and i + 1 < n:
             # A decimal exponent: e3, E-2, e+5 (a lone trailing E is exa, handled below).
             i += 1
             e_negative = False
@@ -181,10 +185,6 @@ def _parse_text(s: str) -> tuple:
             if power == 99:
                 raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
             exp10 = power
-        elif i + 2 == n and s[i + 1] == "i":
-            exp2 = _binary_si(ch)
-            if exp2 == 0:
-                raise _garbage(s, f"unknown suffix {s[i:]!r} (binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei)")
         else:
             raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
 
