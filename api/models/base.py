@@ -67,13 +67,6 @@ class PreserveUnknown:
     """``x-kubernetes-preserve-unknown-fields: true`` — the Go type holds arbitrary JSON."""
 
 
-@dataclass(frozen=True, slots=True)
-class SchemaPattern:
-    """A pattern the CRD carries (pydantic checks the value through its own validator)."""
-
-    pattern: str
-
-
 # --- Scalar types ----------------------------------------------------------------------------------
 
 QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
