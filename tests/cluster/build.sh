@@ -27,7 +27,7 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export CGO_ENABLED=0
 export GOFLAGS="-mod=readonly -trimpath -p=${GPUSTACK_BUILD_JOBS:-2}"
 
-BUILD_FORMAT=1
+BUILD_FORMAT=2
 
 cache_key() {
     (cd "$HERE" && echo "format=$BUILD_FORMAT" && cat kube/go.mod kube/go.sum kueue/go.mod kueue/go.sum \
@@ -93,9 +93,44 @@ for name in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
 done
 
 # --- Kueue -------------------------------------------------------------------
+# With internalCertManagement off (we hand it a 127.0.0.1 cert), Kueue's main
+# reads its metrics serving cert from the hard-coded /etc/kueue/metrics/certs
+# and exits if it is missing. Rather than writing into /etc, the build uses
+# `go build -overlay` to compile upstream's cmd/kueue/main.go (its only file,
+# no internal imports) as this module's ./cmd/kueue with that one path made
+# overridable by $KUEUE_METRICS_CERT_DIR; everything else is upstream. (Go
+# refuses overlays of files inside GOMODCACHE, hence the copy.)
 KUEUE_VERSION="$(modver kueue sigs.k8s.io/kueue)"
+kueue_overlay() {
+    local src main ovl="$BIN_DIR/.overlay"
+    src="$(cd "$HERE/kueue" && go mod download -json sigs.k8s.io/kueue | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+    main="$src/cmd/kueue/main.go"
+    local needle='metricsCertPath := "/etc/kueue/metrics/certs"'
+    grep -qF "$needle" "$main" || { log "Kueue's main.go no longer has: $needle; update kueue_overlay"; exit 1; }
+    mkdir -p "$ovl"
+    sed "s#$needle#metricsCertPath := gpustackMetricsCertDir(\"/etc/kueue/metrics/certs\")#" "$main" >"$ovl/main.go"
+    cat >"$ovl/zz_gpustack_overlay.go" <<'GO'
+package main
+
+import "os"
+
+// gpustackMetricsCertDir is added by gpustack-operator's tests/cluster/build.sh.
+func gpustackMetricsCertDir(def string) string {
+	if dir := os.Getenv("KUEUE_METRICS_CERT_DIR"); dir != "" {
+		return dir
+	}
+	return def
+}
+GO
+    [[ "$(ls "$src/cmd/kueue")" == "main.go" ]] || { log "Kueue's cmd/kueue has more than main.go; update kueue_overlay"; exit 1; }
+    printf '{"Replace": {"%s": "%s", "%s": "%s"}}\n' \
+        "$HERE/kueue/cmd/kueue/main.go" "$ovl/main.go" \
+        "$HERE/kueue/cmd/kueue/zz_gpustack_overlay.go" "$ovl/zz_gpustack_overlay.go" >"$ovl/overlay.json"
+    echo "$ovl/overlay.json"
+}
+KUEUE_OVERLAY="$(kueue_overlay)"
 build kueue kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.BuildDate=$(modtime kueue sigs.k8s.io/kueue)" \
-    sigs.k8s.io/kueue/cmd/kueue
+    -overlay="$KUEUE_OVERLAY" ./cmd/kueue
 
 # --- kwok, helm, csi-sanity --------------------------------------------------
 KWOK_VERSION="$(modver tools sigs.k8s.io/kwok)"

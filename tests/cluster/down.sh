@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Stops every process tests/cluster/up.sh started for this state dir (each
+# component's whole process group), waits for them and verifies none is left.
+#
+#   tests/cluster/down.sh            # keep state (etcd data, certs, logs)
+#   tests/cluster/down.sh --purge    # and delete the state dir
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PURGE=0
+for arg in "$@"; do
+    case "$arg" in
+    --purge) PURGE=1 ;;
+    *) echo "usage: $0 [--purge]" >&2; exit 2 ;;
+    esac
+done
+
+group_alive() { # any process left in process group $1?
+    local pgid="$1"
+    # pgrep -g would do, but /proc needs no procps.
+    for stat in /proc/[0-9]*/stat; do
+        local rest
+        rest="$(cat "$stat" 2>/dev/null)" || continue
+        rest="${rest##*) }" # fields after "(comm) "
+        # state ppid pgrp ...; a zombie (Z) only waits for its reaper
+        set -- $rest
+        [[ "${3:-}" == "$pgid" && "${1:-}" != "Z" ]] && return 0
+    done
+    return 1
+}
+
+stopped=()
+for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+    name="${COMPONENTS[i]}"
+    pid="$(pid_of "$name")" || { rm -f "$PIDS/$name.pid"; continue; }
+    # up.sh started it with setsid, so its pid is its process group id.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    stopped+=("$name:$pid")
+done
+
+deadline=$((SECONDS + ${GPUSTACK_CLUSTER_STOP_TIMEOUT:-20}))
+left=1
+while ((left)); do
+    left=0
+    for entry in "${stopped[@]}"; do
+        group_alive "${entry#*:}" && left=1
+    done
+    ((left)) || break
+    if ((SECONDS > deadline)); then
+        for entry in "${stopped[@]}"; do
+            group_alive "${entry#*:}" && { echo "down.sh: ${entry%%:*} did not stop; killing" >&2
+                kill -KILL -- "-${entry#*:}" 2>/dev/null || true; }
+        done
+        sleep 1
+        break
+    fi
+    sleep 0.2
+done
+
+status=0
+for entry in "${stopped[@]}"; do
+    if group_alive "${entry#*:}"; then
+        echo "down.sh: ${entry%%:*} (process group ${entry#*:}) is still running" >&2
+        status=1
+    else
+        rm -f "$PIDS/${entry%%:*}.pid"
+    fi
+done
+((${#stopped[@]})) && echo "down.sh: stopped ${stopped[*]%%:*}" >&2
+
+if ((PURGE)) && ((status == 0)); then
+    rm -rf "$STATE_DIR"
+    echo "down.sh: removed $STATE_DIR" >&2
+fi
+exit "$status"

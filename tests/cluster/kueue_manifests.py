@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Renders what up.sh needs to run Kueue outside a Pod (stdlib only).
+
+  kueue_manifests.py crds     --url URL --ca-bundle B64 [--kueue-src DIR]  < List JSON
+  kueue_manifests.py webhooks --url URL --ca-bundle B64                    < List JSON
+  kueue_manifests.py config   --webhook-port N --health-port N --metrics-port N
+                              --cert-dir DIR [--kueue-src DIR]
+
+The List JSON is upstream YAML converted by `kubectl create --dry-run=client
+-o json -f ...` (so no YAML library is needed). Upstream's Service-based
+clientConfigs become `url: https://127.0.0.1:<port>/<path>` with our CA, which
+is how kube-apiserver reaches a webhook server that runs on the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+# Accelerator resource keys of each manufacturer; Kueue turns them into
+# credits.gpustack.ai/<manufacturer> (see CREDIT_MULTIPLIERS).
+ACCELERATOR_BASE_KEYS = {
+    "nvidia": "nvidia.com/gpu",
+    "ascend": "huawei.com/npu",
+    "cambricon": "cambricon.com/mlu",
+    "hygon": "hygon.com/dcu",
+    "mthreads": "mthreads.com/gpu",
+    "metax": "metax-tech.com/gpu",
+    "iluvatar": "iluvatar.com/gpu",
+    "amd": "amd.com/gpu",
+    "thead": "alibabacloud.com/ppu",
+}
+# suffix appended to the base key -> credits per unit of that resource
+CREDIT_MULTIPLIERS = {
+    "": 1600000,
+    ".shared": 160000,
+    ".sliced.units": 1,
+    ".partitioned.units": 1,
+}
+
+# Wanted feature gates; a gate this Kueue release does not know is left out
+# (Kueue refuses to start on an unknown gate). up.sh logs what was dropped.
+WANTED_FEATURE_GATES = {
+    "TopologyAwareScheduling": True,
+    "TASRespectNodeAffinityPreferred": True,
+    "TASBalancedPlacement": True,
+    "AssignQueueLabelsForPods": False,
+    # The visibility API server wants certs in /visibility and an APIService;
+    # the e2e cluster registers neither, so it stays off.
+    "VisibilityOnDemand": False,
+}
+
+# Namespaces whose Pods Kueue must never touch.
+UNMANAGED_NAMESPACES = ["kube-system", "kueue-system", "gpustack-system"]
+# Pod-based webhooks that upstream restricts with a namespaceSelector.
+POD_BASED_WEBHOOKS = {"mpod", "mdeployment", "mstatefulset", "vpod", "vdeployment", "vstatefulset"}
+
+KUEUE_NAME_PREFIX = "kueue-"  # upstream's config/default namePrefix
+
+
+def resource_transformations() -> list[dict]:
+    out = []
+    for manufacturer, base in ACCELERATOR_BASE_KEYS.items():
+        for suffix, credits in CREDIT_MULTIPLIERS.items():
+            out.append(
+                {
+                    "input": base + suffix,
+                    "strategy": "Replace",
+                    "outputs": {f"credits.gpustack.ai/{manufacturer}": str(credits)},
+                }
+            )
+    return out
+
+
+def known_feature_gates(kueue_src: Path | None) -> set[str] | None:
+    if kueue_src is None:
+        return None
+    text = (kueue_src / "pkg/features/kube_features.go").read_text()
+    return set(re.findall(r'featuregate\.Feature\s*=\s*"([A-Za-z0-9]+)"', text))
+
+
+def config_has_field(kueue_src: Path | None, json_name: str) -> bool:
+    if kueue_src is None:
+        return False
+    text = (kueue_src / "apis/config/v1beta2/configuration_types.go").read_text()
+    return f'json:"{json_name}' in text
+
+
+def render_config(args: argparse.Namespace) -> dict:
+    known = known_feature_gates(args.kueue_src)
+    gates = {k: v for k, v in WANTED_FEATURE_GATES.items() if known is None or k in known}
+    dropped = sorted(set(WANTED_FEATURE_GATES) - set(gates))
+    if dropped:
+        print(
+            f"kueue_manifests.py: this Kueue has no feature gate(s) {', '.join(dropped)}; left out",
+            file=sys.stderr,
+        )
+    resources: dict = {"transformations": resource_transformations()}
+    if config_has_field(args.kueue_src, "quotaCheckStrategy"):
+        resources["quotaCheckStrategy"] = "IgnoreUndeclared"
+    else:
+        print("kueue_manifests.py: this Kueue has no resources.quotaCheckStrategy; left out", file=sys.stderr)
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{args.health_port}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{args.metrics_port}"},
+        "webhook": {"host": "127.0.0.1", "port": args.webhook_port, "certDir": str(args.cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        # We hand Kueue a serving cert for 127.0.0.1 and register the webhooks
+        # ourselves, so its own cert rotator must stay off.
+        "internalCertManagement": {"enable": False},
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": UNMANAGED_NAMESPACES}
+            ]
+        },
+        "clientConnection": {"qps": 50, "burst": 100},
+        "integrations": {"frameworks": ["pod", "batch/job", "deployment", "statefulset"]},
+        "featureGates": gates,
+        "resources": resources,
+    }
+
+
+def client_config(url: str, path: str, ca_bundle: str) -> dict:
+    return {"url": url.rstrip("/") + path, "caBundle": ca_bundle}
+
+
+def conversion_crds(kueue_src: Path | None) -> set[str] | None:
+    """Plural names of the CRDs upstream wires to the /convert webhook."""
+    if kueue_src is None:
+        return None
+    text = (kueue_src / "config/components/crd/kustomization.yaml").read_text()
+    return set(re.findall(r"^- path: patches/webhook_in_([a-z]+)\.yaml", text, re.M))
+
+
+def render_crds(doc: dict, args: argparse.Namespace) -> dict:
+    wanted = conversion_crds(args.kueue_src)
+    for crd in doc.get("items", [doc]):
+        plural = crd["spec"]["names"]["plural"]
+        multi_version = len(crd["spec"].get("versions", [])) > 1
+        if (wanted is None and multi_version) or (wanted is not None and plural in wanted):
+            crd["spec"]["conversion"] = {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": client_config(args.url, "/convert", args.ca_bundle),
+                    "conversionReviewVersions": ["v1"],
+                },
+            }
+    return doc
+
+
+def render_webhooks(doc: dict, args: argparse.Namespace) -> dict:
+    for cfg in doc.get("items", [doc]):
+        meta = cfg["metadata"]
+        if not meta["name"].startswith(KUEUE_NAME_PREFIX):
+            meta["name"] = KUEUE_NAME_PREFIX + meta["name"]
+        meta.setdefault("labels", {})["app.kubernetes.io/name"] = "kueue"
+        for hook in cfg.get("webhooks", []):
+            svc = hook["clientConfig"].get("service") or {}
+            hook["clientConfig"] = client_config(args.url, svc.get("path", "/"), args.ca_bundle)
+            if hook["name"].split(".")[0] in POD_BASED_WEBHOOKS:
+                hook["namespaceSelector"] = {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": UNMANAGED_NAMESPACES,
+                        }
+                    ]
+                }
+    return doc
+
+
+def read_objects(text: str) -> dict:
+    """kubectl prints one JSON document per object (or a List): return a List."""
+    decoder = json.JSONDecoder()
+    items, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        obj, pos = decoder.raw_decode(text, pos)
+        items.extend(obj["items"] if obj.get("kind", "").endswith("List") else [obj])
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=["crds", "webhooks", "config"])
+    p.add_argument("--url", default="")
+    p.add_argument("--ca-bundle", default="")
+    p.add_argument("--kueue-src", type=Path)
+    p.add_argument("--webhook-port", type=int)
+    p.add_argument("--health-port", type=int)
+    p.add_argument("--metrics-port", type=int)
+    p.add_argument("--cert-dir", type=Path)
+    args = p.parse_args(argv)
+    if args.mode == "config":
+        out = render_config(args)
+    else:
+        doc = read_objects(sys.stdin.read())
+        out = render_crds(doc, args) if args.mode == "crds" else render_webhooks(doc, args)
+    # JSON is YAML, so Kueue's config loader reads this too.
+    json.dump(out, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
