@@ -1,0 +1,42 @@
+"""Fixtures for end-to-end tests against the local control plane (tests/cluster).
+
+The session-scoped ``cluster`` fixture builds the upstream binaries if the
+cache lacks them (tens of minutes the first time, see tests/cluster/README.md),
+starts etcd, kube-apiserver, controller-manager, scheduler, Kueue and kwok once
+per test run (reusing a cluster already running at the same state dir), and
+stops it at the end only if it started it.
+
+Environment:
+  GPUSTACK_CLUSTER_DIR   state dir (default .dev/cluster)
+  GPUSTACK_CLUSTER_KEEP  =1 leaves a cluster this run started running
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+import harness
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Also declared in pyproject.toml; repeated so this dir works on its own.
+    config.addinivalue_line("markers", "e2e: drives a real local control plane (tests/cluster)")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> harness.ClusterInfo:
+    if shutil.which("go") is None and not harness.is_built():
+        pytest.skip("e2e: no Go toolchain to build the control plane and no cached binaries")
+    state_dir = harness.default_state_dir()
+    info = harness.start(state_dir)
+    try:
+        yield info
+    finally:
+        if info.started and os.environ.get("GPUSTACK_CLUSTER_KEEP", "") not in ("1", "true", "yes"):
+            harness.stop(state_dir)

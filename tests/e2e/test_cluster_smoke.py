@@ -1,0 +1,133 @@
+"""Smoke test of the e2e control plane: Kueue admits a Pod onto a fake GPU node."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import harness
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+GPU_CREDITS = 1600000  # credits.gpustack.ai/nvidia per nvidia.com/gpu (Kueue resource transformation)
+
+
+def _pod(info: harness.ClusterInfo, ns: str, name: str) -> dict:
+    return info.kubectl_json("get", "pod", name, "-n", ns)
+
+
+def test_kueue_admits_pod_onto_fake_gpu_node(cluster: harness.ClusterInfo) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    ns, node, rf, cq, lq = (
+        f"smoke-{suffix}",
+        f"smoke-gpu-{suffix}",
+        f"smoke-rf-{suffix}",
+        f"smoke-cq-{suffix}",
+        "smoke-lq",
+    )
+    try:
+        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        harness.create_fake_node(
+            cluster, node, labels={"gpustack.ai/smoke": suffix}, capacity={"nvidia.com/gpu": 8}
+        )
+        cluster.apply(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ResourceFlavor",
+                    "metadata": {"name": rf},
+                    "spec": {"nodeLabels": {"gpustack.ai/smoke": suffix}},
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": cq},
+                    "spec": {
+                        "namespaceSelector": {},
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu", "memory", "credits.gpustack.ai/nvidia"],
+                                "flavors": [
+                                    {
+                                        "name": rf,
+                                        "resources": [
+                                            {"name": "cpu", "nominalQuota": "8"},
+                                            {"name": "memory", "nominalQuota": "64Gi"},
+                                            {
+                                                "name": "credits.gpustack.ai/nvidia",
+                                                "nominalQuota": str(8 * GPU_CREDITS),
+                                            },
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": lq, "namespace": ns},
+                    "spec": {"clusterQueue": cq},
+                },
+            ]
+        )
+        harness.wait_for_default_service_account(cluster, ns)
+
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "gpu-pod", "namespace": ns, "labels": {"kueue.x-k8s.io/queue-name": lq}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.invalid/none:0",
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "64Mi", "nvidia.com/gpu": "1"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
+                    }
+                ]
+            },
+        }
+        created = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(pod)).stdout)
+        # Kueue's pod webhook gated it (it must not reach the scheduler before admission).
+        gates = [g["name"] for g in created["spec"].get("schedulingGates", [])]
+        assert "kueue.x-k8s.io/admission" in gates, created["spec"]
+
+        admitted = harness.wait_for(
+            lambda: (p := _pod(cluster, ns, "gpu-pod"))["spec"].get("nodeName") and p,
+            timeout=90,
+            what="pod admitted by Kueue and bound to the fake node",
+        )
+        assert not admitted["spec"].get("schedulingGates"), admitted["spec"]
+        assert admitted["spec"]["nodeName"] == node
+
+        # The Workload was charged in credits, not in nvidia.com/gpu.
+        wls = cluster.kubectl_json("get", "workloads.kueue.x-k8s.io", "-n", ns)["items"]
+        assert len(wls) == 1, wls
+        usage = wls[0]["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
+        assert harness.parse_quantity(usage["credits.gpustack.ai/nvidia"]) == GPU_CREDITS, usage
+        assert "nvidia.com/gpu" not in usage, usage
+
+        running = harness.wait_for(
+            lambda: (p := _pod(cluster, ns, "gpu-pod"))["status"].get("phase") == "Running" and p,
+            timeout=60,
+            what="pod Running on the kwok node",
+        )
+        assert running["status"]["phase"] == "Running"
+    finally:
+        # Namespace first, and wait: Kueue keeps a ClusterQueue's resource-in-use
+        # finalizer while a Workload still reserves quota in it.
+        cluster.kubectl(
+            "delete", "namespace", ns, "--ignore-not-found", "--timeout=60s", check=False, timeout=90
+        )
+        cluster.kubectl(
+            "delete", "clusterqueue.kueue.x-k8s.io", cq, "--ignore-not-found", "--wait=false", check=False
+        )
+        cluster.kubectl(
+            "delete", "resourceflavor.kueue.x-k8s.io", rf, "--ignore-not-found", "--wait=false", check=False
+        )
+        harness.delete_fake_node(cluster, node)
