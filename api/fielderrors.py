@@ -91,21 +91,21 @@ def duplicate(path: str, value: Any) -> FieldError:
 
 def below_minimum(path: str, value: Any, minimum: Any, exclusive: bool = False) -> FieldError:
     relation = "greater than" if exclusive else "greater than or equal to"
-    return invalid(path, value, f"must be {relation} {minimum}")
+    return invalid(path, value, f"should be {relation} {minimum}")
 
 
 def above_maximum(path: str, value: Any, maximum: Any, exclusive: bool = False) -> FieldError:
     relation = "less than" if exclusive else "less than or equal to"
-    return invalid(path, value, f"must be {relation} {maximum}")
+    return invalid(path, value, f"should be {relation} {maximum}")
 
 
 def too_short(path: str, value: Any, limit: int) -> FieldError:
-    return invalid(path, value, f"must be at least {limit} characters long")
+    return invalid(path, value, f"should be at least {limit} chars long")
 
 
 def too_few(path: str, count: int, limit: int) -> FieldError:
-    return invalid(path, count, f"must have at least {limit} items")
+    return invalid(path, count, f"should have at least {limit} items")
 
 
 def mismatch(path: str, value: Any, pattern: str) -> FieldError:
-    return invalid(path, value, f"must match the regular expression '{pattern}'")
+    return invalid(path, value, f"should match '{pattern}'")

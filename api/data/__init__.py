@@ -1,0 +1,1 @@
+"""Data files shipped with the api package (``unit_presets.yaml``)."""
