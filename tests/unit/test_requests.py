@@ -1,0 +1,449 @@
+"""fastpath.requests: the §3.2 family classifier and the one-pass Pod facts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.manufacturers import BY_NAME, MANUFACTURERS
+from fastpath import requests
+from fastpath.pure import is_compiled, load
+
+interpreted = load("requests")
+BOTH = pytest.mark.parametrize("r", [requests, interpreted], ids=["compiled", "interpreted"])
+PARTITIONING = [m for m in MANUFACTURERS if m.partition_kind]
+NOT_PARTITIONING = [m for m in MANUFACTURERS if not m.partition_kind]
+
+
+def test_compiled_extension_is_loaded() -> None:
+    assert is_compiled(requests), (
+        f"fastpath.requests was imported from {requests.__file__}, not a compiled extension: build it "
+        "with `cythonize -i -3 fastpath/requests.py` (or `pip install -e .`) before running the tests"
+    )
+
+
+# --- The classifier -----------------------------------------------------------------------------------
+
+
+@BOTH
+@pytest.mark.parametrize("m", MANUFACTURERS, ids=lambda m: m.name)
+def test_every_manufacturer_key_is_classified(r, m) -> None:
+    assert r.classify(m.base) == ("exclusive", "token", m.name, "")
+    assert r.classify(m.base + ".shared") == ("shared", "token", m.name, "")
+    assert r.classify(m.base + ".sliced") == ("sliced", "token", m.name, "")
+    assert r.classify(m.base + ".sliced.units") == ("sliced", "units", m.name, "")
+    assert r.classify(m.base + ".sliced.cores-percentage") == ("sliced", "cores-percentage", m.name, "")
+    assert r.classify(m.base + ".sliced.memory-percentage") == ("sliced", "memory-percentage", m.name, "")
+    assert r.classify(m.base + ".sliced.memory-mib") == ("sliced", "memory-mib", m.name, "")
+    assert r.classify(f"device.gpustack.ai/{m.name}.visibility") == ("visibility", "visibility", m.name, "")
+    assert r.family_of(m.base + ".sliced.memory-mib") == ("sliced", m.name, "")
+    # Unknown sub-keys and neighbours are no family.
+    for key in (
+        m.base + ".sliced.bogus",
+        m.base + ".sliced.",
+        m.base + ".slicedx",
+        m.base + ".shared.units",
+        m.base + "x",
+        m.base + ".",
+        m.base[:-1],
+        f"credits.gpustack.ai/{m.name}",
+        f"device.gpustack.ai/{m.name}.visibilityx",
+    ):
+        assert r.family_of(key) == ("none", "", ""), key
+
+
+@BOTH
+@pytest.mark.parametrize("m", PARTITIONING, ids=lambda m: m.name)
+def test_partition_keys_of_partitioning_manufacturers(r, m) -> None:
+    assert r.classify(m.base + ".partitioned") == ("partitioned", "token", m.name, "")
+    assert r.classify(m.base + ".partitioned.units") == ("partitioned", "units", m.name, "")
+    key = f"{m.base}.partitioned.{m.partition_kind}-2g.15gb"
+    assert r.classify(key) == ("partitioned", "profile", m.name, "2g.15gb")
+    assert r.family_of(key) == ("partitioned", m.name, "2g.15gb")
+    # An empty profile, another kind or a bare segment is no family.
+    for bad in (
+        f"{m.base}.partitioned.{m.partition_kind}-",
+        f"{m.base}.partitioned.{m.partition_kind}",
+        f"{m.base}.partitioned.vgpu-1g",
+        f"{m.base}.partitioned.bogus",
+        f"{m.base}.sliced.{m.partition_kind}-1g.10gb",  # the legacy MIG key gets no handling
+    ):
+        assert r.family_of(bad) == ("none", "", ""), bad
+
+
+@BOTH
+@pytest.mark.parametrize("m", NOT_PARTITIONING, ids=lambda m: m.name)
+def test_manufacturers_without_partitioning_have_no_partition_keys(r, m) -> None:
+    assert r.family_of(m.base + ".partitioned") == ("none", "", "")
+    assert r.family_of(m.base + ".partitioned.mig-1g.10gb") == ("none", "", "")
+
+
+@BOTH
+@pytest.mark.parametrize(
+    "key",
+    [
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "hugepages-2Mi",
+        "device.gpustack.ai/rdma",
+        "device.gpustack.ai/rdma.shared",
+        "device.gpustack.ai/rdma.partitioned",
+        "device.gpustack.ai/unknown.visibility",
+        "device.gpustack.ai/.visibility",
+        "vpc.amazonaws.com/efa",
+        "example.com/gpu",
+        "nvidia.com/mig-1g.10gb",
+        "",
+    ],
+)
+def test_other_keys_are_no_family(r, key: str) -> None:
+    assert r.family_of(key) == ("none", "", "")
+
+
+# --- Pod facts ---------------------------------------------------------------------------------------------
+
+
+def container(name: str, limits: dict | None = None, requests_: dict | None = None, **extra) -> dict:
+    resources = {}
+    if limits is not None:
+        resources["limits"] = limits
+    if requests_ is not None:
+        resources["requests"] = requests_
+    return {"name": name, "image": "busybox", "resources": resources, **extra}
+
+
+@BOTH
+def test_groups_sources_and_values(r) -> None:
+    spec = {
+        "initContainers": [
+            container("warmup", {"cpu": "1", "nvidia.com/gpu": "1"}),
+            container("proxy", {"device.gpustack.ai/nvidia.visibility": "1"}, restartPolicy="Always"),
+            container("plain", {"cpu": "1"}),
+        ],
+        "containers": [
+            container(
+                "main", {"nvidia.com/gpu": "2", "cpu": "4"}, {"nvidia.com/gpu.shared": "3", "cpu": "1"}
+            ),
+            container("other", None, {"amd.com/gpu": 1}),
+        ],
+    }
+    facts = r.scan_pod(spec)
+    names = [(cf.name, cf.field, cf.index, cf.group) for cf in facts.containers]
+    assert names == [
+        ("warmup", "initContainers", 0, r.GROUP_INIT),
+        ("proxy", "initContainers", 1, r.GROUP_SIDECAR),
+        ("main", "containers", 0, r.GROUP_APP),
+        ("other", "containers", 1, r.GROUP_APP),
+    ]
+    warmup, proxy, main, other = facts.containers
+    assert warmup.exclusive == 1 and warmup.resources_path == "spec.initContainers[0].resources"
+    assert not proxy.claims() and proxy.visibility == 1
+    # limits first; a key only in requests is read from requests.
+    assert main.exclusive == 2 and main.source_of("nvidia.com/gpu") == "limits"
+    assert main.shared == 3 and main.source_of("nvidia.com/gpu.shared") == "requests"
+    assert main.has_limits and main.has_requests
+    assert (
+        other.manufacturer == "amd" and other.exclusive == 1 and other.source_of("amd.com/gpu") == "requests"
+    )
+    assert not other.has_limits
+    assert facts.family_names() == ["exclusive", "shared"]
+    assert facts.family_names(facts.init_families) == ["exclusive"]
+    assert facts.family_names(facts.app_families) == ["exclusive", "shared"]
+    assert facts.sidecar_families == 0
+    assert facts.shared_max == 3
+
+
+@BOTH
+def test_a_limit_wins_over_a_request_of_the_same_key(r) -> None:
+    facts = r.scan_pod(
+        {"containers": [container("a", {"nvidia.com/gpu.shared": "2"}, {"nvidia.com/gpu.shared": "5"})]}
+    )
+    (cf,) = facts.containers
+    assert cf.shared == 2
+    assert [entry[0] for entry in cf.keys] == ["nvidia.com/gpu.shared"]
+
+
+@BOTH
+def test_slice_and_partition_facts(r) -> None:
+    spec = {
+        "containers": [
+            container(
+                "slice",
+                {
+                    "huawei.com/npu.sliced": "1",
+                    "huawei.com/npu.sliced.memory-mib": "16384",
+                    "huawei.com/npu.sliced.cores-percentage": "30",
+                    "huawei.com/npu.sliced.units": "5",
+                },
+            ),
+            container(
+                "part",
+                {
+                    "hygon.com/dcu.partitioned": "1",
+                    "hygon.com/dcu.partitioned.mig-2g.15gb": "1",
+                    "hygon.com/dcu.partitioned.mig-1g.8gb": "3",
+                },
+            ),
+            container("part2", {"hygon.com/dcu.partitioned.mig-2g.15gb": "1"}),
+        ]
+    }
+    facts = r.scan_pod(spec)
+    s, p, p2 = facts.containers
+    assert (s.sliced, s.memory_mib, s.memory_percentage, s.cores_percentage, s.sliced_units) == (
+        1,
+        16384,
+        -1,
+        30,
+        5,
+    )
+    assert s.value_of("huawei.com/npu.sliced.memory-mib") == "16384"
+    assert p.partitioned == 1 and p.profiles == ["2g.15gb", "1g.8gb"]
+    assert p2.partitioned == r.ABSENT
+    assert facts.profiles == ["2g.15gb", "1g.8gb"]
+    assert facts.claimants == 3
+    assert facts.needs_vram  # a MiB budget and a profile both need the card's VRAM
+    entry = next(e for e in p.keys if e[0] == "hygon.com/dcu.partitioned.mig-1g.8gb")
+    assert entry == (
+        "hygon.com/dcu.partitioned.mig-1g.8gb",
+        "partitioned",
+        "profile",
+        "hygon",
+        "1g.8gb",
+        "3",
+        3,
+        "limits",
+    )
+
+
+@BOTH
+def test_percentage_budget_needs_no_vram(r) -> None:
+    facts = r.scan_pod(
+        {
+            "containers": [
+                container(
+                    "a", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "40"}
+                )
+            ]
+        }
+    )
+    assert not facts.needs_vram
+
+
+@BOTH
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        ("1", 1),
+        (2, 2),
+        ("1k", 1000),
+        ("0", 0),
+        ("1.5", -2),
+        ("-1", -2),
+        ("x", -2),
+        (True, -2),
+        (None, -2),
+        ("1e30", 1 << 62),
+    ],
+)
+def test_values_are_whole_counts_or_invalid(r, value: object, count: int) -> None:
+    (cf,) = r.scan_pod({"containers": [container("a", {"amd.com/gpu": value})]}).containers
+    assert cf.exclusive == count
+
+
+@BOTH
+@pytest.mark.parametrize(
+    "spec",
+    [
+        None,
+        [],
+        {},
+        {"containers": None},
+        {"containers": [None, 1, "x"]},
+        {"containers": [{"resources": None}]},
+        {"containers": [{"resources": {"limits": ["nvidia.com/gpu"]}}]},
+        {"containers": [{"resources": {"limits": {1: 2}}}]},
+    ],
+)
+def test_malformed_specs_give_empty_facts(r, spec: object) -> None:
+    facts = r.scan_pod(spec)
+    assert facts.containers == [] and not facts.any_accelerator and facts.demand() is None
+
+
+# --- Demand --------------------------------------------------------------------------------------------
+
+
+@BOTH
+def test_demand_exclusive_sums_the_claiming_group(r) -> None:
+    facts = r.scan_pod(
+        {"containers": [container("a", {"amd.com/gpu": "1"}), container("b", {"amd.com/gpu": "2"})]}
+    )
+    assert facts.demand() == r.Demand("exclusive", "amd", "amd.com/gpu", 3, 1_600_000, "")
+    facts = r.scan_pod(
+        {
+            "initContainers": [container("i", {"amd.com/gpu": "4"})],
+            "containers": [container("a", {"amd.com/gpu": "1"})],
+        }
+    )
+    assert facts.demand().count == 4  # max(Σ init, Σ app)
+
+
+@BOTH
+def test_demand_shared_is_the_largest_container(r) -> None:
+    facts = r.scan_pod(
+        {
+            "containers": [
+                container("a", {"metax-tech.com/gpu.shared": "2"}),
+                container("b", {"metax-tech.com/gpu.shared": "3"}),
+            ]
+        }
+    )
+    assert facts.demand() == r.Demand("shared", "metax", "metax-tech.com/gpu", 3, 160_000, "")
+
+
+@BOTH
+def test_demand_sliced_units(r) -> None:
+    pct = r.scan_pod(
+        {
+            "containers": [
+                container(
+                    "a", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "50"}
+                )
+            ]
+        }
+    )
+    assert pct.demand() == r.Demand("sliced", "nvidia", "nvidia.com/gpu", 1, 800_000, "")
+    mib = r.scan_pod(
+        {
+            "containers": [
+                container("a", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "6144"})
+            ]
+        }
+    )
+    assert mib.demand().units == 0  # unknown without the card's VRAM
+    assert mib.demand(24576).units == 400_000
+    folded = r.scan_pod(
+        {
+            "containers": [
+                container("a", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "480000"}),
+                container("b", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "960000"}),
+            ]
+        }
+    )
+    assert folded.demand().units == 960_000  # the larger units win
+    assert folded.sliced_units_max == 960_000
+
+
+@BOTH
+def test_demand_partitioned(r) -> None:
+    facts = r.scan_pod(
+        {
+            "containers": [
+                container(
+                    "a",
+                    {
+                        "alibabacloud.com/ppu.partitioned": "1",
+                        "alibabacloud.com/ppu.partitioned.mig-4g.48gb": "1",
+                        "alibabacloud.com/ppu.partitioned.units": "785000",
+                    },
+                )
+            ]
+        }
+    )
+    assert facts.demand() == r.Demand("partitioned", "thead", "alibabacloud.com/ppu", 1, 785_000, "4g.48gb")
+
+
+@BOTH
+def test_visibility_alone_is_no_demand(r) -> None:
+    facts = r.scan_pod(
+        {"containers": [container("ssh", {"device.gpustack.ai/nvidia.visibility": "1", "cpu": "1"})]}
+    )
+    assert len(facts.containers) == 1 and not facts.any_accelerator and facts.demand() is None
+
+
+def test_folds() -> None:
+    assert requests.slice_units_for_percentage(50) == 800_000
+    assert requests.slice_units_for_mib(6144, 24576) == 400_000
+    assert requests.slice_units_for_mib(40192, 81920) == 785_000
+    assert requests.base_of("thead") == "alibabacloud.com/ppu"
+    assert requests.base_of("nope") == ""
+
+
+# --- Compiled == interpreted ----------------------------------------------------------------------------
+
+_KEYS = [
+    m.base + s
+    for m in (BY_NAME["nvidia"], BY_NAME["hygon"], BY_NAME["ascend"])
+    for s in (
+        "",
+        ".shared",
+        ".sliced",
+        ".sliced.units",
+        ".sliced.memory-percentage",
+        ".sliced.memory-mib",
+        ".sliced.cores-percentage",
+        ".partitioned",
+        ".partitioned.units",
+        ".partitioned.mig-1g.10gb",
+        ".partitioned.mig-2g.20gb",
+        ".sliced.bogus",
+        ".partitioned.mig-",
+    )
+] + [
+    "device.gpustack.ai/nvidia.visibility",
+    "device.gpustack.ai/rdma.shared",
+    "cpu",
+    "memory",
+    "credits.gpustack.ai/nvidia",
+]
+_VALUES = st.one_of(
+    st.sampled_from(
+        ["0", "1", "2", "3", "50", "100", "101", "6144", "16384", "1.5", "-1", "1k", "1Gi", "x", ""]
+    ),
+    st.integers(-3, 200_000),
+    st.none(),
+)
+_RESOURCE_MAP = st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=5)
+
+
+@st.composite
+def pod_specs(draw) -> dict:
+    def one(i: int, init: bool) -> dict:
+        c: dict = {"name": f"c{i}"}
+        resources: dict = {}
+        if draw(st.booleans()):
+            resources["limits"] = draw(_RESOURCE_MAP)
+        if draw(st.booleans()):
+            resources["requests"] = draw(_RESOURCE_MAP)
+        c["resources"] = resources
+        if init and draw(st.booleans()):
+            c["restartPolicy"] = "Always"
+        return c
+
+    spec: dict = {"containers": [one(i, False) for i in range(draw(st.integers(0, 3)))]}
+    if draw(st.booleans()):
+        spec["initContainers"] = [one(i, True) for i in range(draw(st.integers(0, 2)))]
+    return spec
+
+
+@settings(max_examples=300, deadline=None)
+@given(pod_specs(), st.sampled_from([0, 15360, 24576, 81920]))
+def test_compiled_and_interpreted_agree(spec: dict, vram: int) -> None:
+    compiled_facts = requests.scan_pod(spec)
+    interpreted_facts = interpreted.scan_pod(spec)
+    assert compiled_facts.as_tuple() == interpreted_facts.as_tuple()
+    a, b = compiled_facts.demand(vram), interpreted_facts.demand(vram)
+    assert (a.as_tuple() if a else None) == (b.as_tuple() if b else None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.sampled_from(_KEYS),
+        st.text(max_size=40),
+        st.text(alphabet="nvidia.com/gpushrtelc-mbk", max_size=45),
+    )
+)
+def test_classifier_compiled_and_interpreted_agree(key: str) -> None:
+    assert requests.classify(key) == interpreted.classify(key)
