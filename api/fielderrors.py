@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Reasons, as metav1.CauseType spells them.
+FORBIDDEN = "FieldValueForbidden"
+NOT_FOUND = "FieldValueNotFound"
 REQUIRED = "FieldValueRequired"
 INVALID = "FieldValueInvalid"
 NOT_SUPPORTED = "FieldValueNotSupported"
@@ -32,7 +34,15 @@ class FieldError:
     message: str
 
     def __str__(self) -> str:
+        return self.render()
+
+    def render(self) -> str:
+        """``spec.roles[0].size: Invalid value: 3: ...``, as the apiserver lists its causes."""
         return f"{self.path}: {self.message}" if self.path else self.message
+
+    def cause(self) -> dict[str, str]:
+        """The metav1.StatusCause of this error."""
+        return {"reason": self.reason, "message": self.message, "field": self.path}
 
 
 def format_path(parts: Iterable[str | int]) -> str:
@@ -56,8 +66,20 @@ def show(value: Any) -> str:
         return repr(value)
 
 
-def required(path: str) -> FieldError:
-    return FieldError(path, REQUIRED, "Required value")
+def _with(words: str, detail: str) -> str:
+    return f"{words}: {detail}" if detail else words
+
+
+def required(path: str, detail: str = "") -> FieldError:
+    return FieldError(path, REQUIRED, _with("Required value", detail))
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    return FieldError(path, FORBIDDEN, _with("Forbidden", detail))
+
+
+def not_found(path: str, value: Any, detail: str = "") -> FieldError:
+    return FieldError(path, NOT_FOUND, _with(f"Not found: {show(value)}", detail))
 
 
 def unknown(path: str) -> FieldError:
@@ -85,8 +107,8 @@ def too_many(path: str, count: int, limit: int) -> FieldError:
     return FieldError(path, TOO_MANY, f"Too many: {count}: must have at most {limit} items")
 
 
-def duplicate(path: str, value: Any) -> FieldError:
-    return FieldError(path, DUPLICATE, f"Duplicate value: {show(value)}")
+def duplicate(path: str, value: Any, detail: str = "") -> FieldError:
+    return FieldError(path, DUPLICATE, _with(f"Duplicate value: {show(value)}", detail))
 
 
 def below_minimum(path: str, value: Any, minimum: Any, exclusive: bool = False) -> FieldError:

@@ -10,90 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from api.fielderrors import FieldError, duplicate, forbidden, invalid, not_found, required, too_many
 
-# Field error types, spelled as Kubernetes spells them in messages and in Status causes.
-INVALID = "FieldValueInvalid"
-REQUIRED = "FieldValueRequired"
-FORBIDDEN = "FieldValueForbidden"
-NOT_FOUND = "FieldValueNotFound"
-DUPLICATE = "FieldValueDuplicate"
-TOO_MANY = "FieldValueTooMany"
-NOT_SUPPORTED = "FieldValueNotSupported"
-TOO_LONG = "FieldValueTooLong"
-
-_TYPE_WORDS = {
-    INVALID: "Invalid value",
-    REQUIRED: "Required value",
-    FORBIDDEN: "Forbidden",
-    NOT_FOUND: "Not found",
-    DUPLICATE: "Duplicate value",
-    TOO_MANY: "Too many",
-    NOT_SUPPORTED: "Unsupported value",
-    TOO_LONG: "Too long",
-}
-_SHOWS_VALUE = {INVALID, NOT_FOUND, DUPLICATE, NOT_SUPPORTED}
-
-
-@dataclass(slots=True, frozen=True)
-class FieldError:
-    """One refused field: its path, the Kubernetes error type, the offending value and why."""
-
-    type: str
-    path: str
-    message: str = ""
-    value: Any = None
-
-    def render(self) -> str:
-        words = _TYPE_WORDS.get(self.type, self.type)
-        text = f"{self.path}: {words}"
-        if self.type in _SHOWS_VALUE:
-            text += f": {_show(self.value)}"
-        if self.message:
-            text += f": {self.message}"
-        return text
-
-    def cause(self) -> dict[str, str]:
-        return {"reason": self.type, "message": self.render(), "field": self.path}
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:
-        return repr(value)
-
-
-def invalid(path: str, value: Any, message: str) -> FieldError:
-    return FieldError(INVALID, path, message, value)
-
-
-def required(path: str, message: str) -> FieldError:
-    return FieldError(REQUIRED, path, message)
-
-
-def forbidden(path: str, message: str) -> FieldError:
-    return FieldError(FORBIDDEN, path, message)
-
-
-def not_found(path: str, value: Any, message: str = "") -> FieldError:
-    return FieldError(NOT_FOUND, path, message, value)
-
-
-def duplicate(path: str, value: Any, message: str = "") -> FieldError:
-    return FieldError(DUPLICATE, path, message, value)
-
-
-def too_many(path: str, message: str) -> FieldError:
-    return FieldError(TOO_MANY, path, message)
+# One field-error vocabulary for the schema judge and the webhooks (api.fielderrors).
+__all__ = [
+    "ALLOWED",
+    "Decision",
+    "FieldError",
+    "allow",
+    "duplicate",
+    "forbidden",
+    "internal_error",
+    "invalid",
+    "not_found",
+    "refuse",
+    "reject",
+    "required",
+    "retry_later",
+    "too_many",
+]
 
 
 @dataclass(slots=True)

@@ -61,9 +61,9 @@ class Lookups:
             value = (obj.get("spec") or {}).get("value")
             if isinstance(value, str):
                 return value
-        from api.settings import default_value
+        from api.settings import definition
 
-        return default_value(name)
+        return definition(name).default
 
     async def setting_enabled(self, name: str) -> bool:
         return (await self.setting(name)).strip().lower() == "true"
