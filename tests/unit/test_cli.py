@@ -1,0 +1,89 @@
+"""The command line: every subcommand explains itself, and unusable input exits 2 with a message
+naming the file, the document and the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpustack_operator import cli
+
+SUBCOMMANDS = ["worker", "device-manager", "model-manager", "admit", "certs", "crds", "version"]
+
+
+def gpustack(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpustack_operator", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "usage: gpustack-operator " + command in text
+    assert len(text.splitlines()) > 3
+
+
+def test_top_level_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    for command in SUBCOMMANDS:
+        assert command in text
+
+
+def test_no_subcommand_is_a_usage_error():
+    assert cli.main([]) == cli.EXIT_USAGE
+
+
+@pytest.mark.parametrize("command", ["device-manager", "model-manager"])
+def test_unbuilt_subcommands_say_so_and_fail(command, capsys):
+    assert cli.main([command]) == cli.EXIT_NOT_BUILT
+    assert "not implemented in this build yet" in capsys.readouterr().err
+
+
+def test_version():
+    result = gpustack("version")
+    assert result.returncode == 0 and result.stdout.startswith("gpustack-operator ")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a: [1, 2\n", "document 0: YAML does not parse"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n- just\n- a list\n",
+            "document 1: must be a mapping",
+        ),
+        ("kind: Pod\nmetadata: {name: a}\n", "document 0: apiVersion: Required value"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {}\n", "document 0: metadata.name: Required value"),
+    ],
+)
+def test_admit_unusable_input_exits_2_naming_file_and_document(tmp_path, text, fragment):
+    path = tmp_path / "in.yaml"
+    path.write_text(text)
+    result = gpustack("admit", "-f", str(path))
+    assert result.returncode == 2, result.stderr
+    assert str(path) in result.stderr and fragment in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_admit_missing_file_exits_2():
+    result = gpustack("admit", "-f", "/no/such/file.yaml")
+    assert result.returncode == 2 and "cannot read" in result.stderr
+
+
+def test_admit_update_needs_old():
+    result = gpustack(
+        "admit", "-f", "-", "--operation", "UPDATE", stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
+    )
+    assert result.returncode == 2 and "--old" in result.stderr

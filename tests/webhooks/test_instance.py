@@ -1,0 +1,347 @@
+"""Instance defaulting and validation, from the spec's accepted and rejected examples."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from tests.webhooks import objects
+from tests.webhooks.reviews import review
+from webhooks import instance, patch
+from webhooks.lookups import FileLookups
+from webhooks.review import request_from_review
+
+A10G = objects.A10G["metadata"]["name"]
+MIG = objects.H100_MIG["metadata"]["name"]
+GENERIC = objects.GENERIC["metadata"]["name"]
+
+
+def make(type_: str = A10G, *, stop: bool = False, namespace: str = "team-a", **resources):
+    spec = {
+        "type": type_,
+        "image": "ubuntu:24.04",
+        "volume": {"ephemeral": {"capacity": "1Gi"}},
+        "resources": resources,
+    }
+    if stop:
+        spec["stop"] = True
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "Instance",
+        "metadata": {"name": "demo", "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def lookups(*extra):
+    return FileLookups(objects.cluster(*extra))
+
+
+def run(handler, obj, *, old=None, operation="CREATE", cluster=None):
+    req = request_from_review(
+        review(
+            obj,
+            old=old,
+            operation=operation,
+            kind="Instance",
+            group="worker.gpustack.ai",
+            resource="instances",
+        )
+    )
+    return asyncio.run(handler(req, cluster or lookups()))
+
+
+def defaulted(obj, **kwargs):
+    decision = run(instance.default, obj, **kwargs)
+    assert decision.allowed, decision.message
+    return patch.apply(obj, decision.patch)
+
+
+def paths(decision):
+    return [cause.path for cause in decision.causes]
+
+
+# --- Defaulting ----------------------------------------------------------------------------------
+
+
+def test_slice_sizing_example_from_the_spec():
+    # unit 8 CPU/64Gi + acceleratorSlicedMemoryPercentage: 20 → accelerator 1, cores% 20,
+    # CPU 1600m, RAM 20 % of 64Gi.
+    out = defaulted(make(acceleratorSlicedMemoryPercentage=20))
+    res = out["spec"]["resources"]
+    assert res["accelerator"] == "1"
+    assert res["acceleratorSlicedCoresPercentage"] == 20
+    assert res["cpu"] == "1600m"
+    assert res["ram"] == str(64 * 2**30 * 20 // 100)
+    assert res["localStorage"] == "15Gi"
+    assert out["spec"]["imagePullPolicy"] == "IfNotPresent" and out["spec"]["volumeMount"] == "/workspace"
+
+
+def test_whole_card_sizing_scales_with_count():
+    res = defaulted(make(accelerator="2"))["spec"]["resources"]
+    assert (res["cpu"], res["ram"]) == ("16", "128Gi")
+
+
+def test_partition_sizing_scales_with_profile_vram():
+    res = defaulted(make(MIG, accelerator="1", acceleratorPartitionedProfile="3g.40gb"))["spec"]["resources"]
+    # 40192 MiB of an 80 GiB card is 49 %: 12 cores × 0.49, 128Gi × 0.49
+    assert res["cpu"] == "5880m"
+    assert res["ram"] == str(128 * 2**30 * 49 // 100)
+
+
+def test_general_type_defaults_one_core_and_scales_ram():
+    res = defaulted(make(GENERIC))["spec"]["resources"]
+    assert (res["cpu"], res["ram"]) == ("1", "2Gi")
+    res = defaulted(make(GENERIC, cpu="4"))["spec"]["resources"]
+    assert res["ram"] == "8Gi"
+
+
+def test_defaulting_is_idempotent():
+    once = defaulted(make(acceleratorSlicedMemoryPercentage=20))
+    assert run(instance.default, once).patch == []
+
+
+def test_stopped_or_typeless_instances_are_not_sized():
+    out = defaulted(make("gone", stop=True))
+    assert out["spec"]["resources"] == {}
+
+
+def test_share_request_on_unobserved_type_is_retryable():
+    obj = make(objects.UNOBSERVED["metadata"]["name"], acceleratorSlicedMemoryPercentage=20)
+    decision = run(instance.default, obj)
+    assert not decision.allowed and decision.code == 500 and "retry" in decision.message
+
+
+def test_unknown_type_is_refused_at_spec_type():
+    decision = run(instance.default, make("no-such-type"))
+    assert not decision.allowed and paths(decision) == ["spec.type"]
+
+
+def test_update_does_not_resize_a_running_instance():
+    stored = defaulted(make(accelerator="1"))
+    changed = copy.deepcopy(objects.A10G)
+    changed["spec"]["unitResources"]["cpu"] = "16"
+    decision = run(
+        instance.default,
+        stored,
+        old=stored,
+        operation="UPDATE",
+        cluster=FileLookups([changed, objects.node()]),
+    )
+    assert decision.patch == []
+
+
+# --- Validation: CREATE ---------------------------------------------------------------------------
+
+
+def validate(obj, **kwargs):
+    return run(
+        instance.validate, defaulted(obj, **{k: v for k, v in kwargs.items() if k == "cluster"}), **kwargs
+    )
+
+
+def test_seed_example_is_admitted():
+    decision = validate(
+        make(accelerator="1", acceleratorSlicedMemoryPercentage=20, acceleratorSlicedCoresPercentage=100)
+    )
+    assert decision.allowed, decision.message
+
+
+def test_system_namespace_is_refused():
+    decision = run(instance.validate, make(namespace="gpustack-system", accelerator="1"))
+    assert "metadata.namespace" in paths(decision)
+
+
+def test_missing_type_is_admitted_when_created_stopped():
+    assert run(instance.validate, make("gone", stop=True)).allowed
+    assert paths(run(instance.validate, make("gone"))) == ["spec.type"]
+
+
+def test_partition_rules():
+    assert validate(make(MIG, accelerator="1", acceleratorPartitionedProfile="3g.40gb")).allowed
+    both = run(
+        instance.validate,
+        make(
+            MIG,
+            accelerator="1",
+            acceleratorPartitionedProfile="3g.40gb",
+            acceleratorSlicedMemoryPercentage=20,
+        ),
+    )
+    assert paths(both) == ["spec.resources.acceleratorPartitionedProfile"]
+    unoffered = run(instance.validate, make(MIG, accelerator="1", acceleratorPartitionedProfile="2g.20gb"))
+    assert paths(unoffered) == ["spec.resources.acceleratorPartitionedProfile"]
+    assert "1g.10gb, 3g.40gb, 7g.80gb" in unoffered.message
+    not_partitioned = run(
+        instance.validate, make(A10G, accelerator="1", acceleratorPartitionedProfile="3g.40gb")
+    )
+    assert "partitioning mode" in not_partitioned.message
+    milli = run(instance.validate, make(MIG, accelerator="1m", acceleratorPartitionedProfile="3g.40gb"))
+    assert "spec.resources.accelerator" in paths(milli)
+
+
+def test_partition_on_a_manufacturer_that_cannot_partition():
+    ascend = objects.instance_type(
+        "gpustack--ascend-910b-linux-amd64",
+        group="ascend-910b",
+        manufacturer="ascend",
+        profiles=[{"name": "x", "count": 1, "memoryMib": 1}],
+    )
+    decision = run(
+        instance.validate,
+        make(ascend["metadata"]["name"], accelerator="1", acceleratorPartitionedProfile="x"),
+        cluster=lookups(ascend),
+    )
+    assert paths(decision) == ["spec.resources.acceleratorPartitionedProfile"]
+    assert "cannot partition" in decision.message
+
+
+def test_slice_rules():
+    two = run(instance.validate, make(accelerator="2", acceleratorSlicedMemoryPercentage=50))
+    assert paths(two) == ["spec.resources.accelerator"]
+    unsliceable = run(instance.validate, make(MIG, accelerator="1", acceleratorSlicedMemoryPercentage=50))
+    assert paths(unsliceable) == ["spec.resources.acceleratorSlicedMemoryPercentage"]
+    assert "acceleratorPartitionedProfile" in unsliceable.message
+    over = run(instance.validate, make(accelerator="1", acceleratorSlicedMemoryPercentage=150))
+    assert "spec.resources.acceleratorSlicedMemoryPercentage" in paths(over)
+
+
+def test_whole_cards_bounded_by_pool_capacity_not_by_node():
+    assert validate(make(accelerator="6")).allowed  # above one node's 4, within the pool's 8
+    decision = run(instance.validate, make(accelerator="32"))
+    assert paths(decision) == ["spec.resources.accelerator"] and "8 accelerators" in decision.message
+    assert "spec.resources.accelerator" in paths(run(instance.validate, make(accelerator="1.5")))
+    assert "spec.resources.accelerator" in paths(run(instance.validate, make(accelerator="-1")))
+
+
+def test_general_type_with_accelerator_is_refused():
+    decision = run(instance.validate, make(GENERIC, accelerator="1", cpu="1"))
+    assert "spec.resources.accelerator" in paths(decision)
+
+
+def test_caps_and_general_cpu_bound():
+    assert "spec.resources.cpu" in paths(run(instance.validate, make(accelerator="1", cpu="9")))
+    assert "spec.resources.ram" in paths(run(instance.validate, make(accelerator="1", ram="65Gi")))
+    assert "spec.resources.localStorage" in paths(
+        run(instance.validate, make(accelerator="1", localStorage="200Gi"))
+    )
+    big = run(instance.validate, make(GENERIC, cpu="64"))
+    assert paths(big) == ["spec.resources.cpu"] and "48 cores" in big.message
+    assert "spec.resources.cpu" in paths(run(instance.validate, make(GENERIC, cpu="-1")))
+
+
+def test_node_name_must_exist_at_create():
+    obj = make(accelerator="1")
+    obj["spec"]["nodeName"] = "gpu-node-01"
+    assert validate(obj).allowed
+    obj["spec"]["nodeName"] = "nope"
+    assert "spec.nodeName" in paths(run(instance.validate, obj))
+
+
+@pytest.mark.parametrize(
+    ("volume", "path"),
+    [
+        ({}, "spec.volume"),
+        ({"ephemeral": {"capacity": "1Gi"}, "persistent": {"name": "x"}}, "spec.volume"),
+        ({"ephemeral": {"capacity": "0"}}, "spec.volume.ephemeral.capacity"),
+        ({"persistent": {}}, "spec.volume.persistent.name"),
+    ],
+)
+def test_volume_rules(volume, path):
+    obj = make(accelerator="1")
+    obj["spec"]["volume"] = volume
+    assert path in paths(run(instance.validate, obj))
+
+
+def test_additional_volume_rules():
+    obj = make(accelerator="1")
+    obj["spec"]["additionalVolumes"] = [
+        {"mountPath": "/data", "configMap": {"name": "a"}},
+        {"mountPath": "/data", "secret": {"name": "b"}},
+    ]
+    assert paths(run(instance.validate, obj)) == ["spec.additionalVolumes[1].mountPath"]
+    obj["spec"]["additionalVolumes"] = [
+        {"mountPath": "/d", "subPath": "a/../b", "configMap": {"name": "a"}},
+        {"mountPath": "/e"},
+    ]
+    assert set(paths(run(instance.validate, obj))) == {
+        "spec.additionalVolumes[0].subPath",
+        "spec.additionalVolumes[1]",
+    }
+
+
+def test_grants_need_settings():
+    obj = make(accelerator="1")
+    obj["spec"]["privileged"] = True
+    assert paths(run(instance.validate, obj)) == ["spec.privileged"]
+    assert run(
+        instance.validate, obj, cluster=lookups(objects.setting("instance-privileged-allowed", "true"))
+    ).allowed
+    obj["spec"]["privileged"] = False
+    obj["spec"]["additionalVolumes"] = [{"mountPath": "/h", "hostPath": {"path": "/srv"}}]
+    assert paths(run(instance.validate, obj)) == ["spec.additionalVolumes[0].hostPath"]
+
+
+# --- Validation: UPDATE --------------------------------------------------------------------------
+
+
+def stored(*, stop=False, phase="Ready", **resources):
+    obj = defaulted(make(accelerator="1", **resources))
+    obj["spec"]["stop"] = stop
+    obj["status"] = {"phase": phase}
+    return obj
+
+
+def update(old, new, cluster=None):
+    return run(instance.validate, new, old=old, operation="UPDATE", cluster=cluster)
+
+
+def test_running_instance_freezes_its_template():
+    old = stored()
+    new = copy.deepcopy(old)
+    new["spec"]["image"] = "ubuntu:26.04"
+    assert paths(update(old, new)) == ["spec.image"]
+    old_stopped = stored(stop=True, phase="Stopped")
+    new = copy.deepcopy(old_stopped)
+    new["spec"]["image"] = "ubuntu:26.04"
+    assert update(old_stopped, new).allowed
+
+
+def test_volume_is_frozen_even_while_stopped():
+    old = stored(stop=True, phase="Stopped")
+    new = copy.deepcopy(old)
+    new["spec"]["volume"] = {"ephemeral": {"capacity": "2Gi"}}
+    assert paths(update(old, new)) == ["spec.volume"]
+
+
+def test_start_and_stop_transitions():
+    old = stored(stop=True, phase="Stopping")
+    new = copy.deepcopy(old)
+    new["spec"]["stop"] = False
+    assert paths(update(old, new)) == ["spec.stop"]
+    old["status"]["phase"] = "Stopped"
+    assert update(old, new).allowed
+    running = stored(phase="Starting")
+    stopping = copy.deepcopy(running)
+    stopping["spec"]["stop"] = True
+    assert paths(update(running, stopping)) == ["spec.stop"]
+    running["status"]["phase"] = "Ready"
+    assert update(running, stopping).allowed
+
+
+def test_start_rechecks_resources_edited_while_stopped():
+    old = stored(stop=True, phase="Stopped")
+    new = copy.deepcopy(old)
+    new["spec"]["stop"] = False
+    new["spec"]["resources"]["accelerator"] = "64"
+    assert paths(update(old, new)) == ["spec.resources.accelerator"]
+
+
+def test_held_privilege_survives_the_setting_going_off():
+    old = stored(stop=True, phase="Stopped")
+    old["spec"]["privileged"] = True
+    new = copy.deepcopy(old)
+    new["spec"]["image"] = "other"
+    assert update(old, new).allowed

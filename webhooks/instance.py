@@ -1,0 +1,609 @@
+"""Instance admission: defaulting (sizing from the InstanceType) and validation (unit-spec bounds,
+partition/slice rules, volumes, grants, stop/start transitions).
+
+Sizing runs only when an Instance is created or started (``spec.stop`` true → false): sizing on
+every update would recompute CPU/RAM from the *current* InstanceType and trip the freeze.  A share
+request (slice or partition) on an InstanceType whose accelerator detail has not been observed yet
+is answered with a retryable internal error, never sized as a whole card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+from typing import Any
+
+from api import constants as c
+from api import units
+from api.manufacturers import BY_NAME, manufacturer_of_group
+from fastpath import quantity
+from webhooks import patch as jsonpatch
+from webhooks.decision import (
+    Decision,
+    FieldError,
+    allow,
+    duplicate,
+    forbidden,
+    invalid,
+    not_found,
+    reject,
+    required,
+    retry_later,
+)
+from webhooks.lookups import Lookups
+from webhooks.review import AdmissionRequest
+
+KIND = "Instance"
+SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
+SETTING_PRIVILEGED = "instance-privileged-allowed"
+SETTING_HOST_PATH = "instance-host-path-volume-allowed"
+DEFAULT_LOCAL_STORAGE = 15 * units.GIBIBYTE
+DEFAULT_VOLUME_MOUNT = "/workspace"
+RES = "spec.resources"
+# Fields frozen while the Instance runs; editable while it is stopped.
+FROZEN_UNLESS_STOPPED = (
+    "type",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "privileged",
+    "ports",
+    "env",
+    "volumeMount",
+    "imagePullSecret",
+    "resources",
+    "sshPublicKey",
+    "nodeName",
+    "additionalVolumes",
+)
+_PROFILE_SEGMENT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_MOUNT_PATH = re.compile(r"^(/[^/]+)+$")
+
+
+class _Invalid(Exception):
+    def __init__(self, error: FieldError) -> None:
+        self.error = error
+
+
+def _exact(value: Any, path: str) -> tuple[int, int]:
+    try:
+        return quantity.parse(value)
+    except ValueError as error:
+        raise _Invalid(invalid(path, value, str(error))) from None
+
+
+def _bytes(value: Any) -> int:
+    num, den = quantity.parse(value)
+    return num // den
+
+
+def _is_zero(value: Any) -> bool:
+    if value in (None, "", 0):
+        return True
+    try:
+        return quantity.parse(value)[0] == 0
+    except ValueError:
+        return False
+
+
+# --- What the InstanceType offers ----------------------------------------------------------------
+
+
+class Offer:
+    """The facts of an InstanceType the Instance rules read."""
+
+    def __init__(self, obj: dict[str, Any]) -> None:
+        self.name = (obj.get("metadata") or {}).get("name", "")
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        self.acceleratable = bool(spec.get("acceleratable"))
+        self.group = spec.get("acceleratorGroup") or ""
+        unit = spec.get("unitResources") or {}
+        self.unit_cpu_milli = quantity.milli(unit.get("cpu") or 0)
+        self.unit_ram = _bytes(unit.get("ram") or 0)
+        self.local_storage = _bytes(spec.get("localStorage") or 0)
+        detail = status.get("detail") or {}
+        self.observed = bool(detail.get("manufacturer"))
+        self.manufacturer = detail.get("manufacturer") or ""
+        memory = detail.get("memory") or ""
+        self.card_mib = quantity.floor_div(memory, 2**20) if memory else 0
+        sliced = detail.get("slicedDetail") or {}
+        self.logical_count = int((sliced.get("logical") or {}).get("count") or 0)
+        physical = sliced.get("physical") or {}
+        self.physical_count = int(physical.get("count") or 0)
+        self.profiles = {p.get("name"): int(p.get("memoryMib") or 0) for p in physical.get("profiles") or []}
+        self.accelerator_capacity = status.get("accelerator", {}).get("capacity")
+        cpu = status.get("cpu") or {}
+        self.cpu_view = cpu
+
+    @property
+    def can_partition(self) -> bool:
+        maker = BY_NAME.get(self.manufacturer) or manufacturer_of_group(self.group)
+        return bool(maker and maker.can_partition)
+
+
+def _share_request(resources: dict[str, Any]) -> bool:
+    return bool(
+        resources.get("acceleratorSlicedMemoryPercentage")
+        or resources.get("acceleratorSlicedCoresPercentage")
+        or resources.get("acceleratorPartitionedProfile")
+    )
+
+
+# --- Defaulting ----------------------------------------------------------------------------------
+
+
+def _scale_milli(milli: int, num: int, den: int) -> int:
+    return milli * num // den
+
+
+def size(resources: dict[str, Any], offer: Offer, overcommit: bool) -> None:
+    """Fill ``resources`` (in place) from the InstanceType's unit spec."""
+    if offer.acceleratable:
+        if resources.get("accelerator") in (None, ""):
+            resources["accelerator"] = "1"
+        profile = resources.get("acceleratorPartitionedProfile") or ""
+        memory_pct = int(resources.get("acceleratorSlicedMemoryPercentage") or 0)
+        cores_pct = int(resources.get("acceleratorSlicedCoresPercentage") or 0)
+        if profile:
+            if _is_zero(resources["accelerator"]):
+                resources["accelerator"] = "1"
+            mib = offer.profiles.get(profile, 0)
+            if not mib or not offer.card_mib:
+                factor = (0, 1)  # an offered but unsizeable profile: the validator retries
+            else:
+                factor = (min(max(mib * 100 // offer.card_mib, 1), 100), 100)
+        elif offer.logical_count > 0 and (memory_pct or cores_pct):
+            if _is_zero(resources["accelerator"]):
+                resources["accelerator"] = "1"
+            if not memory_pct:
+                memory_pct = cores_pct
+                resources["acceleratorSlicedMemoryPercentage"] = memory_pct
+            if not cores_pct:
+                resources["acceleratorSlicedCoresPercentage"] = memory_pct
+            factor = (memory_pct, 100)
+        else:
+            count = quantity.whole(resources["accelerator"]) or 0
+            factor = (max(count, 1), 1)
+        if factor[0]:
+            if overcommit or _is_zero(resources.get("cpu")):
+                resources["cpu"] = units.cores(_scale_milli(offer.unit_cpu_milli, *factor))
+            if overcommit or _is_zero(resources.get("ram")):
+                resources["ram"] = units.size(offer.unit_ram * factor[0] // factor[1])
+    else:
+        if _is_zero(resources.get("cpu")):
+            resources["cpu"] = "1"
+        if overcommit or _is_zero(resources.get("ram")):
+            num, den = quantity.parse(resources["cpu"])
+            resources["ram"] = units.size(offer.unit_ram * num // den)
+    if _is_zero(resources.get("localStorage")):
+        limit = offer.local_storage or DEFAULT_LOCAL_STORAGE
+        resources["localStorage"] = units.size(min(DEFAULT_LOCAL_STORAGE, limit))
+
+
+def _sizing(request: AdmissionRequest) -> bool:
+    spec = (request.object or {}).get("spec") or {}
+    if request.operation == "CREATE":
+        return True
+    old = (request.old_object or {}).get("spec") or {}
+    return bool(old.get("stop")) and not spec.get("stop")
+
+
+async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
+    obj = request.object or {}
+    after = copy.deepcopy(obj)
+    spec = after.setdefault("spec", {})
+    spec.setdefault("imagePullPolicy", "IfNotPresent")
+    spec.setdefault("volumeMount", DEFAULT_VOLUME_MOUNT)
+    if spec.get("resources") is None:
+        spec["resources"] = {}
+    if spec.get("type") and not spec.get("stop") and _sizing(request):
+        found = await lookups.instance_type(spec["type"])
+        if found is None:
+            return reject(KIND, request.display_name, [_type_not_found(spec["type"])])
+        try:
+            offer = Offer(found)
+        except ValueError as error:
+            return retry_later(f"InstanceType {spec['type']!r} has an unreadable unit spec ({error})")
+        if _share_request(spec["resources"]) and not offer.observed:
+            return retry_later(f"InstanceType {offer.name!r} has not observed its accelerators yet")
+        overcommit = await lookups.setting_enabled(SETTING_OVERCOMMIT)
+        with contextlib.suppress(ValueError):  # a malformed quantity: the validator names the field
+            size(spec["resources"], offer, overcommit)
+    return allow(jsonpatch.diff(obj, after))
+
+
+# --- Validation ----------------------------------------------------------------------------------
+
+
+def _type_not_found(name: str) -> FieldError:
+    return not_found(
+        "spec.type",
+        name,
+        "no InstanceType has this name; `kubectl get instancetypes` lists them, or create the "
+        "Instance with stop: true until it exists",
+    )
+
+
+def _resource_errors(resources: dict[str, Any], offer: Offer) -> list[FieldError]:
+    """CREATE rules 4-8: partitions, slices, whole cards, general types, unit-spec caps."""
+    errors: list[FieldError] = []
+    accelerator = resources.get("accelerator")
+    profile = resources.get("acceleratorPartitionedProfile") or ""
+    memory_pct = resources.get("acceleratorSlicedMemoryPercentage") or 0
+    cores_pct = resources.get("acceleratorSlicedCoresPercentage") or 0
+    count = None
+    if accelerator not in (None, ""):
+        num, den = _exact(accelerator, f"{RES}.accelerator")
+        if num < 0 or den != 1:
+            errors.append(
+                invalid(
+                    f"{RES}.accelerator", accelerator, "must be a non-negative whole number of accelerators"
+                )
+            )
+        else:
+            count = num
+    for field, pct in (
+        ("acceleratorSlicedMemoryPercentage", memory_pct),
+        ("acceleratorSlicedCoresPercentage", cores_pct),
+    ):
+        if not isinstance(pct, int) or not 0 <= pct <= 100:
+            errors.append(invalid(f"{RES}.{field}", pct, "must be a percentage from 0 to 100"))
+    slicing = bool(memory_pct or cores_pct)
+    if not offer.acceleratable:
+        if count:
+            errors.append(
+                invalid(
+                    f"{RES}.accelerator",
+                    accelerator,
+                    f"InstanceType {offer.name!r} has no accelerators; drop the request or "
+                    "choose an acceleratable InstanceType",
+                )
+            )
+        if profile or slicing:
+            field = "acceleratorPartitionedProfile" if profile else "acceleratorSlicedMemoryPercentage"
+            errors.append(
+                forbidden(
+                    f"{RES}.{field}", f"InstanceType {offer.name!r} has no accelerators to slice or partition"
+                )
+            )
+    elif profile:
+        path = f"{RES}.acceleratorPartitionedProfile"
+        if slicing:
+            errors.append(
+                forbidden(
+                    path,
+                    "a hardware partition and a logical slice cannot both apply to one "
+                    "accelerator; drop acceleratorSlicedMemoryPercentage/CoresPercentage",
+                )
+            )
+        elif not offer.can_partition:
+            errors.append(
+                invalid(
+                    path,
+                    profile,
+                    f"manufacturer {offer.manufacturer or offer.group!r} cannot "
+                    "partition its accelerators; request whole cards or a slice",
+                )
+            )
+        elif offer.physical_count == 0:
+            errors.append(
+                forbidden(
+                    path,
+                    f"InstanceType {offer.name!r} has no accelerator in a partitioning "
+                    "mode; an administrator enables partitions (e.g. MIG) first",
+                )
+            )
+        elif not _PROFILE_SEGMENT.match(profile):
+            errors.append(invalid(path, profile, "must be a resource-name segment such as 3g.40gb"))
+        elif profile not in offer.profiles:
+            offered = ", ".join(sorted(offer.profiles)) or "none"
+            errors.append(
+                invalid(path, profile, f"InstanceType {offer.name!r} offers the profiles: {offered}")
+            )
+        if count is not None and count != 1:
+            errors.append(
+                invalid(
+                    f"{RES}.accelerator", accelerator, "a partition is one instance: set accelerator to 1"
+                )
+            )
+    elif slicing:
+        if offer.logical_count == 0:
+            hint = (
+                " (its accelerators are partitioned: request spec.resources.acceleratorPartitionedProfile)"
+                if offer.physical_count
+                else ""
+            )
+            errors.append(
+                forbidden(
+                    f"{RES}.acceleratorSlicedMemoryPercentage",
+                    f"InstanceType {offer.name!r} cannot slice its accelerators{hint}",
+                )
+            )
+        if count is not None and count != 1:
+            errors.append(
+                invalid(
+                    f"{RES}.accelerator",
+                    accelerator,
+                    "a slice is part of one accelerator: set accelerator to 1",
+                )
+            )
+    elif count is not None and offer.accelerator_capacity not in (None, ""):
+        capacity = quantity.whole(offer.accelerator_capacity) or 0
+        if count > capacity:
+            errors.append(
+                invalid(
+                    f"{RES}.accelerator",
+                    accelerator,
+                    f"the pool of InstanceType {offer.name!r} has {capacity} accelerators in all",
+                )
+            )
+    errors += _cap_errors(resources, offer, count, profile, memory_pct)
+    return errors
+
+
+def _cap_errors(
+    resources: dict[str, Any], offer: Offer, count: int | None, profile: str, memory_pct: int
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    values: dict[str, tuple[int, int]] = {}
+    for field in ("cpu", "ram", "localStorage"):
+        value = resources.get(field)
+        if value in (None, ""):
+            continue
+        num, den = _exact(value, f"{RES}.{field}")
+        if num < 0:
+            errors.append(invalid(f"{RES}.{field}", value, "must not be negative"))
+        values[field] = (num, den)
+    if "localStorage" in values and offer.local_storage:
+        num, den = values["localStorage"]
+        if num > offer.local_storage * den:
+            errors.append(
+                invalid(
+                    f"{RES}.localStorage",
+                    resources["localStorage"],
+                    f"InstanceType {offer.name!r} offers at most {units.size(offer.local_storage)}",
+                )
+            )
+    if offer.acceleratable:
+        if profile and offer.profiles.get(profile) and offer.card_mib:
+            factor = (min(max(offer.profiles[profile] * 100 // offer.card_mib, 1), 100), 100)
+        elif memory_pct and isinstance(memory_pct, int):
+            factor = (1, 1)
+        else:
+            factor = (max(count or 0, 1), 1)
+        caps = {
+            "cpu": (offer.unit_cpu_milli * factor[0], 1000 * factor[1]),
+            "ram": (offer.unit_ram * factor[0], factor[1]),
+        }
+        for field, (cap_num, cap_den) in caps.items():
+            if field in values:
+                num, den = values[field]
+                if num * cap_den > cap_num * den:
+                    shown = (
+                        units.cores(cap_num * 1000 // cap_den)
+                        if field == "cpu"
+                        else units.size(cap_num // cap_den)
+                    )
+                    errors.append(
+                        invalid(
+                            f"{RES}.{field}",
+                            resources[field],
+                            f"exceeds the {shown} that {factor[0]}/{factor[1]} of the unit of "
+                            f"InstanceType {offer.name!r} provides",
+                        )
+                    )
+    elif "cpu" in values:
+        num, den = values["cpu"]
+        once = offer.cpu_view.get("onceMaxRequest")
+        cores = quantity.whole(once) if once not in (None, "") else None
+        if cores is not None and num > cores * den:
+            capacity = quantity.whole(offer.cpu_view.get("capacity") or 0) or 0
+            remaining = quantity.whole(offer.cpu_view.get("remaining") or 0) or 0
+            if capacity == 0:
+                why = "no managed node serves this pool yet"
+            elif remaining == 0:
+                why = "the pool's CPU is fully requested"
+            else:
+                why = f"no node of the pool has more than {cores} cores"
+            errors.append(invalid(f"{RES}.cpu", resources["cpu"], why))
+    return errors
+
+
+def _volume_errors(spec: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    volume = spec.get("volume") or {}
+    ephemeral, persistent = volume.get("ephemeral"), volume.get("persistent")
+    if ephemeral is not None and persistent is not None:
+        errors.append(forbidden("spec.volume", "choose one of ephemeral and persistent, not both"))
+    elif ephemeral is None and persistent is None:
+        errors.append(
+            required(
+                "spec.volume",
+                "a workspace is required: set volume.ephemeral.capacity or volume.persistent.name",
+            )
+        )
+    elif ephemeral is not None:
+        capacity = ephemeral.get("capacity")
+        try:
+            positive = capacity not in (None, "") and quantity.parse(capacity)[0] > 0
+        except ValueError:
+            positive = False
+        if not positive:
+            errors.append(
+                invalid("spec.volume.ephemeral.capacity", capacity, "must be a positive size, e.g. 10Gi")
+            )
+    elif not (persistent or {}).get("name"):
+        errors.append(required("spec.volume.persistent.name", "name the InstancePersistentVolume to mount"))
+    mounts: dict[str, int] = {}
+    workspace = spec.get("volumeMount") or DEFAULT_VOLUME_MOUNT
+    for index, entry in enumerate(spec.get("additionalVolumes") or []):
+        path = f"spec.additionalVolumes[{index}]"
+        mount = entry.get("mountPath") or ""
+        if not _MOUNT_PATH.match(mount) or any(part in (".", "..") for part in mount.split("/")):
+            errors.append(
+                invalid(f"{path}.mountPath", mount, "must be an absolute, canonical path such as /data")
+            )
+        elif mount == workspace:
+            errors.append(
+                invalid(f"{path}.mountPath", mount, "is the workspace's volumeMount; mount elsewhere")
+            )
+        elif mount in mounts:
+            errors.append(
+                duplicate(
+                    f"{path}.mountPath", mount, f"already mounted by spec.additionalVolumes[{mounts[mount]}]"
+                )
+            )
+        else:
+            mounts[mount] = index
+        sources = [k for k in ("persistent", "configMap", "secret", "hostPath", "model") if entry.get(k)]
+        if len(sources) != 1:
+            errors.append(
+                invalid(path, sources, "exactly one source: persistent, configMap, secret, hostPath or model")
+            )
+        sub = entry.get("subPath") or ""
+        if sub and (sub.startswith("/") or ".." in sub.split("/")):
+            errors.append(invalid(f"{path}.subPath", sub, "must be relative and contain no '..' element"))
+    return errors
+
+
+def _host_paths(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e["hostPath"] for e in spec.get("additionalVolumes") or [] if e.get("hostPath")]
+
+
+async def _grant_errors(
+    spec: dict[str, Any], old: dict[str, Any] | None, lookups: Lookups
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    takes_privilege = spec.get("privileged") and not (old or {}).get("privileged")
+    if takes_privilege and not await lookups.setting_enabled(SETTING_PRIVILEGED):
+        errors.append(
+            forbidden(
+                "spec.privileged",
+                f"privileged Instances are off in this cluster; an "
+                f"administrator enables Setting {SETTING_PRIVILEGED}",
+            )
+        )
+    held = _host_paths(old or {})
+    for index, entry in enumerate(spec.get("additionalVolumes") or []):
+        host = entry.get("hostPath")
+        if host and host not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
+            errors.append(
+                forbidden(
+                    f"spec.additionalVolumes[{index}].hostPath",
+                    f"host paths are off in this cluster; an administrator enables Setting "
+                    f"{SETTING_HOST_PATH}",
+                )
+            )
+    return errors
+
+
+async def _offer(name: str, lookups: Lookups) -> Offer | None:
+    found = await lookups.instance_type(name)
+    return Offer(found) if found is not None else None
+
+
+async def _create_errors(
+    request: AdmissionRequest, spec: dict[str, Any], lookups: Lookups
+) -> list[FieldError] | Decision:
+    errors: list[FieldError] = []
+    namespace = request.namespace or ((request.object or {}).get("metadata") or {}).get("namespace", "")
+    if namespace in (c.SYSTEM_NAMESPACE, *c.KUBE_SYSTEM_NAMESPACES):
+        errors.append(
+            invalid(
+                "metadata.namespace",
+                namespace,
+                "Instances run in tenant namespaces, not in a system namespace",
+            )
+        )
+    errors += _volume_errors(spec)
+    errors += await _grant_errors(spec, None, lookups)
+    if spec.get("nodeName"):
+        node = await lookups.get("Node", spec["nodeName"], fresh=True)
+        if node is None:
+            errors.append(
+                not_found("spec.nodeName", spec["nodeName"], "no such Node; `kubectl get nodes` lists them")
+            )
+    name = spec.get("type") or ""
+    if not name:
+        errors.append(required("spec.type", "name the InstanceType that sizes this Instance"))
+        return errors
+    resolved = await _resources_or_retry(name, spec, lookups, required_to_exist=not spec.get("stop"))
+    if isinstance(resolved, Decision):
+        return resolved
+    return errors + resolved
+
+
+async def _resources_or_retry(
+    name: str, spec: dict[str, Any], lookups: Lookups, required_to_exist: bool
+) -> list[FieldError] | Decision:
+    offer = await _offer(name, lookups)
+    if offer is None:
+        return [_type_not_found(name)] if required_to_exist else []
+    resources = spec.get("resources") or {}
+    if _share_request(resources) and offer.acceleratable and not offer.observed:
+        return retry_later(f"InstanceType {name!r} has not observed its accelerators yet")
+    try:
+        return _resource_errors(resources, offer)
+    except _Invalid as bad:
+        return [bad.error]
+
+
+async def _update_errors(
+    request: AdmissionRequest, spec: dict[str, Any], lookups: Lookups
+) -> list[FieldError] | Decision:
+    old_obj = request.old_object or {}
+    old = old_obj.get("spec") or {}
+    stopped = bool(old.get("stop"))
+    errors: list[FieldError] = []
+    if not stopped:
+        for field in FROZEN_UNLESS_STOPPED:
+            if spec.get(field) != old.get(field) and not (
+                field == "resources" and not spec.get(field) and not old.get(field)
+            ):
+                errors.append(
+                    forbidden(
+                        f"spec.{field}",
+                        "cannot change while the Instance runs; set spec.stop: "
+                        "true, wait for phase Stopped, edit, then clear stop",
+                    )
+                )
+    if spec.get("volume") != old.get("volume"):
+        errors.append(
+            forbidden("spec.volume", "the workspace volume is fixed at creation, even while stopped")
+        )
+    phase = (old_obj.get("status") or {}).get("phase", "")
+    starting = stopped and not spec.get("stop")
+    if not stopped and spec.get("stop") and phase == "Starting":
+        errors.append(forbidden("spec.stop", "the Instance is still starting; stop it once it is Ready"))
+    errors += _volume_errors(spec) if spec.get("additionalVolumes") != old.get("additionalVolumes") else []
+    errors += await _grant_errors(spec, old, lookups)
+    if starting:
+        if phase != "Stopped":
+            errors.append(
+                forbidden(
+                    "spec.stop",
+                    f"an Instance starts only from phase Stopped (it is {phase or 'not yet reconciled'}); "
+                    "wait for the controller to report Stopped",
+                )
+            )
+        if not spec.get("type"):
+            errors.append(required("spec.type", "name the InstanceType that sizes this Instance"))
+        else:
+            resolved = await _resources_or_retry(spec["type"], spec, lookups, required_to_exist=True)
+            if isinstance(resolved, Decision):
+                return resolved
+            errors += resolved
+    return errors
+
+
+async def validate(request: AdmissionRequest, lookups: Lookups) -> Decision:
+    spec = (request.object or {}).get("spec") or {}
+    if request.operation == "CREATE":
+        result = await _create_errors(request, spec, lookups)
+    else:
+        result = await _update_errors(request, spec, lookups)
+    if isinstance(result, Decision):
+        return result
+    return reject(KIND, request.display_name, result) if result else allow()
