@@ -1,0 +1,244 @@
+"""Simulated accelerators: what discovery would report for a node holding N cards of a product.
+
+``make dev``, the e2e tests and the scale benchmarks create nodes from these profiles; the device
+manager's simulated mode reports them as if NVML had.  Everything here is a pure function of the
+product and the count, so a simulated node and its ``Devices`` ledger always agree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from api import API_VERSION
+from api import constants as c
+from api.manufacturers import BY_NAME, SHARES_PER_CARD, UNITS_PER_CARD, VISIBILITY_TOKENS_PER_CARD
+from api.naming import topology_profile
+
+HOSTNAME_PROFILE = topology_profile([c.LABEL_HOSTNAME])
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One hardware partition profile: name, VRAM, and the slots it occupies on an empty card."""
+
+    name: str
+    memory_mib: int
+    compute_slices: int
+    memory_slices: int
+    count: int  # instances an empty card can host
+
+
+@dataclass(frozen=True, slots=True)
+class Product:
+    manufacturer: str
+    product: str
+    memory_mib: int
+    cores: int
+    family: str
+    compute_capability: str = ""
+    driver_version: str = "570.124.06"
+    runtime_version: str = "12.8"
+    profiles: tuple[Profile, ...] = field(default_factory=tuple)
+
+    @property
+    def group(self) -> str:
+        """``<manufacturer>-<sanitized product>``, e.g. ``nvidia-h100-80gb-hbm3``."""
+        return accelerator_group(self.manufacturer, self.product)
+
+
+def sanitize(text: str) -> str:
+    """Lower-case, runs of anything but letters and digits become one ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def accelerator_group(manufacturer: str, product: str) -> str:
+    name = sanitize(product)
+    if name.startswith(manufacturer + "-"):
+        name = name[len(manufacturer) + 1 :]
+    return f"{manufacturer}-{name}"[:63].rstrip("-")
+
+
+_H100_MIG = (
+    Profile("1g.10gb", 9856, 1, 1, 7),
+    Profile("1g.20gb", 19968, 1, 2, 4),
+    Profile("2g.20gb", 19968, 2, 2, 3),
+    Profile("3g.40gb", 40192, 3, 4, 2),
+    Profile("4g.40gb", 40192, 4, 4, 1),
+    Profile("7g.80gb", 80896, 7, 8, 1),
+)
+
+PRODUCTS: dict[str, Product] = {
+    "NVIDIA H100 80GB HBM3": Product(
+        "nvidia", "NVIDIA H100 80GB HBM3", 81920, 16896, "hopper", "9.0", profiles=_H100_MIG
+    ),
+    "NVIDIA A10G": Product("nvidia", "NVIDIA A10G", 24576, 9216, "ampere", "8.6"),
+    "Tesla T4": Product("nvidia", "Tesla T4", 16384, 2560, "turing", "7.5"),
+    "Ascend 910B": Product("ascend", "Ascend 910B", 65536, 24, "910B", runtime_version="8.0"),
+}
+
+
+def _card_id(node: str, product: Product, index: int) -> str:
+    return f"{sanitize(node)}-{product.group}-{index}"
+
+
+def devices(
+    node: str, product: Product, count: int, *, partitioned: bool = False, profile: str = HOSTNAME_PROFILE
+) -> dict[str, Any]:
+    """The ``Devices`` object of a node: spec (capability) and a fresh ledger (every card free)."""
+    maker = BY_NAME[product.manufacturer]
+    slices = maker.slices_per_card or 16
+    cards, ledger = [], []
+    for index in range(count):
+        status: dict[str, Any] = {"unhealthy": False}
+        entry: dict[str, Any] = {"id": _card_id(node, product, index), "index": index, "mode": 0}
+        if partitioned and product.profiles:
+            status["logicalSliced"] = {"count": 0}
+            status["physicalSliced"] = {
+                "count": max(p.count for p in product.profiles),
+                "profiles": [
+                    {
+                        "name": p.name,
+                        "memoryMib": p.memory_mib,
+                        "computeSlices": p.compute_slices,
+                        "memorySlices": p.memory_slices,
+                        "count": p.count,
+                        "placements": [
+                            {"start": s * p.memory_slices, "length": p.memory_slices} for s in range(p.count)
+                        ],
+                    }
+                    for p in product.profiles
+                ],
+            }
+            entry.update(
+                allocated=0,
+                remaining=UNITS_PER_CARD,
+                allocatedProfiles=[],
+                remainingProfiles=[{"name": p.name, "count": p.count} for p in product.profiles],
+            )
+        else:
+            status["logicalSliced"] = {
+                "coresPercentageOvercommit": bool(maker.compute_overcommit),
+                "count": slices,
+            }
+            entry.update(allocated=0, remaining=UNITS_PER_CARD, allocatedSlices=0)
+        cards.append(
+            {
+                "id": entry["id"],
+                "index": index,
+                "physicalIndexes": [index],
+                "topology": {
+                    "pciBusId": f"0000:{0x18 + index:02x}:00.0",
+                    "pciRootId": f"pci0000:{index // 4:02x}",
+                    "pciClass": "0302",
+                    "numaAffinity": str(index // 4),
+                    "cpuAffinity": "",
+                },
+                "status": status,
+            }
+        )
+        ledger.append(entry)
+    detail: dict[str, Any]
+    if partitioned and product.profiles:
+        detail = {
+            "logical": {"count": 0},
+            "physical": {
+                "count": count * max(p.count for p in product.profiles),
+                "profiles": [
+                    {"name": p.name, "count": count * p.count, "memoryMib": p.memory_mib}
+                    for p in product.profiles
+                ],
+            },
+        }
+    else:
+        detail = {
+            "logical": {"coresPercentageOvercommit": bool(maker.compute_overcommit), "count": count * slices},
+            "physical": {"count": 0},
+        }
+    group = product.group
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Devices",
+        "metadata": {
+            "name": node,
+            "labels": {
+                c.LABEL_OS: "linux",
+                c.LABEL_ARCH: "amd64",
+                c.LABEL_MANAGED: "true",
+                c.label_general_group("generic"): "true",
+                c.label_accelerator_group(group): "true",
+                c.LABEL_TOPOLOGY_PROFILE: profile,
+            },
+        },
+        "spec": {
+            "groups": [
+                {
+                    "id": group,
+                    "manufacturer": product.manufacturer,
+                    "name": product.product,
+                    "memory": product.memory_mib,
+                    "cores": product.cores,
+                    "driverVersion": product.driver_version,
+                    "runtimeVersion": product.runtime_version,
+                    "computeCapability": product.compute_capability,
+                    "family": product.family,
+                    "accelerators": cards,
+                    "acceleratorSlicedDetail": detail,
+                }
+            ]
+        },
+        "status": {"groups": [{"id": group, "manufacturer": product.manufacturer, "accelerators": ledger}]},
+    }
+
+
+def node_labels(
+    node: str, product: Product, count: int, *, cpu_cores: int = 64, profile: str = HOSTNAME_PROFILE
+) -> dict[str, str]:
+    """The labels NFD, the device manager and the worker would put on such a node."""
+    maker = BY_NAME[product.manufacturer]
+    group = product.group
+    prefix = c.PREFIX_ACCELERATABLE
+    memory_gi = product.memory_mib // 1024
+    return {
+        c.LABEL_OS: "linux",
+        c.LABEL_ARCH: "amd64",
+        c.LABEL_HOSTNAME: node,
+        c.LABEL_MANAGED: "true",
+        c.LABEL_ACCELERATABLE: "true",
+        c.NFD_PCI_PRESENT.format(vendor=maker.pci_vendor_id): "true",
+        f"{prefix}{product.manufacturer}": "true",
+        f"{prefix}{product.manufacturer}.driver-version": product.driver_version,
+        f"{prefix}{product.manufacturer}.runtime-version": product.runtime_version,
+        f"{prefix}{group}": "true",
+        f"{prefix}{group}.product": sanitize(product.product),
+        f"{prefix}{group}.memory": f"{memory_gi}Gi",
+        f"{prefix}{group}.cores": str(product.cores),
+        f"{prefix}{group}.count": str(count),
+        f"{prefix}{group}.family": product.family,
+        c.label_general_group("generic"): "true",
+        f"{c.PREFIX_GENERAL}generic.count": str(cpu_cores),
+        c.LABEL_TOPOLOGY_PROFILE: profile,
+    }
+
+
+def plugin_capacity(product: Product, count: int, *, partitioned: bool = False) -> dict[str, str]:
+    """The device-plugin resources the node advertises (the counting keys are the worker's)."""
+    maker = BY_NAME[product.manufacturer]
+    base = maker.base
+    if partitioned and product.profiles:
+        capacity = {
+            base: "0",
+            f"{base}.shared": "0",
+            f"{base}.sliced": "0",
+            f"{base}.partitioned": str(count * max(p.count for p in product.profiles)),
+        }
+    else:
+        slices = maker.slices_per_card or 16
+        capacity = {
+            base: str(count),
+            f"{base}.shared": str(count * SHARES_PER_CARD),
+            f"{base}.sliced": str(count * slices),
+        }
+    capacity[maker.visibility_key] = str(count * VISIBILITY_TOKENS_PER_CARD)
+    return capacity
