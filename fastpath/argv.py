@@ -67,12 +67,10 @@ _UNKNOWN = cython.declare(cython.int, 3)  # flag-looking, not in the table
 _K_DEGREE = cython.declare(cython.int, 1)
 _K_MODE = cython.declare(cython.int, 2)
 _K_WIRING = cython.declare(cython.int, 3)
-_K_OTHER = cython.declare(cython.int, 4)
 _KIND_CODES = {FLAG_DEGREE: 1, FLAG_MODE: 2, FLAG_WIRING: 3, FLAG_OTHER: 4}
 
 _NSLOTS = cython.declare(cython.int, 10)
-_SLOT_DPL = cython.declare(cython.int, 3)
-assert len(DEGREE_FIELDS) == 10 and DEGREE_FIELDS[3] == "dpl"
+assert len(DEGREE_FIELDS) == 10  # the Degrees fields, in _set_slot's order
 
 # argparse's own negative-number test; used only for tokens with non-ASCII characters (\d is Unicode).
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -97,7 +95,6 @@ class _Trie:
     unique: cython.int[:]
     symbol_of: cython.int[:]
     width: cython.int
-    dash: cython.int
     names: tuple
 
     def __init__(self, spellings, entries, names):
@@ -131,7 +128,6 @@ class _Trie:
         self.unique = unique
         self.symbol_of = symbol_of
         self.width = width
-        self.dash = symbol_of[ord("-")]
         self.names = tuple(names)
 
 
@@ -454,7 +450,7 @@ def find_owned_args(engine: str, args, owned) -> list:
     tr: _Trie = _candidate_trie(owned)
     rewrite: cython.bint = _REWRITES.get(engine, False)
     found: list = []
-    seq: list = args if type(args) is list else list(args)
+    seq: list = args if type(args) is list else ([] if args is None else list(args))
     count: cython.Py_ssize_t = len(seq)
     index: cython.Py_ssize_t
     for index in range(count):
@@ -742,7 +738,7 @@ def parse_degrees(engine: str, argv, env=None) -> Degrees:
     kinds: cython.int[:] = g.kinds
     slots: cython.int[:] = g.slots
     minima: cython.longlong[:] = g.minima
-    seq: list = argv if type(argv) is list else list(argv)
+    seq: list = argv if type(argv) is list else ([] if argv is None else list(argv))
     n: cython.Py_ssize_t = len(seq)
     seen: cython.ulonglong = 0
     bad: cython.ulonglong = 0  # slots whose current last value is out of bounds
@@ -932,7 +928,7 @@ def read_port(engine: str, argv) -> int | None:
     1..65535, else None.  Recognition is §4.2's against ``--port`` alone; ``--`` ends options."""
     tr: _Trie = _PORT_TRIE
     rewrite: cython.bint = _REWRITES.get(engine, False)
-    seq: list = argv if type(argv) is list else list(argv)
+    seq: list = argv if type(argv) is list else ([] if argv is None else list(argv))
     n: cython.Py_ssize_t = len(seq)
     i: cython.Py_ssize_t = 0
     tn: cython.Py_ssize_t

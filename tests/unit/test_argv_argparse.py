@@ -229,19 +229,19 @@ def command_line(draw, engine: str) -> list[str]:
     return [tok for group in groups for tok in group]
 
 
-@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=600, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_vllm_agrees_with_argparse(data) -> None:
     agree(engines.ENGINE_VLLM, data.draw(command_line(engines.ENGINE_VLLM)))
 
 
-@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=600, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_sglang_agrees_with_argparse(data) -> None:
     agree(engines.ENGINE_SGLANG, data.draw(command_line(engines.ENGINE_SGLANG)))
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(argv=st.lists(st.text(alphabet="-_=. tpdnrcel0123456789x", max_size=8), max_size=12))
 def test_garbage_agrees_with_argparse(argv) -> None:
     agree(engines.ENGINE_VLLM, argv)

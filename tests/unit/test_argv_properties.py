@@ -75,7 +75,7 @@ def same(a, b) -> None:
     assert a == b, (a, b)
 
 
-@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=600, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=argv_lists, engine=st.sampled_from(ENGINES), env=st.one_of(st.none(), value_text))
 def test_parse_degrees_compiled_equals_interpreted(argv, engine, env) -> None:
     env_map = None if env is None else {"VLLM_DP_SIZE": env}
@@ -85,7 +85,7 @@ def test_parse_degrees_compiled_equals_interpreted(argv, engine, env) -> None:
     same(compiled.width(engine, a), interpreted.width(engine, b))
 
 
-@settings(max_examples=400)
+@settings(deadline=None, max_examples=400)
 @given(argv=argv_lists, engine=st.sampled_from(ENGINES), which=st.integers(0, len(CANDIDATE_SETS) - 1))
 def test_owned_and_port_compiled_equal_interpreted(argv, engine, which) -> None:
     owned = CANDIDATE_SETS[which]
@@ -95,7 +95,7 @@ def test_owned_and_port_compiled_equal_interpreted(argv, engine, which) -> None:
         same(compiled.resolve_flag(engine, tok, owned), interpreted.resolve_flag(engine, tok, owned))
 
 
-@settings(max_examples=100)
+@settings(deadline=None, max_examples=100)
 @given(argv=st.lists(st.one_of(token, st.none(), st.integers(), st.binary(max_size=3)), max_size=10))
 def test_non_string_entries_are_positionals(argv) -> None:
     for engine in ENGINES:
@@ -118,7 +118,7 @@ def python_reading(text: str):
     return value
 
 
-@settings(max_examples=1000)
+@settings(deadline=None, max_examples=500)
 @given(
     text=st.one_of(value_text, st.text(max_size=10), st.from_regex(r"\s*[+-]?\d+(_\d+)*\s*", fullmatch=True))
 )
