@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from api import schema
 from webhooks import patch as jsonpatch
 from webhooks import registry
 from webhooks.decision import Decision, FieldError, reject
@@ -39,24 +40,16 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
 
 def _schema_check(obj: dict[str, Any]) -> tuple[dict[str, Any], Decision | None]:
     """Apply CRD defaults and validate, as the apiserver does for a custom resource."""
-    try:
-        from api import schema
-    except ImportError:  # pragma: no cover - api.schema always ships with the package
-        return obj, None
-    crd = schema.crd_for(obj.get("apiVersion", ""), obj.get("kind", ""))
-    if crd is None:
-        return obj, None
-    defaulted = schema.default(obj)
-    errors = schema.validate(defaulted)
-    if errors:
-        name = (obj.get("metadata") or {}).get("name", "")
-        kind = f"{obj.get('kind')}.{crd['spec']['group']}"
-        return defaulted, reject(kind, name, errors)
-    return defaulted, None
+    judgement = schema.judge(obj)
+    if not judgement.served or judgement.allowed:
+        return judgement.document, None
+    name = (obj.get("metadata") or {}).get("name", "")
+    group, _ = _split_api_version(obj.get("apiVersion", ""))
+    return judgement.document, reject(f"{obj.get('kind')}.{group}", name, judgement.errors)
 
 
 def _request(
-    obj: dict[str, Any], old: dict[str, Any] | None, operation: str, mutating: bool, dry_run: bool
+    obj: dict[str, Any], old: dict[str, Any] | None, operation: str, dry_run: bool
 ) -> AdmissionRequest:
     group, version = _split_api_version(obj.get("apiVersion", ""))
     meta = obj.get("metadata") or {}
@@ -107,11 +100,11 @@ async def run(
         return _outcome(refused, None, original, warnings)
     labels = (current.get("metadata") or {}).get("labels") or {}
     for mutating in (True, False):
-        probe = _request(current, old, operation, mutating, dry_run)
+        probe = _request(current, old, operation, dry_run)
         for webhook in registry.for_request(probe, mutating=mutating):
             if not registry.selector_matches(webhook.object_selector, labels):
                 continue
-            request = _request(current, old, operation, mutating, dry_run)
+            request = _request(current, old, operation, dry_run)
             decision = await webhook(request, lookups)
             warnings.extend(decision.warnings)
             if not decision.allowed:
