@@ -29,32 +29,38 @@ group_alive() { # any process left in process group $1?
     return 1
 }
 
+# Stop in dependency order so every component can shut down cleanly while
+# what it talks to is still up: clients first, then the apiserver, then etcd.
+STAGES=("kwok kueue kube-scheduler kube-controller-manager" "kube-apiserver" "etcd")
+TIMEOUT="${GPUSTACK_CLUSTER_STOP_TIMEOUT:-20}"
 stopped=()
-for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
-    name="${COMPONENTS[i]}"
-    pid="$(pid_of "$name")" || { rm -f "$PIDS/$name.pid"; continue; }
-    # up.sh started it with setsid, so its pid is its process group id.
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    stopped+=("$name:$pid")
-done
-
-deadline=$((SECONDS + ${GPUSTACK_CLUSTER_STOP_TIMEOUT:-20}))
-left=1
-while ((left)); do
-    left=0
-    for entry in "${stopped[@]}"; do
-        group_alive "${entry#*:}" && left=1
+for stage in "${STAGES[@]}"; do
+    batch=()
+    for name in $stage; do
+        pid="$(pid_of "$name")" || { rm -f "$PIDS/$name.pid"; continue; }
+        # up.sh started it with setsid, so its pid is its process group id.
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        batch+=("$name:$pid")
     done
-    ((left)) || break
-    if ((SECONDS > deadline)); then
-        for entry in "${stopped[@]}"; do
-            group_alive "${entry#*:}" && { echo "down.sh: ${entry%%:*} did not stop; killing" >&2
-                kill -KILL -- "-${entry#*:}" 2>/dev/null || true; }
+    ((${#batch[@]})) || continue
+    stopped+=("${batch[@]}")
+    deadline=$((SECONDS + TIMEOUT))
+    while :; do
+        left=()
+        for entry in "${batch[@]}"; do
+            group_alive "${entry#*:}" && left+=("$entry")
         done
-        sleep 1
-        break
-    fi
-    sleep 0.2
+        ((${#left[@]})) || break
+        if ((SECONDS > deadline)); then
+            for entry in "${left[@]}"; do
+                echo "down.sh: ${entry%%:*} did not stop within ${TIMEOUT}s; killing it" >&2
+                kill -KILL -- "-${entry#*:}" 2>/dev/null || true
+            done
+            sleep 1
+            break
+        fi
+        sleep 0.2
+    done
 done
 
 status=0
