@@ -594,6 +594,20 @@ class PodFacts:
             base = ""
         return Demand(_FAMILY_NAMES[family], manufacturer, base, count, units, profile)
 
+    @cython.ccall
+    def slice_units(self, card_vram_mib: cython.longlong = 0) -> cython.longlong:
+        """The largest per-card slice units any container asks for (0 when none is known): the
+        folded ``.units``, else what the fold would write (a MiB budget needs ``card_vram_mib``)."""
+        cf: ContainerFacts
+        best: cython.longlong = 0
+        u: cython.longlong
+        for cf in self.containers:
+            if cf.families & (1 << _SLICED):
+                u = _slice_units(cf, card_vram_mib)
+                if u > best:
+                    best = u
+        return best
+
     def as_tuple(self) -> tuple:
         return (
             tuple(cf.as_tuple() for cf in self.containers),
