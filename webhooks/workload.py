@@ -1,0 +1,161 @@
+"""The Workload fit pin (§6.6): steer Kueue's topology-aware placement away from nodes whose cards
+cannot take a PodSet's slice or shared request, using the per-card fit labels.
+
+For a ``kueue.x-k8s.io/v1beta2`` Workload on CREATE, or on UPDATE while the old Workload holds no
+quota reservation, and only when the whole chain resolves — LocalQueue ``<ns>/<spec.queueName>`` →
+its ClusterQueue labelled ``resource.gpustack.ai/type: instancetypes`` → the same-named InstanceType
+naming an ``acceleratorGroup`` — and Setting ``workload-fit-affinity`` is true, each PodSet gets,
+ANDed into every required node-affinity term of its template:
+
+- a slice of ``U`` units per card: ``sliced-max-free-units.fit.gpustack.ai/<group> Gt U-1``;
+- a shared request of ``N ≥ 2`` cards: ``shared-free-cards.fit.gpustack.ai/<group> Gt N-1``.
+
+It never denies: anything it cannot read or understand leaves the Workload as it is.  The pin lives
+on the Workload only, never on a Pod or a job template.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api import constants as c
+from fastpath import quantity
+from fastpath import requests as rq
+from webhooks.decision import Decision, allow
+from webhooks.lookups import Lookups
+from webhooks.pod import required_affinity_ops
+from webhooks.review import AdmissionRequest
+
+KIND = "Workload"
+GROUP = "kueue.x-k8s.io"
+SETTING = "workload-fit-affinity"
+CONDITION_QUOTA_RESERVED = "QuotaReserved"
+
+
+def holds_reservation(workload: object) -> bool:
+    """True when a Workload holds a quota reservation: ``status.admission`` is set, or its
+    ``QuotaReserved`` condition is true."""
+    if not isinstance(workload, dict):
+        return False
+    status = workload.get("status")
+    if not isinstance(status, dict):
+        return False
+    if status.get("admission"):
+        return True
+    for condition in status.get("conditions") or ():
+        if (
+            isinstance(condition, dict)
+            and condition.get("type") == CONDITION_QUOTA_RESERVED
+            and condition.get("status") == "True"
+        ):
+            return True
+    return False
+
+
+def _wanted(
+    pod_sets: list, vram_mib: int, group: str
+) -> list[tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+    """``(index, template spec, expressions)`` for each PodSet that asks for a slice or for two or
+    more shared cards."""
+    wanted = []
+    for i, pod_set in enumerate(pod_sets):
+        if not isinstance(pod_set, dict):
+            continue
+        template = pod_set.get("template")
+        spec = template.get("spec") if isinstance(template, dict) else None
+        if not isinstance(spec, dict):
+            continue
+        facts = rq.scan_pod(spec)
+        if not facts.any_accelerator:
+            continue
+        expressions = []
+        units = facts.slice_units(vram_mib)
+        if units > 0:
+            expressions.append(
+                {
+                    "key": c.label_fit_sliced_max_free_units(group),
+                    "operator": "Gt",
+                    "values": [str(units - 1)],
+                }
+            )
+        if facts.shared_max >= 2:
+            expressions.append(
+                {
+                    "key": c.label_fit_shared_free_cards(group),
+                    "operator": "Gt",
+                    "values": [str(facts.shared_max - 1)],
+                }
+            )
+        if expressions:
+            wanted.append((i, spec, expressions))
+    return wanted
+
+
+def _asks(pod_sets: list) -> bool:
+    """Cheap pre-check before any lookup: some PodSet names a slice or a shared key."""
+    for pod_set in pod_sets:
+        template = pod_set.get("template") if isinstance(pod_set, dict) else None
+        spec = template.get("spec") if isinstance(template, dict) else None
+        facts = rq.scan_pod(spec)
+        if facts.families & ((1 << rq.SLICED) | (1 << rq.SHARED)):
+            return True
+    return False
+
+
+async def mutate(request: AdmissionRequest, lookups: Lookups) -> Decision:
+    """Pin each PodSet of a pool's Workload to nodes whose cards fit it; never deny."""
+    try:
+        return await _pin(request, lookups)
+    except Exception:  # an advisory webhook: a failure must never block Kueue
+        return allow()
+
+
+async def _pin(request: AdmissionRequest, lookups: Lookups) -> Decision:
+    if request.kind != KIND or request.group != GROUP or request.operation not in ("CREATE", "UPDATE"):
+        return allow()
+    workload = request.object
+    if not isinstance(workload, dict):
+        return allow()
+    if request.operation == "UPDATE" and holds_reservation(request.old_object):
+        return allow()
+    spec = workload.get("spec")
+    if not isinstance(spec, dict):
+        return allow()
+    queue = spec.get("queueName")
+    pod_sets = spec.get("podSets")
+    if not isinstance(queue, str) or not queue or not isinstance(pod_sets, list) or not _asks(pod_sets):
+        return allow()
+    namespace = request.namespace or (workload.get("metadata") or {}).get("namespace") or ""
+    local_queue = await lookups.get("LocalQueue", queue, namespace)
+    if local_queue is None:
+        return allow()
+    cluster_queue_name = (local_queue.get("spec") or {}).get("clusterQueue")
+    if not isinstance(cluster_queue_name, str) or not cluster_queue_name:
+        return allow()
+    cluster_queue = await lookups.get("ClusterQueue", cluster_queue_name)
+    labels = ((cluster_queue or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(c.LABEL_RESOURCE_TYPE) != c.RESOURCE_TYPE_INSTANCE_TYPES:
+        return allow()
+    instance_type = await lookups.get("InstanceType", cluster_queue_name)
+    if instance_type is None:
+        return allow()
+    group = (instance_type.get("spec") or {}).get("acceleratorGroup")
+    if not isinstance(group, str) or not group:
+        return allow()
+    if not await lookups.setting_enabled(SETTING):
+        return allow()
+    ops: list[dict[str, Any]] = []
+    for i, template_spec, expressions in _wanted(pod_sets, _vram_mib(instance_type), group):
+        ops.extend(required_affinity_ops(template_spec, f"/spec/podSets/{i}/template/spec", expressions))
+    return allow(ops)
+
+
+def _vram_mib(instance_type: dict[str, Any]) -> int:
+    """The pool's per-card VRAM in MiB (0 when not observed), for a template's unfolded MiB budget."""
+    memory = ((instance_type.get("status") or {}).get("detail") or {}).get("memory")
+    if memory in (None, ""):
+        return 0
+    try:
+        return max(0, quantity.floor_div(memory, 1 << 20))
+    except ValueError:
+        return 0
