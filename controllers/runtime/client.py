@@ -167,6 +167,12 @@ class Client:
             "POST", resource(obj["kind"]).path(meta.get("namespace", "")), query=query, body=obj
         )
 
+    def update(self, obj: Obj, *, subresource: str = "") -> Obj:
+        """PUT ``obj`` whole (its resourceVersion makes the write conditional)."""
+        meta = obj["metadata"]
+        path = resource(obj["kind"]).path(meta.get("namespace", ""), meta["name"], subresource)
+        return self._call("PUT", path, body=obj)
+
     def apply(self, obj: Obj, *, field_manager: str, force: bool = True, subresource: str = "") -> Obj:
         """Server-side apply of ``obj`` (a partial object with apiVersion, kind and name)."""
         meta = obj["metadata"]

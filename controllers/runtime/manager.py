@@ -1,0 +1,226 @@
+"""The controller manager: shared informers, controllers with worker threads, leader election.
+
+Every replica starts the informers (caches are cheap and make a take-over fast); only the leader's
+controllers take keys off their queues.  A controller declares what it watches and how an event
+maps to keys; ``reconcile(key)`` is level-based and idempotent, returns an optional requeue delay,
+and raising re-queues the key with per-key exponential back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+from controllers.runtime.client import Client
+from controllers.runtime.events import Recorder
+from controllers.runtime.informer import IndexFunc, Informer
+from controllers.runtime.leader import LeaderElector
+from controllers.runtime.workqueue import WorkQueue
+
+log = logging.getLogger("controllers.manager")
+
+RECONCILE_SECONDS = Histogram(
+    "gpustack_controller_reconcile_duration_seconds",
+    "Time one reconcile took.",
+    ["controller"],
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+RECONCILE_ERRORS = Counter(
+    "gpustack_controller_reconcile_errors_total", "Reconciles that raised.", ["controller"]
+)
+
+Obj = dict[str, Any]
+Mapper = Callable[[str, Obj, Obj | None], Iterable[Hashable]]
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """Events of ``kind`` (optionally one namespace / label selector) mapped to reconcile keys."""
+
+    kind: str
+    mapper: Mapper
+    namespace: str = ""
+    label_selector: str = ""
+
+
+class Controller:
+    """Base class: set ``name``, override :meth:`watches` and :meth:`reconcile`."""
+
+    name = "controller"
+    workers = 1
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.client = manager.client
+        self.queue = WorkQueue(self.name)
+        self.recorder = Recorder(manager.client, f"gpustack-worker/{self.name}")
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    def reconcile(self, key: Hashable) -> float | None:
+        raise NotImplementedError
+
+    def informer(self, kind: str, namespace: str = "", label_selector: str = "") -> Informer:
+        return self.manager.informer(kind, namespace, label_selector)
+
+    # -------------------------------------------------------------------------------------------
+
+    def _work(self, stop: threading.Event) -> None:
+        duration = RECONCILE_SECONDS.labels(self.name)
+        errors = RECONCILE_ERRORS.labels(self.name)
+        while not stop.is_set():
+            key = self.queue.get(timeout=0.5)
+            if key is None:
+                continue
+            started = time.perf_counter()
+            try:
+                after = self.reconcile(key)
+            except Exception as error:
+                errors.inc()
+                delay = self.queue.add_rate_limited(key)
+                log.warning(
+                    "reconcile failed",
+                    extra={
+                        "controller": self.name,
+                        "key": str(key),
+                        "error": f"{type(error).__name__}: {error}",
+                        "retry_in": round(delay, 2),
+                    },
+                    exc_info=log.isEnabledFor(logging.DEBUG),
+                )
+            else:
+                self.queue.forget(key)
+                if after is not None:
+                    self.queue.add_after(key, after)
+            finally:
+                duration.observe(time.perf_counter() - started)
+                self.queue.done(key)
+
+
+class Manager:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        leader_election: bool = True,
+        lease_name: str = "worker.gpustack.ai",
+        lease_namespace: str = "gpustack-system",
+        identity: str | None = None,
+        resync: float = 3600.0,
+    ) -> None:
+        self.client = client
+        self.resync = resync
+        self._informers: dict[tuple[str, str, str], Informer] = {}
+        self._indexes: dict[tuple[str, str, str], dict[str, IndexFunc]] = {}
+        self.controllers: list[Controller] = []
+        self.elector = (
+            LeaderElector(client, lease_name, lease_namespace, identity=identity) if leader_election else None
+        )
+        self._stop = threading.Event()
+        self._workers_stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def informer(
+        self,
+        kind: str,
+        namespace: str = "",
+        label_selector: str = "",
+        indexes: dict[str, IndexFunc] | None = None,
+    ) -> Informer:
+        key = (kind, namespace, label_selector)
+        informer = self._informers.get(key)
+        if informer is None:
+            informer = self._informers[key] = Informer(
+                self.client,
+                kind,
+                namespace=namespace,
+                label_selector=label_selector,
+                resync=self.resync,
+                indexes=indexes,
+            )
+        elif indexes:
+            for name, func in indexes.items():
+                if name not in informer._index_funcs:
+                    informer._index_funcs[name] = func
+                    informer._indexes[name] = {}
+        return informer
+
+    def add(self, factory: Callable[[Manager], Controller]) -> Controller:
+        controller = factory(self)
+        for watch in controller.watches():
+            informer = self.informer(watch.kind, watch.namespace, watch.label_selector)
+
+            def handler(event: str, obj: Obj, old: Obj | None, _c=controller, _m=watch.mapper) -> None:
+                for key in _m(event, obj, old):
+                    _c.queue.add(key)
+
+            informer.add_handler(handler)
+        self.controllers.append(controller)
+        return controller
+
+    def synced(self) -> bool:
+        return all(informer.synced() for informer in self._informers.values())
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading
+
+    def _start_workers(self) -> None:
+        self._workers_stop = threading.Event()
+        for controller in self.controllers:
+            for index in range(controller.workers):
+                thread = threading.Thread(
+                    target=controller._work,
+                    args=(self._workers_stop,),
+                    name=f"{controller.name}-{index}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+        # Everything the caches hold is reconciled once on taking over.
+        for informer in self._informers.values():
+            for handler in list(informer._handlers):
+                for obj in informer.list():
+                    handler("MODIFIED", obj, obj)
+        log.info("controllers started", extra={"controllers": [c.name for c in self.controllers]})
+
+    def _stop_workers(self) -> None:
+        self._workers_stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads = []
+
+    def start(self, *, sync_timeout: float = 120.0) -> None:
+        """Start informers and (once leading) the controllers, in background threads."""
+        for informer in self._informers.values():
+            informer.start()
+        deadline = time.monotonic() + sync_timeout
+        while not self.synced() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.elector is None:
+            self._start_workers()
+        else:
+            thread = threading.Thread(
+                target=self.elector.run,
+                args=(self._start_workers, self._stop_workers),
+                name="leader-election",
+                daemon=True,
+            )
+            thread.start()
+
+    def stop(self) -> None:
+        """Graceful shutdown: stop campaigning (releasing the Lease), workers, informers."""
+        self._stop.set()
+        if self.elector is not None:
+            self.elector.stop()
+        self._stop_workers()
+        for controller in self.controllers:
+            controller.queue.shutdown()
+        for informer in self._informers.values():
+            informer.stop()
