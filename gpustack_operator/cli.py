@@ -90,6 +90,11 @@ def parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--kubeconfig", help="kubeconfig for the apiserver (default: in-cluster, then ~/.kube/config)"
     )
+    worker.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="reconcile without holding the worker.gpustack.ai Lease (one replica only)",
+    )
     worker.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
     worker.add_argument(
         "--insecure", action="store_true", help="serve plain HTTP (tests and benchmarks only)"
