@@ -453,6 +453,8 @@ def node_ledger(
         rows_by_group[(group.get("id"), group.get("manufacturer"))] = group_rows
     label_keys = None
     cards: list = []
+    last_raw: list = None
+    last_profiles: list = None
     for group in _list(_dict(devices.get("spec")).get("groups")):
         group = _dict(group)
         if label_keys is None:
@@ -482,7 +484,11 @@ def node_ledger(
             card.occupied = 0
             card.partitioned = len(raw_profiles) > 0
             if card.partitioned:
-                card.profiles = _profiles_of(manufacturer, raw_profiles)
+                # Cards of one model report the same geometry: parse it once, share the Profiles.
+                if last_raw is None or raw_profiles != last_raw:
+                    last_raw = raw_profiles
+                    last_profiles = _profiles_of(manufacturer, raw_profiles)
+                card.profiles = last_profiles
                 card.allocated_profiles = [0] * len(card.profiles)
                 card.caps = [_UNCAPPED] * len(card.profiles)
             else:
@@ -495,8 +501,6 @@ def node_ledger(
                 card.allocated_slices = _int(row.get("allocatedSlices"))
                 if card.profiles:
                     _apply_profiles(card, row)
-            elif card.profiles:
-                _reconstruct(card, {}, None)
             cards.append(card)
     return NodeLedger(name, cards, cores)
 
@@ -545,6 +549,8 @@ def _apply_profiles(card: Card, row: dict) -> None:
 # --- Partition geometry ---------------------------------------------------------------------------------
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     i=cython.Py_ssize_t,
@@ -575,58 +581,89 @@ def _profile_remaining(card: Card, i: cython.Py_ssize_t) -> cython.longlong:
     return free if free < cap else cap
 
 
+@cython.final
+@cython.cclass
+class _Search:
+    """State of one placement reconstruction."""
+
+    budget = cython.declare(cython.int)
+    has_first = cython.declare(cython.bint)
+    first = cython.declare(cython.ulonglong)
+    found = cython.declare(cython.ulonglong)
+
+    def __init__(self) -> None:
+        self.budget = _SEARCH_BUDGET
+        self.has_first = False
+        self.first = 0
+        self.found = 0
+
+
+@cython.cfunc
+@cython.locals(i=cython.Py_ssize_t)
+def _matches(card: Card, occupied: cython.ulonglong, reported: dict) -> cython.bint:
+    for i in range(len(card.profiles)):
+        if _free_count(cython.cast(Profile, card.profiles[i]), occupied) != reported.get(i, 0):
+            return False
+    return True
+
+
+@cython.cfunc
+@cython.locals(i=cython.Py_ssize_t, mask=cython.ulonglong)
+def _search(
+    card: Card,
+    instances: list,
+    k: cython.Py_ssize_t,
+    occupied: cython.ulonglong,
+    reported: object,
+    state: _Search,
+) -> cython.bint:
+    """Depth-first: place instance ``k`` and the rest; True once an assignment matches."""
+    if state.budget <= 0:
+        return False
+    state.budget -= 1
+    if k == len(instances):
+        if not state.has_first:
+            state.has_first = True
+            state.first = occupied
+        if reported is None or _matches(card, occupied, reported):
+            state.found = occupied
+            return True
+        return False
+    masks: list = cython.cast(Profile, card.profiles[instances[k]]).masks
+    for i in range(len(masks)):
+        mask = masks[i]
+        if (mask & occupied) == 0 and _search(card, instances, k + 1, occupied | mask, reported, state):
+            return True
+    return False
+
+
 def _reconstruct(card: Card, allocated: dict, reported: dict | None) -> None:
     """Recover the occupied memory slices from the allocated instances: the first assignment of
     instances to legal placements (largest first, lowest start first) whose remaining counts match
     what the ledger reports.  Without a match, keep the first legal assignment and cap each profile
     at its reported remaining; an impossible allocation (more than fits) fills the card."""
     instances = []
-    for i, n in sorted(allocated.items(), key=lambda item: -_popcount(card.profiles[item[0]].masks[0])):
+    for i, n in sorted(allocated.items(), key=lambda item: -_bits(card.profiles[item[0]].masks[0])):
         instances.extend([i] * n)
         card.allocated_profiles[i] = n
-    profiles = card.profiles
-    budget = [_SEARCH_BUDGET]
-    first_legal = [None]
-
-    def matches(occupied: int) -> bool:
-        if reported is None:
-            return True
-        return all(_free_count(profiles[i], occupied) == reported.get(i, 0) for i in range(len(profiles)))
-
-    def search(k: int, occupied: int):
-        if budget[0] <= 0:
-            return None
-        budget[0] -= 1
-        if k == len(instances):
-            if first_legal[0] is None:
-                first_legal[0] = occupied
-            return occupied if matches(occupied) else None
-        for mask in profiles[instances[k]].masks:
-            if mask & occupied == 0:
-                found = search(k + 1, occupied | mask)
-                if found is not None:
-                    return found
-        return None
-
-    found = search(0, 0)
-    if found is not None:
-        card.occupied = found
+    if not instances and reported is None:
+        card.occupied = 0
         return
-    if first_legal[0] is not None:
-        card.occupied = first_legal[0]
+    state = _Search()
+    if _search(card, instances, 0, 0, reported, state):
+        card.occupied = state.found
+        return
+    if state.has_first:
+        card.occupied = state.first
     else:
         full = 0
-        for profile in profiles:
+        for profile in card.profiles:
             for mask in profile.masks:
                 full |= mask
         card.occupied = full
     if reported is not None:
-        for i in range(len(profiles)):
+        for i in range(len(card.profiles)):
             card.caps[i] = reported.get(i, 0)
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
 
 
 # --- Fit -------------------------------------------------------------------------------------------------
@@ -662,6 +699,8 @@ def _can_slice(card: Card, units: cython.longlong) -> cython.bint:
     )
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(i=cython.Py_ssize_t)
 def _profile_index(card: Card, profile: str) -> cython.Py_ssize_t:
@@ -671,6 +710,8 @@ def _profile_index(card: Card, profile: str) -> cython.Py_ssize_t:
     return -1
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     n=cython.Py_ssize_t,
@@ -695,6 +736,8 @@ def _fullest_slice_card(cards: list, manufacturer: str, units: cython.longlong) 
     return best
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     n=cython.Py_ssize_t, i=cython.Py_ssize_t, best=cython.Py_ssize_t, best_remaining=cython.longlong
@@ -717,6 +760,8 @@ def _fullest_share_card(cards: list, manufacturer: str, taken: list) -> cython.P
     return best
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     n=cython.Py_ssize_t,

@@ -117,6 +117,8 @@ _PERCENT = cython.declare(cython.longlong, UNITS_PER_PERCENT)
 # --- Key matching -------------------------------------------------------------------------------------
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.inline
 @cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t)
@@ -140,6 +142,8 @@ def _equals_at(key: str, pos: cython.Py_ssize_t, lit: str) -> cython.bint:
     return _starts_at(key, pos, lit)
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(n=cython.Py_ssize_t, p=cython.Py_ssize_t, k=cython.Py_ssize_t)
 def _suffix_code(key: str, at: cython.Py_ssize_t, kind: str) -> cython.int:
@@ -176,6 +180,8 @@ def _suffix_code(key: str, at: cython.Py_ssize_t, kind: str) -> cython.int:
     return 0
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     n=cython.Py_ssize_t,
@@ -217,6 +223,8 @@ def _classify(key: str) -> cython.int:
     return 0
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 def _profile_of(key: str, m: cython.int) -> str:
     base: str = _BASES[m]
@@ -249,6 +257,8 @@ def family_of(key: str) -> tuple[str, str, str]:
 # --- Values -------------------------------------------------------------------------------------------
 
 
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, ch=cython.Py_UCS4, mant=cython.longlong)
 def _count(value: object) -> cython.longlong:
