@@ -169,7 +169,7 @@ class AdmissionEndpoint:
                     "namespace": request.namespace,
                     "object": request.display_name,
                     "code": decision.code,
-                    "message": decision.message,
+                    "denial": decision.message,
                 },
             )
         return decision

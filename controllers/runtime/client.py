@@ -77,24 +77,34 @@ class Client:
     ) -> Any:
         headers = {"Accept": JSON, "Content-Type": content_type}
         try:
-            response = self.api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params=headers,
-                body=orjson.loads(orjson.dumps(body)) if body is not None else None,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout if timeout is not None else self.timeout,
+            method, url, headers, _, _ = self.api.param_serialize(
+                method, path, query_params=query or [], header_params=headers, auth_settings=["BearerToken"]
             )
+            raw = self.api.call_api(
+                method,
+                url,
+                header_params=headers,
+                # The REST layer JSON-encodes bodies of JSON content types itself; an apply
+                # patch (YAML content type, JSON is valid YAML) must arrive already encoded.
+                body=orjson.dumps(body) if body is not None and content_type == APPLY else body,
+                _request_timeout=timeout if timeout is not None else self.timeout,
+            ).response
         except k8s.ApiException as error:
             raise _api_error(error) from None
         except Exception as error:  # connection refused, timeout, TLS
-            raise ApiError(0, "Unreachable", str(error)) from None
-        raw = response[0] if isinstance(response, tuple) else response
+            raise ApiError(0, "Unreachable", f"{type(error).__name__}: {error}") from None
+        if raw.status >= 300:
+            try:
+                data = raw.data
+            finally:
+                raw.release_conn()
+            raise _status_error(raw.status, raw.reason or "", data)
         if stream:
             return raw
-        data = raw.data
+        try:
+            data = raw.data
+        finally:
+            raw.release_conn()
         return orjson.loads(data) if data else None
 
     def get(self, kind: str, name: str, namespace: str = "", *, timeout: float | None = None) -> Obj | None:
@@ -207,12 +217,16 @@ class Client:
                 raise
 
 
-def _api_error(error: k8s.ApiException) -> ApiError:
-    reason, message = error.reason or "", ""
+def _status_error(status: int, reason: str, body: bytes | str | None) -> ApiError:
+    message = ""
     try:
-        status = orjson.loads(error.body or b"{}")
-        reason = status.get("reason") or reason
-        message = status.get("message") or ""
-    except orjson.JSONDecodeError:
-        message = str(error.body or "")
-    return ApiError(int(error.status or 0), reason, message)
+        decoded = orjson.loads(body or b"{}")
+        reason = decoded.get("reason") or reason
+        message = decoded.get("message") or ""
+    except (orjson.JSONDecodeError, AttributeError):
+        message = body.decode(errors="replace") if isinstance(body, bytes) else str(body or "")
+    return ApiError(status, reason, message)
+
+
+def _api_error(error: k8s.ApiException) -> ApiError:
+    return _status_error(int(error.status or 0), error.reason or "", error.body)
