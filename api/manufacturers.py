@@ -49,7 +49,11 @@ SUFFIX_PARTITIONED_UNITS = ".partitioned.units"
 
 DEVICE_DOMAIN = "device.gpustack.ai"
 CREDITS_DOMAIN = "credits.gpustack.ai"
-RDMA_KEYS = ("device.gpustack.ai/rdma", "device.gpustack.ai/rdma.shared", "device.gpustack.ai/rdma.partitioned")
+RDMA_KEYS = (
+    "device.gpustack.ai/rdma",
+    "device.gpustack.ai/rdma.shared",
+    "device.gpustack.ai/rdma.partitioned",
+)
 EFA_KEY = "vpc.amazonaws.com/efa"
 
 

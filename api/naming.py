@@ -33,8 +33,9 @@ def topology_profile(level_keys: Iterable[str]) -> str:
     return "fnv64-" + fnv1a64(b"\x00".join(key.encode() for key in level_keys))
 
 
-def instance_type_name(os: str, arch: str, accelerator_group: str = "", general_group: str = "",
-                       aware_cpu: bool = False) -> str:
+def instance_type_name(
+    os: str, arch: str, accelerator_group: str = "", general_group: str = "", aware_cpu: bool = False
+) -> str:
     """The pool's ClusterQueue / InstanceType name (§8 of the devices spec)."""
     if aware_cpu and general_group and general_group != GENERIC_GROUP:
         head = f"{NAME_PREFIX}{general_group}"
