@@ -7,6 +7,7 @@ values the webhooks write read as a person would write them (``1600m``, ``64Gi``
 
 from __future__ import annotations
 
+_DECIMAL = ("", "k", "M", "G", "T", "P", "E")
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 GIBIBYTE = 2**30
 
@@ -24,3 +25,15 @@ def size(byte_count: int) -> str:
         if byte_count % unit == 0:
             return f"{byte_count // unit}{suffix}"
     return str(byte_count)
+
+
+def decimal(value: int) -> str:
+    """An integer in the apiserver's canonical decimal form: ``640000`` → ``640k``, ``1500`` →
+    ``1500``.  Writing it this way makes what ``admit`` prints equal what the apiserver stores."""
+    if value == 0:
+        return "0"
+    exponent = 0
+    while value % 1000 == 0 and exponent < len(_DECIMAL) - 1:
+        value //= 1000
+        exponent += 1
+    return f"{value}{_DECIMAL[exponent]}"

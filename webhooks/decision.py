@@ -42,6 +42,9 @@ class Decision:
     causes: list[FieldError] = field(default_factory=list)
     patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The refused object, for Status.details: kubectl then prints `The Pod "x" is invalid: ...`.
+    subject_kind: str = ""
+    subject_name: str = ""
 
     @property
     def retryable(self) -> bool:
@@ -58,7 +61,12 @@ class Decision:
             "message": self.message,
         }
         if self.causes:
-            status["details"] = {"causes": [error.cause() for error in self.causes]}
+            details: dict[str, Any] = {"causes": [error.cause() for error in self.causes]}
+            if self.subject_kind:
+                details["kind"] = self.subject_kind
+            if self.subject_name:
+                details["name"] = self.subject_name
+            status["details"] = details
         return status
 
 
@@ -83,6 +91,8 @@ def reject(kind: str, name: str, errors: list[FieldError], warnings: list[str] |
         message=f"{subject} is invalid: {listed}",
         causes=list(errors),
         warnings=warnings or [],
+        subject_kind=kind,
+        subject_name=name,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from api import constants as c
+from api import units
 from api.fielderrors import FieldError, forbidden, invalid, not_found, not_supported, required
 from api.manufacturers import BY_NAME, UNITS_PER_CARD, UNITS_PER_PERCENT, publish_profile
 from fastpath import quantity
@@ -220,13 +221,15 @@ def _write_ops(spec: dict[str, Any], cf: Any, writes: dict[str, int]) -> list[di
         current = resources.get(section)
         if not isinstance(current, dict):
             ops.append(
-                jsonpatch.add(f"{prefix}/{section}", {key: str(value) for key, value in writes.items()})
+                jsonpatch.add(
+                    f"{prefix}/{section}", {key: units.decimal(value) for key, value in writes.items()}
+                )
             )
             continue
         for key, value in writes.items():
             if key in current and _same(current[key], value):
                 continue
-            ops.append(jsonpatch.add(f"{prefix}/{section}/{jsonpatch.escape(key)}", str(value)))
+            ops.append(jsonpatch.add(f"{prefix}/{section}/{jsonpatch.escape(key)}", units.decimal(value)))
     return ops
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+import gpustack
 import harness
 
 
@@ -40,3 +41,21 @@ def cluster() -> harness.ClusterInfo:
     finally:
         if info.started and os.environ.get("GPUSTACK_CLUSTER_KEEP", "") not in ("1", "true", "yes"):
             harness.stop(state_dir)
+
+
+@pytest.fixture(scope="module")
+def webhooks(cluster: harness.ClusterInfo):
+    """The operator's CRDs and webhook configurations installed, and a worker serving the webhooks
+    only (no controllers, so the objects a test writes are the only ones in play)."""
+    op = gpustack.install(cluster)
+    gpustack.start_worker(cluster, op, "--webhooks-only")
+    try:
+        yield op
+    finally:
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+
+
+def ensure_namespace(cluster: harness.ClusterInfo, name: str) -> None:
+    gpustack.ensure_namespace(cluster, name)
+    harness.wait_for_default_service_account(cluster, name)

@@ -182,7 +182,7 @@ def test_percentage_fold_needs_no_instance_type() -> None:
         {
             "op": "add",
             "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu.sliced.units",
-            "value": "800000",
+            "value": "800k",
         },
         {
             "op": "add",
@@ -204,8 +204,8 @@ def test_fold_is_mirrored_into_requests_and_keeps_an_explicit_cores_percentage()
     obj = pod(container("main", limits, {"cpu": "1", **limits}))
     after = mutated(obj)
     resources = after["spec"]["containers"][0]["resources"]
-    assert resources["limits"]["nvidia.com/gpu.sliced.units"] == "320000"
-    assert resources["requests"]["nvidia.com/gpu.sliced.units"] == "320000"
+    assert resources["limits"]["nvidia.com/gpu.sliced.units"] == "320k"
+    assert resources["requests"]["nvidia.com/gpu.sliced.units"] == "320k"
     assert resources["limits"]["nvidia.com/gpu.sliced.cores-percentage"] == "40"
     assert "nvidia.com/gpu.sliced.cores-percentage" in resources["requests"]
     assert resources["requests"]["cpu"] == "1"
@@ -214,7 +214,7 @@ def test_fold_is_mirrored_into_requests_and_keeps_an_explicit_cores_percentage()
 def test_mib_fold_uses_the_instance_type_vram() -> None:
     obj = pod(container("main", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": "6144"}))
     after = mutated(obj)
-    assert after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"] == "400000"
+    assert after["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu.sliced.units"] == "400k"
 
 
 def test_partition_fold_uses_the_profile_memory() -> None:
@@ -227,7 +227,7 @@ def test_partition_fold_uses_the_profile_memory() -> None:
         {
             "op": "add",
             "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu.partitioned.units",
-            "value": "785000",
+            "value": "785k",
         }
     ]
 
@@ -241,7 +241,7 @@ def test_thead_profiles_match_their_vendor_spelling() -> None:
         queue=PPU_QUEUE,
     )
     limits = mutated(obj)["spec"]["containers"][0]["resources"]["limits"]
-    assert limits["alibabacloud.com/ppu.partitioned.units"] == "800000"  # 49152 MiB of a 98304 MiB card
+    assert limits["alibabacloud.com/ppu.partitioned.units"] == "800k"  # 49152 MiB of a 98304 MiB card
 
 
 def test_client_units_are_overwritten() -> None:
@@ -262,12 +262,12 @@ def test_client_units_are_overwritten() -> None:
         {
             "op": "add",
             "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu.sliced.units",
-            "value": "800000",
+            "value": "800k",
         },
         {
             "op": "add",
             "path": "/spec/containers/0/resources/requests/nvidia.com~1gpu.sliced.units",
-            "value": "800000",
+            "value": "800k",
         },
     ]
 
@@ -298,11 +298,11 @@ def test_fold_in_an_init_container_and_without_limits() -> None:
     assert decision.patch[0] == {
         "op": "add",
         "path": "/spec/initContainers/0/resources/limits",
-        "value": {"huawei.com/npu.sliced.units": "400000", "huawei.com/npu.sliced.cores-percentage": "100"},
+        "value": {"huawei.com/npu.sliced.units": "400k", "huawei.com/npu.sliced.cores-percentage": "100"},
     }
     after = jsonpatch.apply(obj, decision.patch)
     assert (
-        after["spec"]["initContainers"][0]["resources"]["requests"]["huawei.com/npu.sliced.units"] == "400000"
+        after["spec"]["initContainers"][0]["resources"]["requests"]["huawei.com/npu.sliced.units"] == "400k"
     )
 
 
@@ -780,7 +780,7 @@ def test_every_manufacturer(m) -> None:
     ]
     # The fold writes this manufacturer's own units key.
     limits = mutated(pod(container("a", ok_slice)))["spec"]["containers"][0]["resources"]["limits"]
-    assert limits[base + ".sliced.units"] == "480000"
+    assert limits[base + ".sliced.units"] == "480k"
     if m.partition_kind:
         key = f"{base}.partitioned.{m.partition_kind}-1g.10gb"
         assert validate(pod(container("a", {base + ".partitioned": "1", key: "1"}))).allowed

@@ -1,0 +1,196 @@
+"""The operator on the local control plane: CRDs, webhook certificates and configurations, and
+the worker process — what the e2e tests and ``make dev`` both run.
+
+The worker runs outside the cluster on 127.0.0.1, so the webhook configurations use
+``clientConfig.url`` with the CA ``certs`` issued; everything else is what the chart installs.
+
+    info = harness.start()
+    op = gpustack.install(info)        # CRDs, namespaces, certs, webhook configurations
+    gpustack.start_worker(info, op)    # gpustack-operator worker (webhooks + controllers)
+    ...
+    gpustack.stop_worker(op); gpustack.uninstall_webhooks(info)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import harness
+
+REPO = harness.REPO_ROOT
+CRDS = REPO / "charts" / "gpustack-operator" / "crds"
+WORKER_PORT = int(os.environ.get("GPUSTACK_WORKER_PORT", "27650"))
+SYSTEM_NAMESPACE = "gpustack-system"
+PYTHON = (
+    str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
+)
+
+
+@dataclass
+class Operator:
+    state_dir: Path
+    port: int
+    cert_dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "pids" / "worker.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / "logs" / "worker.log"
+
+
+def _python(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, *args], cwd=REPO, capture_output=True, text=True, check=True, **kwargs)
+
+
+def install_crds(info: harness.ClusterInfo) -> None:
+    info.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    names = [p.name.removesuffix(".yaml") for p in sorted(CRDS.glob("*.yaml"))]
+    info.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
+
+
+def ensure_namespace(info: harness.ClusterInfo, name: str) -> None:
+    info.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def webhook_configurations(op: Operator) -> list[dict]:
+    """Rendered by the project's own generator (webhooks.configurations), pointed at the worker."""
+    code = (
+        "import json,sys; from webhooks import configurations; "
+        f"print(json.dumps(configurations.render(url={op.url!r}, ca_bundle=open({str(op.cert_dir / 'ca.crt')!r},'rb').read())))"
+    )
+    return json.loads(_python("-c", code).stdout)
+
+
+def install(info: harness.ClusterInfo, *, port: int = WORKER_PORT) -> Operator:
+    """CRDs, the operator namespace, certificates and webhook configurations; idempotent."""
+    op = Operator(info.state_dir, port, info.state_dir / "operator-pki")
+    install_crds(info)
+    ensure_namespace(info, SYSTEM_NAMESPACE)
+    _python(
+        "-m",
+        "gpustack_operator",
+        "certs",
+        "--dir",
+        str(op.cert_dir),
+        "--ip",
+        "127.0.0.1",
+        "--dns",
+        "localhost",
+    )
+    info.apply(webhook_configurations(op))
+    return op
+
+
+def uninstall_webhooks(info: harness.ClusterInfo) -> None:
+    """Delete our webhook configurations (first, as an uninstall must, so nothing fails closed)."""
+    info.kubectl("delete", "mutatingwebhookconfiguration", "gpustack-worker-mutation", "--ignore-not-found")
+    info.kubectl(
+        "delete", "validatingwebhookconfiguration", "gpustack-worker-validation", "--ignore-not-found"
+    )
+
+
+def _pid(op: Operator) -> int | None:
+    try:
+        pid = int(op.pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def worker_ready(op: Operator) -> bool:
+    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
+    try:
+        with urllib.request.urlopen(f"{op.url}/readyz", context=context, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_worker(info: harness.ClusterInfo, op: Operator, *extra: str, timeout: float = 60) -> int:
+    """Start ``gpustack-operator worker`` in the background (a no-op when it already runs)."""
+    pid = _pid(op)
+    if pid is not None and worker_ready(op):
+        return pid
+    op.pid_file.parent.mkdir(parents=True, exist_ok=True)
+    op.log_file.parent.mkdir(parents=True, exist_ok=True)
+    log = op.log_file.open("ab")
+    process = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "gpustack_operator",
+            "worker",
+            "--kubeconfig",
+            str(info.kubeconfig),
+            "--cert-dir",
+            str(op.cert_dir),
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            str(op.port),
+            *extra,
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={k: v for k, v in info.env().items() if k.lower() not in ("http_proxy", "https_proxy")},
+    )
+    op.pid_file.write_text(str(process.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise harness.ClusterError(f"worker exited ({process.returncode}); see {op.log_file}")
+        if worker_ready(op):
+            return process.pid
+        time.sleep(0.2)
+    raise harness.ClusterError(f"worker not ready within {timeout}s; see {op.log_file}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap it
+        if reaped == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return True
+    return False
+
+
+def stop_worker(op: Operator, timeout: float = 15) -> None:
+    pid = _pid(op)
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            os.killpg(pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    op.pid_file.unlink(missing_ok=True)
