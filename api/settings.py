@@ -327,6 +327,16 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "instance-host-path-volume-allowed", "false", is_bool, W, "Instances may mount host paths"
     ),
     SettingDefinition(
+        "model-deployment-privileged-allowed", "false", is_bool, W, "ModelDeployment roles may run privileged"
+    ),
+    SettingDefinition(
+        "model-deployment-host-path-volume-allowed",
+        "false",
+        is_bool,
+        W,
+        "ModelDeployment roles may mount host paths",
+    ),
+    SettingDefinition(
         "instance-persistent-volume-placement", "true", is_bool, W, "claim node affinity at Pod creation"
     ),
     SettingDefinition("workload-fit-affinity", "true", is_bool, W, "the Workload fit pin"),

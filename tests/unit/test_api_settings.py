@@ -48,6 +48,8 @@ APPENDIX = {
     "instance-access-wildcard-dns": "",
     "instance-privileged-allowed": "false",
     "instance-host-path-volume-allowed": "false",
+    "model-deployment-privileged-allowed": "false",
+    "model-deployment-host-path-volume-allowed": "false",
     "instance-persistent-volume-placement": "true",
     "workload-fit-affinity": "true",
     "node-management-manual": "false",
