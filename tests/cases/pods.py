@@ -38,6 +38,7 @@ def _type(
     if group:
         spec["acceleratorGroup"] = group
     view = {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"}
+    cards = {"onceMaxRequest": "4", "remaining": "8", "capacity": "8"} if group else view
     detail: dict[str, Any] = {}
     if observed:
         detail = {
@@ -60,7 +61,7 @@ def _type(
             "phase": "Active",
             "entrance": local_queue_name(name),
             "detail": detail,
-            "accelerator": view,
+            "accelerator": cards,
             "acceleratorShared": view,
             "acceleratorSliced": view,
             "acceleratorPartitioned": view,
