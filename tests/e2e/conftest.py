@@ -7,7 +7,8 @@ per test run (reusing a cluster already running at the same state dir), and
 stops it at the end only if it started it.
 
 Environment:
-  GPUSTACK_CLUSTER_DIR   state dir (default .dev/cluster)
+  GPUSTACK_CLUSTER_DIR   state dir (default .dev/e2e; `make dev` uses .dev/cluster)
+  GPUSTACK_*_PORT        the e2e port block 27751-27760 unless exported
   GPUSTACK_CLUSTER_KEEP  =1 leaves a cluster this run started running
 """
 
@@ -19,6 +20,24 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# The e2e suite runs its own control plane (state dir and port block), so `make test` never
+# disturbs a `make dev` cluster running beside it; exported values win.
+_E2E_PORTS = {
+    "ETCD": 27751,
+    "ETCD_PEER": 27752,
+    "APISERVER": 27753,
+    "CONTROLLER_MANAGER": 27754,
+    "SCHEDULER": 27755,
+    "KUEUE_WEBHOOK": 27756,
+    "KUEUE_HEALTH": 27757,
+    "KUEUE_METRICS": 27758,
+    "KWOK": 27759,
+    "WORKER": 27760,
+}
+for _name, _port in _E2E_PORTS.items():
+    os.environ.setdefault(f"GPUSTACK_{_name}_PORT", str(_port))
+os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 import gpustack
