@@ -40,8 +40,8 @@ for _name, _port in _E2E_PORTS.items():
 os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
-import gpustack
-import harness
+import gpustack  # noqa: E402  (tests/cluster/gpustack.py)
+import harness  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
