@@ -1,0 +1,568 @@
+"""Gate 3's decision, pure: does a Workload that holds a quota reservation fit per card?
+
+Kueue reserves scalar credits, which cannot see single cards: eight cards each holding a 50 %
+slice leave 6,400,000 free credits, so four whole cards pass Kueue although no card is whole.
+:func:`decide` judges the Workload against the cards themselves (devices spec §6.3):
+
+1. Each PodSet's demand comes from the parser the Workload fit pin uses
+   (``fastpath.requests.scan_pod(template).demand()``): family, count, units per card, profile.
+2. Only cards of the model (``<aKey>``) the PodSet's assigned ResourceFlavor covers are eligible;
+   a flavor that names no model, or several, holds the Workload.
+3. The nodes are the PodSet's hostname-level topology assignment, each hosting its own share; a
+   PodSet without one is judged across the flavor's whole node pool.  An assigned Node that is gone
+   holds the Workload.
+4. Each node's ledger is rebuilt from the bound Pods' allocation records with the device manager's
+   own aggregation (``api.allocation``), charged at least as much as the published ``Devices``
+   status (per card the fuller of the two: the status lags the Pod list when a Pod is allocated,
+   the Pod list lags nothing it holds).
+5. Every other Workload that holds a reservation and is admitted or ``Ready`` here, and has a
+   hostname-level assignment, is charged first: its assigned Pods minus those the rebuilt ledger
+   already holds (a Pod is held once its record names every accelerator container; Pods tie to
+   Workloads by the ``kueue.x-k8s.io/workload`` annotation and ``kueue.x-k8s.io/podset`` label).
+   Pods of the judged Workload that are already held are not charged twice either.
+6. Then the PodSets are placed card by card with ``fastpath.fit`` — the one fit implementation
+   gates 1, 3 and 5 share — on one ledger per node, so the per-card budget is global to the
+   Workload.
+
+The verdict is ``Ready`` or ``Retry``, never ``Rejected``; its message names the starved PodSet
+(and role) and the cause.  Nothing here does I/O: the controller gathers the objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from api import allocation
+from api import constants as c
+from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
+from fastpath import fit
+from fastpath import requests as rq
+
+CHECK = c.ADMISSION_CHECK_NODE_DEVICES
+READY = "Ready"
+RETRY = "Retry"
+PENDING = "Pending"
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+FINISHED = "Finished"
+
+Obj = dict[str, Any]
+_MANUFACTURER_NAMES = frozenset(m.name for m in MANUFACTURERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: str  # READY | RETRY
+    message: str
+
+    @property
+    def ready(self) -> bool:
+        return self.state == READY
+
+
+# --- Reading a Workload --------------------------------------------------------------------------------
+
+
+def _status(workload: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = workload.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def condition_true(workload: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        isinstance(cond, Mapping) and cond.get("type") == kind and cond.get("status") == "True"
+        for cond in _status(workload).get("conditions") or ()
+    )
+
+
+def check_state(workload: Mapping[str, Any], name: str = CHECK) -> Mapping[str, Any] | None:
+    """This check's entry in ``status.admissionChecks`` (Kueue adds it when the queue lists it)."""
+    for state in _status(workload).get("admissionChecks") or ():
+        if isinstance(state, Mapping) and state.get("name") == name:
+            return state
+    return None
+
+
+def holds_reservation(workload: Mapping[str, Any]) -> bool:
+    """``QuotaReserved`` is true and ``status.admission`` carries the assignments."""
+    return bool(_status(workload).get("admission")) and condition_true(workload, QUOTA_RESERVED)
+
+
+def _live(workload: Mapping[str, Any]) -> bool:
+    return (
+        holds_reservation(workload)
+        and not condition_true(workload, EVICTED)
+        and not condition_true(workload, FINISHED)
+    )
+
+
+def needs_verdict(workload: Mapping[str, Any], name: str = CHECK) -> bool:
+    """Judge only a Workload that lists this check, holds a reservation, is neither evicted nor
+    finished (Kueue resets the checks and drops the reservation in two writes; a verdict between
+    them would overwrite the reset) and is not already ``Ready`` here (an admitted Workload's Pods
+    are in the ledger: re-judging would count them against themselves)."""
+    state = check_state(workload, name)
+    return state is not None and state.get("state") != READY and _live(workload)
+
+
+def is_inflight(workload: Mapping[str, Any], name: str = CHECK) -> bool:
+    """A Workload whose cards are promised before its Pods hold them: reserved, live, and
+    admitted or ``Ready`` for this check."""
+    if not _live(workload):
+        return False
+    state = check_state(workload, name)
+    return condition_true(workload, ADMITTED) or (state is not None and state.get("state") == READY)
+
+
+def hostname_counts(assignment: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """Pods per node of a PodSet's topology assignment (v1beta2's compressed slices, or the older
+    ``domains`` list); ``None`` when it has no ``kubernetes.io/hostname`` level."""
+    if not isinstance(assignment, Mapping):
+        return None
+    levels = assignment.get("levels") or []
+    if c.LABEL_HOSTNAME not in levels:
+        return None
+    at = levels.index(c.LABEL_HOSTNAME)
+    counts: dict[str, int] = {}
+    for domain in assignment.get("domains") or ():
+        values = domain.get("values") or []
+        if at < len(values):
+            counts[values[at]] = counts.get(values[at], 0) + int(domain.get("count") or 0)
+    for piece in assignment.get("slices") or ():
+        n = int(piece.get("domainCount") or 0)
+        per_level = piece.get("valuesPerLevel") or []
+        if n <= 0 or at >= len(per_level):
+            continue
+        values = per_level[at] or {}
+        if values.get("universal") is not None:
+            names = [values["universal"]] * n
+        else:
+            individual = values.get("individual") or {}
+            prefix, suffix = individual.get("prefix") or "", individual.get("suffix") or ""
+            names = [f"{prefix}{root}{suffix}" for root in individual.get("roots") or ()]
+        pod_counts = piece.get("podCounts") or {}
+        if pod_counts.get("universal") is not None:
+            per_domain = [int(pod_counts["universal"])] * n
+        else:
+            per_domain = [int(k) for k in pod_counts.get("individual") or ()]
+        for name, k in zip(names, per_domain, strict=False):
+            counts[name] = counts.get(name, 0) + k
+    return counts
+
+
+# --- Flavors -------------------------------------------------------------------------------------------------
+
+
+def accelerator_groups(flavor: Mapping[str, Any]) -> list[str]:
+    """The ``<aKey>``s a ResourceFlavor's ``spec.nodeLabels`` select (``acceleratable.feature.
+    gpustack.ai/<aKey>: "true"``; manufacturer markers and ``.count``-style keys are not models)."""
+    labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    groups = []
+    for key, value in labels.items():
+        if not key.startswith(c.PREFIX_ACCELERATABLE) or str(value) != "true":
+            continue
+        name = key[len(c.PREFIX_ACCELERATABLE) :]
+        if name and "." not in name and name not in _MANUFACTURER_NAMES:
+            groups.append(name)
+    return sorted(groups)
+
+
+def pool_nodes(flavor: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Names of the observed Nodes whose labels carry every ``spec.nodeLabels`` pair, sorted."""
+    wanted = ((flavor.get("spec") or {}).get("nodeLabels") or {}).items()
+    out = []
+    for name, node in nodes.items():
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if all(labels.get(k) == v for k, v in wanted):
+            out.append(name)
+    return sorted(out)
+
+
+# --- PodSets ------------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PodSetDemand:
+    name: str
+    label: str  # how messages name it: role and PodSet
+    spec: Mapping[str, Any]  # the template's Pod spec
+    count: int  # Pods admitted
+    flavor: str
+    group: str = ""
+    demand: Any = None  # fit.Demand, or None when the PodSet asks for no accelerator
+    nodes: dict[str, int] | None = None  # hostname-level assignment
+
+
+def _label_of(name: str, template: Mapping[str, Any]) -> str:
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    role = labels.get(c.LABEL_ROLE_KIND) or labels.get(c.LABEL_APP_COMPONENT)
+    return f'role "{role}" (PodSet "{name}")' if role else f'PodSet "{name}"'
+
+
+def _flavor_of(flavors: Mapping[str, Any], manufacturer: str) -> str:
+    maker = BY_NAME.get(manufacturer)
+    if maker is not None:
+        for key in (maker.credits_key, maker.base):
+            if flavors.get(key):
+                return str(flavors[key])
+    for key, flavor in flavors.items():
+        if key in BY_BASE or key.startswith(c.PREFIX_ACCELERATABLE) or key.startswith("credits.gpustack.ai/"):
+            return str(flavor)
+    distinct = {str(f) for f in flavors.values() if f}
+    return distinct.pop() if len(distinct) == 1 else ""
+
+
+def podset_demands(workload: Mapping[str, Any]) -> list[PodSetDemand]:
+    """The Workload's PodSets that ask for an accelerator, with their assignment (spec order)."""
+    assignments = {
+        a.get("name"): a
+        for a in (_status(workload).get("admission") or {}).get("podSetAssignments") or ()
+        if isinstance(a, Mapping)
+    }
+    out = []
+    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
+        if not isinstance(pod_set, Mapping):
+            continue
+        name = pod_set.get("name") or "main"
+        template = pod_set.get("template") or {}
+        spec = template.get("spec") or {}
+        facts = rq.scan_pod(spec)
+        if not facts.any_accelerator:
+            continue
+        manufacturer = facts.demand(0).manufacturer
+        assignment = assignments.get(name) or {}
+        count = assignment.get("count")
+        out.append(
+            PodSetDemand(
+                name=name,
+                label=_label_of(name, template),
+                spec=spec,
+                count=int(count if count is not None else pod_set.get("count", 1)),
+                flavor=_flavor_of(assignment.get("flavors") or {}, manufacturer),
+                nodes=hostname_counts(assignment.get("topologyAssignment")),
+            )
+        )
+    return out
+
+
+def _model_keys(devices: Mapping[str, Any]) -> list[str]:
+    labels = (devices.get("metadata") or {}).get("labels") or {}
+    prefix = c.PREFIX_ACCELERATABLE
+    return [k[len(prefix) :] for k, v in labels.items() if k.startswith(prefix) and str(v) == "true"]
+
+
+def _vram_of(devices: Iterable[Mapping[str, Any]], group: str) -> int:
+    """Per-card VRAM (MiB) of ``group``, for a template whose slice is still a MiB budget."""
+    for obj in devices:
+        labels = _model_keys(obj)
+        for spec_group in (obj.get("spec") or {}).get("groups") or ():
+            if fit.accelerator_key(spec_group, labels) == group:
+                return int(spec_group.get("memory") or 0)
+    return 0
+
+
+def _resolve(
+    pod_sets: list[PodSetDemand],
+    flavors: Mapping[str, Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+    vram: dict[str, int],
+) -> str:
+    """Fill in each PodSet's group and demand; the first reason one cannot be judged, else ""."""
+    for ps in pod_sets:
+        if not ps.flavor:
+            return f"{ps.label}: no ResourceFlavor is assigned to its accelerator credits"
+        flavor = flavors.get(ps.flavor)
+        if flavor is None:
+            return f'{ps.label}: ResourceFlavor "{ps.flavor}" is not observed yet'
+        groups = accelerator_groups(flavor)
+        if len(groups) != 1:
+            return (
+                f'{ps.label}: ResourceFlavor "{ps.flavor}" is not resolvable to one accelerator flavor '
+                f"(models: {', '.join(groups) or 'none'})"
+            )
+        ps.group = groups[0]
+        if ps.group not in vram:
+            vram[ps.group] = _vram_of(devices.values(), ps.group)
+        ps.demand = rq.scan_pod(ps.spec).demand(vram[ps.group])
+    return ""
+
+
+# --- The ledger book ------------------------------------------------------------------------------------------
+
+
+def _charge_key(row: Mapping[str, Any] | None) -> tuple:
+    if row is None:
+        return (-1,)
+    remaining = row.get("remaining")
+    remaining = remaining if isinstance(remaining, int) and not isinstance(remaining, bool) else 0
+    profiles = sum(
+        int(p.get("count") or 0) for p in row.get("allocatedProfiles") or () if isinstance(p, Mapping)
+    )
+    return (
+        UNITS_PER_CARD - remaining,
+        int(row.get("allocatedSlices") or 0),
+        profiles,
+        int(row.get("mode") or 0),
+    )
+
+
+def merged_rows(devices: Mapping[str, Any], tallies: Mapping[tuple, Any]) -> list[Obj]:
+    """Per card the fuller of the ledger rebuilt from the Pods and the published status row."""
+    rebuilt = allocation.ledger_rows(devices, (), tallies=tallies)
+    published: dict[tuple, Mapping[str, Any]] = {}
+    for group in (devices.get("status") or {}).get("groups") or ():
+        for row in group.get("accelerators") or ():
+            if isinstance(row, Mapping):
+                published[(group.get("id"), group.get("manufacturer"), row.get("id"))] = row
+    if not published:
+        return rebuilt
+    for group in rebuilt:
+        rows = group["accelerators"]
+        for i, row in enumerate(rows):
+            other = published.get((group["id"], group["manufacturer"], row["id"]))
+            if other is not None and _charge_key(other) > _charge_key(row):
+                rows[i] = dict(other)
+    return rebuilt
+
+
+class Book:
+    """Node ledgers built on first use, one per (node, model), with the inflight charges that fall
+    on them applied as they are built — a pool of a thousand nodes costs only the nodes looked at."""
+
+    def __init__(self, devices: Mapping[str, Mapping[str, Any]], tallies: Mapping[tuple, Any]) -> None:
+        self.devices = devices
+        self.tallies = tallies
+        self._ledgers: dict[tuple[str, str], Any] = {}
+        self._pending: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+
+    def charge_later(self, node: str, group: str, demand: Any, pods: int) -> None:
+        key = (node, group)
+        if key in self._ledgers:
+            if self._ledgers[key] is not None:
+                _place_up_to(self._ledgers[key], demand, pods)
+        else:
+            self._pending.setdefault(key, []).append((demand, pods))
+
+    def ledger(self, node: str, group: str) -> Any:
+        """The node's ledger of ``group``'s cards, or None when the node has no ``Devices``."""
+        key = (node, group)
+        ledger = self._ledgers.get(key)
+        if ledger is None and key not in self._ledgers:
+            devices = self.devices.get(node)
+            if devices is not None:
+                ledger = fit.node_ledger(devices, group, merged_rows(devices, self.tallies))
+                for demand, pods in self._pending.pop(key, ()):
+                    _place_up_to(ledger, demand, pods)
+            self._ledgers[key] = ledger
+        return ledger
+
+
+def _place_up_to(ledger: Any, demand: Any, pods: int) -> int:
+    """Charge up to ``pods`` copies of ``demand`` (an inflight Pod that does not fit charges
+    nothing: the ledger already says the node is full)."""
+    placed = 0
+    for _ in range(pods):
+        if fit.place(ledger, demand) is not None:
+            placed += 1
+    return placed
+
+
+# --- Pods ------------------------------------------------------------------------------------------------------
+
+
+def held_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], int]:
+    """Held Pods per (namespace, Workload name, PodSet, node)."""
+    held: dict[tuple[str, str, str, str], int] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        workload = (meta.get("annotations") or {}).get(c.KUEUE_WORKLOAD)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not workload or not node or not allocation.is_held(pod):
+            continue
+        key = (
+            meta.get("namespace") or "",
+            workload,
+            (meta.get("labels") or {}).get(c.KUEUE_PODSET) or "",
+            node,
+        )
+        held[key] = held.get(key, 0) + 1
+    return held
+
+
+# --- Messages ----------------------------------------------------------------------------------------------------
+
+
+def _wants(demand: Any, group: str) -> str:
+    family = demand.family
+    if family == "exclusive":
+        return f"{demand.count} whole {group} card{'s' if demand.count != 1 else ''}"
+    if family == "shared":
+        return f"a share on {demand.count} distinct {group} card{'s' if demand.count != 1 else ''}"
+    if family == "sliced":
+        return f"a {group} slice of {demand.units} units ({demand.units / UNITS_PER_PERCENT:g} % of a card)"
+    return f"a {group} partition {demand.profile or '(no profile)'}"
+
+
+def _room(ledger: Any, demand: Any, group: str) -> str:
+    cards = [card for card in ledger.cards if card.healthy]
+    family = demand.family
+    if family == "partitioned":
+        hosts = [card for card in cards if card.partitioned]
+        if not hosts:
+            return "no partitioned card"
+        free = sum(card.profile_remaining().get(demand.profile, 0) for card in hosts)
+        return f"{free} free placement(s) of {demand.profile or '(no profile)'} on {len(hosts)} partitioned cards"
+    cards = [card for card in cards if not card.partitioned]
+    if not cards:
+        return "no unpartitioned card (partitioned cards serve partitions only)"
+    if family == "exclusive":
+        free = sum(1 for card in cards if card.mode == 0 and card.remaining == UNITS_PER_CARD)
+        return f"{free} of {len(cards)} cards whole and free"
+    if family == "shared":
+        free = fit.shared_free_cards(ledger, group) or 0
+        return f"{free} of {len(cards)} cards can grant a share"
+    best = fit.sliced_max_free_units(ledger, group) or 0
+    return f"largest free slice {best} units on {len(cards)} cards"
+
+
+def _retry(message: str) -> Verdict:
+    return Verdict(RETRY, message)
+
+
+# --- The decision --------------------------------------------------------------------------------------------------
+
+
+def decide(
+    workload: Mapping[str, Any],
+    *,
+    flavors: Mapping[str, Mapping[str, Any]],
+    nodes: Mapping[str, Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    others: Iterable[Mapping[str, Any]] = (),
+    release_terminated: bool = True,
+) -> Verdict:
+    """Judge ``workload`` (which :func:`needs_verdict`) per card.
+
+    ``flavors``: ResourceFlavors by name; ``nodes``: the observed Nodes by name; ``devices``:
+    ``Devices`` by node name; ``pods``: the Pods bound to nodes (one uncached list); ``others``:
+    other Workloads — those :func:`is_inflight` are charged first.
+    """
+    pod_sets = podset_demands(workload)
+    if not pod_sets:
+        return Verdict(READY, "no PodSet asks for an accelerator")
+    vram: dict[str, int] = {}
+    reason = _resolve(pod_sets, flavors, devices, vram)
+    if reason:
+        return _retry(reason)
+    pods = list(pods)
+    tallies = allocation.tally_pods(pods, release_terminated=release_terminated)
+    held = held_pods(pods)
+    book = Book(devices, tallies)
+
+    meta = workload.get("metadata") or {}
+    namespace, name, uid = meta.get("namespace") or "", meta.get("name") or "", meta.get("uid")
+    for other in others:
+        other_meta = other.get("metadata") or {}
+        if (other_meta.get("namespace") or "", other_meta.get("name")) == (namespace, name):
+            continue
+        if uid and other_meta.get("uid") == uid:
+            continue
+        if not is_inflight(other):
+            continue
+        _charge_inflight(other, book, held, flavors, devices, vram)
+
+    for ps in pod_sets:
+        if ps.demand is None:
+            continue
+        if ps.nodes is not None:
+            reason = _place_assigned(ps, namespace, name, nodes, book, held)
+        else:
+            reason = _place_pool(ps, namespace, name, flavors, nodes, book, held)
+        if reason:
+            return _retry(reason)
+    where = sorted({node for ps in pod_sets if ps.nodes for node in ps.nodes})
+    if where:
+        return Verdict(READY, f"the accelerators fit per card on {', '.join(where)}")
+    return Verdict(READY, "the accelerators fit per card in the flavor's node pool")
+
+
+def _charge_inflight(
+    other: Mapping[str, Any],
+    book: Book,
+    held: Mapping[tuple[str, str, str, str], int],
+    flavors: Mapping[str, Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+    vram: dict[str, int],
+) -> None:
+    meta = other.get("metadata") or {}
+    namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+    pod_sets = [ps for ps in podset_demands(other) if ps.nodes]
+    for ps in pod_sets:
+        # Resolve each PodSet on its own: one that cannot be judged charges nothing.
+        if _resolve([ps], flavors, devices, vram) or ps.demand is None:
+            continue
+        for node, count in ps.nodes.items():
+            pending = count - held.get((namespace, name, ps.name, node), 0)
+            if pending > 0:
+                book.charge_later(node, ps.group, ps.demand, pending)
+
+
+def _place_assigned(
+    ps: PodSetDemand,
+    namespace: str,
+    name: str,
+    nodes: Mapping[str, Mapping[str, Any]],
+    book: Book,
+    held: Mapping[tuple[str, str, str, str], int],
+) -> str:
+    for node in sorted(ps.nodes or ()):
+        if node not in nodes:
+            return f"{ps.label}: node {node} that Kueue assigned is gone"
+        ledger = book.ledger(node, ps.group)
+        if ledger is None or not ledger.cards:
+            return f"{ps.label}: node {node} has no {ps.group} cards in its Devices ledger"
+        pending = ps.nodes[node] - held.get((namespace, name, ps.name, node), 0)
+        for i in range(pending):
+            if fit.place(ledger, ps.demand) is None:
+                placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
+                return (
+                    f"{ps.label}: {_wants(ps.demand, ps.group)} per Pod do not fit on node {node}{placed}: "
+                    f"{_room(ledger, ps.demand, ps.group)}"
+                )
+    return ""
+
+
+def _place_pool(
+    ps: PodSetDemand,
+    namespace: str,
+    name: str,
+    flavors: Mapping[str, Mapping[str, Any]],
+    nodes: Mapping[str, Mapping[str, Any]],
+    book: Book,
+    held: Mapping[tuple[str, str, str, str], int],
+) -> str:
+    pool = pool_nodes(flavors[ps.flavor], nodes)
+    if not pool:
+        return f'{ps.label}: ResourceFlavor "{ps.flavor}" matches no observed node'
+    already = sum(
+        k for (ns, wl, podset, _node), k in held.items() if (ns, wl, podset) == (namespace, name, ps.name)
+    )
+    pending = ps.count - already
+    start = 0
+    for i in range(pending):
+        for j in range(start, len(pool)):
+            ledger = book.ledger(pool[j], ps.group)
+            if ledger is not None and fit.place(ledger, ps.demand) is not None:
+                start = j  # earlier nodes did not fit this demand; they will not fit the next copy
+                break
+        else:
+            placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
+            return (
+                f"{ps.label}: {_wants(ps.demand, ps.group)} per Pod fit on none of the {len(pool)} nodes "
+                f'of ResourceFlavor "{ps.flavor}"{placed}'
+            )
+    return ""
