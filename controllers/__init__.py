@@ -4,4 +4,7 @@
 worker starts; a controller module needs no other registration.
 """
 
-CONTROLLERS: list[str] = []
+CONTROLLERS: list[str] = [
+    # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
+    "controllers.node_devices_check:NodeDevicesCheck",
+]

@@ -1,0 +1,328 @@
+"""Gate 3: the ``gpustack-node-devices`` AdmissionCheck controller (devices spec §6.3, §8; D.4/D.5).
+
+It owns the AdmissionCheck ``gpustack-node-devices`` (``spec.controllerName:
+worker.gpustack.ai/node-devices``): applied when the controller starts — retried until Kueue's CRD
+is served, since the chart cannot ship a Kueue object — and kept ``Active``.  A ClusterQueue lists it
+in ``spec.admissionChecksStrategy``; Kueue then adds its entry to every Workload of that queue and,
+once the Workload reserves quota, waits for this controller's ``Ready``.
+
+Per Workload (one at a time: a verdict must see the ones written before it):
+
+1. skip unless it holds a reservation, is neither evicted nor finished, and is not ``Ready`` here —
+   checked on the cache, then again on an uncached read whose ``resourceVersion`` makes the write
+   conditional, so a verdict never lands between Kueue's two eviction writes;
+2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods with one
+   uncached list, and the other Workloads from the cache — plus every ``Ready`` this controller
+   wrote that the cache does not show yet;
+3. :func:`controllers.node_devices_fit.decide` answers ``Ready`` or ``Retry`` (with
+   ``requeueAfterSeconds``: 30); the state is written through the status subresource by server-side
+   apply, field manager ``gpustack-node-devices``, only when state or message changed, with an Event
+   on the Workload saying why.
+
+Kueue evicts a ``Retry``-ed Workload, resets its checks and re-reserves after the back-off, which
+brings it back here.  A ``Devices`` change (the device manager republishes when Pods come and go), a
+Node arriving or leaving, or an inflight Workload letting go of its promise re-judge the Workloads
+that wait, so a freed card is seen before the back-off ends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from api import allocation
+from api import constants as c
+from controllers import node_devices_fit as nd
+from controllers.runtime.client import ApiError
+from controllers.runtime.events import NORMAL, WARNING
+from controllers.runtime.informer import key_of
+from controllers.runtime.manager import Controller, Manager, Watch
+
+log = logging.getLogger("controllers.node_devices_check")
+
+FIELD_MANAGER = "gpustack-node-devices"
+CHECK = c.ADMISSION_CHECK_NODE_DEVICES
+CONTROLLER_NAME = c.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
+CONDITION_ACTIVE = "Active"
+REASON_READY = "NodeDevicesFit"
+REASON_RETRY = "NodeDevicesDoNotFit"
+CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)  # never a Workload's (namespace, name)
+MESSAGE_LIMIT = 1024
+
+Obj = dict[str, Any]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _revision(obj: Obj | None) -> int:
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or -1)
+    except ValueError:
+        return -1
+
+
+def admission_check() -> Obj:
+    """The AdmissionCheck object the worker applies at startup (spec only)."""
+    return {
+        "apiVersion": c.KUEUE_API_VERSION,
+        "kind": "AdmissionCheck",
+        "metadata": {"name": CHECK, "labels": {c.LABEL_PART_OF: "gpustack-operator"}},
+        "spec": {"controllerName": CONTROLLER_NAME},
+    }
+
+
+def check_status_patch(workload: Obj, verdict: nd.Verdict, *, retry_after: int, now: str) -> Obj | None:
+    """The server-side-apply body that records ``verdict`` in ``workload``'s check entry, or None
+    when the entry already says it (same state, message and requeue delay).  The entry's
+    ``lastTransitionTime`` moves only when the state does; ``resourceVersion`` and ``uid`` make the
+    write conditional on the Workload the verdict was reached for."""
+    current = nd.check_state(workload) or {}
+    message = verdict.message[:MESSAGE_LIMIT]
+    requeue = retry_after if verdict.state == nd.RETRY else None
+    if (
+        current.get("state") == verdict.state
+        and current.get("message") == message
+        and current.get("requeueAfterSeconds") == requeue
+    ):
+        return None
+    transition = current.get("lastTransitionTime") if current.get("state") == verdict.state else None
+    entry: Obj = {
+        "name": CHECK,
+        "state": verdict.state,
+        "message": message,
+        "lastTransitionTime": transition or now,
+    }
+    if requeue is not None:
+        entry["requeueAfterSeconds"] = requeue
+    meta = workload.get("metadata") or {}
+    return {
+        "apiVersion": c.KUEUE_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "status": {"admissionChecks": [entry]},
+    }
+
+
+def pod_field_selector(workload: Obj) -> str:
+    """The one Pod list a verdict needs: the single node every accelerator PodSet is assigned to,
+    else every bound Pod (the flavor's pool, or several nodes)."""
+    nodes: set[str] = set()
+    for ps in nd.podset_demands(workload):
+        if ps.nodes is None:
+            return "spec.nodeName!="
+        nodes.update(ps.nodes)
+    return f"spec.nodeName={nodes.pop()}" if len(nodes) == 1 else "spec.nodeName!="
+
+
+class NodeDevicesCheck(Controller):
+    """``NodeDevicesAdmissionReconciler``: answers the ``gpustack-node-devices`` check."""
+
+    name = "node-devices-check"
+    workers = 1  # one Workload at a time
+    retry_after_seconds = 30  # Kueue waits this long before re-reserving a Retry-ed Workload
+    crd_retry_seconds = 5.0  # while Kueue's AdmissionCheck CRD is not served
+
+    def __init__(self, manager: Manager) -> None:
+        super().__init__(manager)
+        self.workloads = self.informer("Workload")
+        self.flavors = self.informer("ResourceFlavor")
+        self.nodes = self.informer("Node")
+        self.devices = self.informer("Devices")
+        self.checks = self.informer("AdmissionCheck")
+        self.release_terminated = allocation.release_terminated_from_env()
+        self._lock = threading.Lock()
+        self._ready_written: dict[tuple[str, str], Obj] = {}  # until the cache shows them
+        self._waiting: set[tuple[str, str]] = set()  # Workloads that need a verdict
+        self._crd_misses = 0
+        self.queue.add(CHECK_KEY)
+
+    # Watches ------------------------------------------------------------------------------------------
+
+    def watches(self) -> list[Watch]:
+        return [
+            Watch("Workload", self._on_workload),
+            Watch("Devices", self._on_devices),
+            Watch("Node", self._on_node),
+            Watch("ResourceFlavor", self._on_flavor),
+            Watch("AdmissionCheck", self._on_check),
+        ]
+
+    def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        key = key_of(obj)
+        with self._lock:
+            remembered = self._ready_written.get(key)
+            if remembered is not None and (
+                event == "DELETED"
+                or (obj.get("metadata") or {}).get("uid") != (remembered.get("metadata") or {}).get("uid")
+                or _revision(obj) >= _revision(remembered)
+            ):
+                del self._ready_written[key]
+            if event != "DELETED" and nd.needs_verdict(obj):
+                self._waiting.add(key)
+                wake = [key]
+            else:
+                self._waiting.discard(key)
+                wake = []
+        if old is not None and nd.is_inflight(old) and (event == "DELETED" or not nd.is_inflight(obj)):
+            return self._waiting_keys()  # a promise let go: the waiting ones may fit now
+        return wake
+
+    def _on_devices(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        if (
+            event != "MODIFIED"
+            or old is None
+            or obj.get("status") != old.get("status")
+            or obj.get("spec") != old.get("spec")
+        ):
+            return self._waiting_keys()
+        return ()
+
+    def _on_node(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        labels = (obj.get("metadata") or {}).get("labels")
+        if event != "MODIFIED" or old is None or labels != (old.get("metadata") or {}).get("labels"):
+            return self._waiting_keys()
+        return ()
+
+    def _on_flavor(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        if event != "MODIFIED" or old is None or obj.get("spec") != old.get("spec"):
+            return self._waiting_keys()
+        return ()
+
+    def _on_check(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        return [CHECK_KEY] if (obj.get("metadata") or {}).get("name") == CHECK else ()
+
+    def _waiting_keys(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._waiting)
+
+    # Reconcile ----------------------------------------------------------------------------------------
+
+    def reconcile(self, key: Hashable) -> float | None:
+        if key == CHECK_KEY:
+            return self.ensure_admission_check()
+        namespace, name = key  # type: ignore[misc]
+        cached = self.workloads.get(name, namespace)
+        if cached is None or not nd.needs_verdict(cached):
+            with self._lock:
+                self._waiting.discard((namespace, name))
+            return None
+        workload = self.client.get("Workload", name, namespace)
+        if workload is None or not nd.needs_verdict(workload):
+            return None
+        verdict = self.judge(workload)
+        self.record(workload, verdict)
+        return float(self.retry_after_seconds) if verdict.state == nd.RETRY else None
+
+    def judge(self, workload: Obj) -> nd.Verdict:
+        """Gather the objects and decide (the bound Pods with one uncached list)."""
+        pods, _ = self.client.list("Pod", field_selector=pod_field_selector(workload), timeout=60)
+        return nd.decide(
+            workload,
+            flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
+            nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
+            devices={d["metadata"]["name"]: d for d in self.devices.list()},
+            pods=pods,
+            others=self.other_workloads(),
+            release_terminated=self.release_terminated,
+        )
+
+    def other_workloads(self) -> list[Obj]:
+        """The cached Workloads, each replaced by the ``Ready`` this controller wrote for it while
+        the cache does not show that write yet."""
+        with self._lock:
+            remembered = dict(self._ready_written)
+        out = []
+        for obj in self.workloads.list():
+            written = remembered.pop(key_of(obj), None)
+            out.append(written if written is not None and _revision(written) > _revision(obj) else obj)
+        out.extend(remembered.values())  # written, not yet in the cache at all
+        return out
+
+    def record(self, workload: Obj, verdict: nd.Verdict) -> None:
+        """Write ``verdict`` into the Workload's check entry when it changes it."""
+        body = check_status_patch(workload, verdict, retry_after=self.retry_after_seconds, now=_now())
+        if body is None:
+            return
+        try:
+            written = self.client.apply(body, field_manager=FIELD_MANAGER, subresource="status")
+        except ApiError as error:
+            if error.conflict or error.not_found:
+                # The Workload moved on (or is gone) since the read: judge its new state.
+                raise RetryNow(f"workload changed before the verdict was written: {error}") from None
+            raise
+        key = key_of(workload)
+        if verdict.state == nd.READY:
+            with self._lock:
+                self._ready_written[key] = written
+                self._waiting.discard(key)
+        log.info(
+            "node-devices verdict",
+            extra={
+                "namespace": key[0],
+                "name": key[1],
+                "state": verdict.state,
+                "verdict": verdict.message,
+            },
+        )
+        self.recorder.event(
+            workload,
+            NORMAL if verdict.state == nd.READY else WARNING,
+            REASON_READY if verdict.state == nd.READY else REASON_RETRY,
+            verdict.message,
+        )
+
+    def ensure_admission_check(self) -> float | None:
+        """Apply the AdmissionCheck and keep it ``Active``; retry while Kueue's CRD is not served."""
+        try:
+            check = self.client.apply(admission_check(), field_manager=FIELD_MANAGER)
+        except ApiError as error:
+            if error.status in (0, 404, 503):
+                self._crd_misses += 1
+                if self._crd_misses % 12 == 1:
+                    log.warning(
+                        "AdmissionCheck not applied yet; Kueue's CRD is not served",
+                        extra={"check": CHECK, "error": str(error), "attempts": self._crd_misses},
+                    )
+                return self.crd_retry_seconds
+            raise
+        self._crd_misses = 0
+        conditions = (check.get("status") or {}).get("conditions") or []
+        if any(cond.get("type") == CONDITION_ACTIVE and cond.get("status") == "True" for cond in conditions):
+            return None
+        self.client.apply(
+            {
+                "apiVersion": c.KUEUE_API_VERSION,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": CHECK},
+                "status": {
+                    "conditions": [
+                        {
+                            "type": CONDITION_ACTIVE,
+                            "status": "True",
+                            "reason": "Active",
+                            "message": f"{CONTROLLER_NAME} is answering the check",
+                            "lastTransitionTime": _now(),
+                            "observedGeneration": (check.get("metadata") or {}).get("generation", 1),
+                        }
+                    ]
+                },
+            },
+            field_manager=FIELD_MANAGER,
+            subresource="status",
+        )
+        log.info("AdmissionCheck applied and Active", extra={"check": CHECK})
+        return None
+
+
+class RetryNow(Exception):
+    """Raised to re-queue a Workload at once (with the queue's short per-key back-off)."""

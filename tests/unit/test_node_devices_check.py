@@ -1,0 +1,283 @@
+"""controllers.node_devices_check: the gate-3 reconciler over a fake API client (no cluster)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from api import constants as c
+from controllers import node_devices_check as ndc
+from controllers import node_devices_fit as nd
+from controllers.runtime.client import ApiError
+from controllers.runtime.manager import Manager
+
+try:  # tests/unit as a package, or (without its __init__) as a rootdir on sys.path
+    from tests.unit import test_node_devices_fit as objects
+except ImportError:  # pragma: no cover
+    import test_node_devices_fit as objects  # type: ignore[no-redef]
+
+NS = objects.NS
+assignment, devices, flavor, gpu = objects.assignment, objects.devices, objects.flavor, objects.gpu
+node, pod_set, sliced_half, tas, workload = (
+    objects.node,
+    objects.pod_set,
+    objects.sliced_half,
+    objects.tas,
+    objects.workload,
+)
+
+Obj = dict[str, Any]
+
+
+class FakeClient:
+    """Just enough of ``controllers.runtime.client.Client``: objects by (kind, namespace, name)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.applied: list[tuple[Obj, str, str]] = []
+        self.lists: list[tuple[str, str]] = []
+        self.events: list[Obj] = []
+        self.fail_apply: ApiError | None = None
+        self.revision = 100
+
+    def put(self, obj: Obj) -> Obj:
+        self.revision += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.revision)
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+        return obj
+
+    def get(self, kind: str, name: str, namespace: str = "", **_: Any) -> Obj | None:
+        obj = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(obj) if obj else None
+
+    def list(self, kind: str, namespace: str = "", *, field_selector: str = "", **_: Any):
+        self.lists.append((kind, field_selector))
+        items = [copy.deepcopy(o) for (k, _, _), o in self.objects.items() if k == kind]
+        if field_selector.startswith("spec.nodeName=") and not field_selector.endswith("!="):
+            wanted = field_selector.split("=", 1)[1]
+            items = [o for o in items if o["spec"].get("nodeName") == wanted]
+        return items, str(self.revision)
+
+    def apply(self, obj: Obj, *, field_manager: str, force: bool = True, subresource: str = "") -> Obj:
+        if self.fail_apply is not None:
+            raise self.fail_apply
+        self.applied.append((copy.deepcopy(obj), field_manager, subresource))
+        meta = obj["metadata"]
+        key = (obj["kind"], meta.get("namespace", ""), meta["name"])
+        current = copy.deepcopy(self.objects.get(key)) or {
+            "apiVersion": obj["apiVersion"],
+            "kind": obj["kind"],
+            "metadata": {"name": meta["name"], "generation": 1},
+        }
+        if subresource == "status" and obj["kind"] == "Workload":
+            checks = current.setdefault("status", {}).setdefault("admissionChecks", [])
+            for entry in obj["status"]["admissionChecks"]:
+                checks[:] = [e for e in checks if e["name"] != entry["name"]] + [entry]
+        elif subresource == "status":
+            current["status"] = copy.deepcopy(obj["status"])
+        else:
+            current["spec"] = copy.deepcopy(obj.get("spec"))
+        return self.put(current)
+
+    def create(self, obj: Obj, **_: Any) -> Obj:
+        self.events.append(obj)
+        return obj
+
+    def patch(self, *args: Any, **kwargs: Any) -> Obj:
+        return {}
+
+
+@pytest.fixture
+def env():
+    client = FakeClient()
+    manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
+    controller = manager.add(ndc.NodeDevicesCheck)
+    assert isinstance(controller, ndc.NodeDevicesCheck)
+
+    def observe(obj: Obj, event: str = "MODIFIED") -> None:
+        """What the informer would see: store the object and run the mappers."""
+        informer = manager.informer(obj["kind"])
+        informer._store(
+            event if informer.get(obj["metadata"]["name"], obj["metadata"].get("namespace", "")) else "ADDED",
+            obj,
+        )
+
+    for obj in (flavor(), node("n1"), devices("n1", rows=sliced_half())):
+        observe(client.put(obj))
+    # The AdmissionCheck key is queued at construction; take it off.
+    assert controller.queue.get(timeout=0) == ndc.CHECK_KEY
+    controller.queue.done(ndc.CHECK_KEY)
+    return client, controller, observe
+
+
+def queued(controller: ndc.NodeDevicesCheck) -> list:
+    keys = []
+    while (key := controller.queue.get(timeout=0)) is not None:
+        keys.append(key)
+        controller.queue.done(key)
+    return keys
+
+
+# --- The AdmissionCheck object ----------------------------------------------------------------------------
+
+
+def test_admission_check_is_applied_then_made_active_once(env) -> None:
+    client, controller, _ = env
+    assert controller.ensure_admission_check() is None
+    spec, status = client.applied
+    assert spec[0]["spec"] == {"controllerName": "worker.gpustack.ai/node-devices"}
+    assert spec[1:] == (ndc.FIELD_MANAGER, "")
+    assert status[0]["status"]["conditions"][0]["type"] == "Active"
+    assert status[1:] == (ndc.FIELD_MANAGER, "status")
+    client.applied.clear()
+    controller.ensure_admission_check()
+    assert [a[2] for a in client.applied] == [""]  # spec re-applied (a no-op), Active kept
+
+
+def test_admission_check_retries_while_kueues_crd_is_not_served(env) -> None:
+    client, controller, _ = env
+    client.fail_apply = ApiError(404, "NotFound", "the server could not find the requested resource")
+    assert controller.ensure_admission_check() == controller.crd_retry_seconds
+    client.fail_apply = ApiError(403, "Forbidden", "no")
+    with pytest.raises(ApiError):
+        controller.ensure_admission_check()
+
+
+# --- Verdicts -----------------------------------------------------------------------------------------------
+
+
+def four_cards(name: str = "wl", **kw: Any) -> Obj:
+    return workload(name, [pod_set(limits=gpu(4))], [tas()], **kw)
+
+
+def test_retry_is_written_by_ssa_with_a_requeue_delay_and_an_event(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards()))
+    assert queued(controller) == [(NS, "wl")]
+    assert controller.reconcile((NS, "wl")) == controller.retry_after_seconds
+    body, manager_, sub = client.applied[-1]
+    assert (manager_, sub) == ("gpustack-node-devices", "status")
+    assert body["metadata"]["uid"] == "uid-wl" and body["metadata"]["resourceVersion"]
+    (entry,) = body["status"]["admissionChecks"]
+    assert entry["state"] == "Retry" and entry["requeueAfterSeconds"] == 30
+    assert 'PodSet "main"' in entry["message"]
+    assert client.events[-1]["reason"] == ndc.REASON_RETRY
+    assert client.lists[-1] == ("Pod", "spec.nodeName=n1")
+    # Same cause, same message: nothing is written again.
+    observe(client.get("Workload", "wl", NS))
+    writes = len(client.applied)
+    controller.reconcile((NS, "wl"))
+    assert len(client.applied) == writes
+
+
+def test_a_changed_cause_refreshes_the_message(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards()))
+    controller.reconcile((NS, "wl"))
+    observe(client.get("Workload", "wl", NS))
+    rows = sliced_half()
+    rows[0] = {"mode": 0, "allocated": 0, "remaining": 1_600_000, "allocatedSlices": 0}
+    observe(client.put(devices("n1", rows=rows)))
+    assert (NS, "wl") in queued(controller)  # a ledger change re-judges the waiting Workload
+    controller.reconcile((NS, "wl"))
+    entry = client.applied[-1][0]["status"]["admissionChecks"][0]
+    assert entry["state"] == "Retry" and "1 of 8 cards whole and free" in entry["message"]
+
+
+def test_freed_cards_turn_retry_into_ready_and_ready_is_remembered(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards("first")))
+    controller.reconcile((NS, "first"))
+    observe(client.put(devices("n1")))  # every card free
+    assert controller.reconcile((NS, "first")) is None
+    assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Ready"
+    assert client.events[-1]["reason"] == ndc.REASON_READY
+    # The cache has not seen the Ready yet: a second Workload judged now must count the first.
+    observe(client.put(workload("second", [pod_set(limits=gpu(5))], [tas()])))
+    controller.reconcile((NS, "second"))
+    assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Retry"
+    # Once the cache shows the Ready, the memory is dropped (the cache itself says it).
+    observe(client.get("Workload", "first", NS))
+    assert controller._ready_written == {}
+    assert any(nd.is_inflight(w) for w in controller.other_workloads())
+
+
+def test_evicted_unreserved_and_ready_workloads_are_not_judged(env) -> None:
+    client, controller, observe = env
+    for wl in (
+        four_cards("a", evicted=True),
+        four_cards("b", reserved=False),
+        four_cards("c", check="Ready"),
+    ):
+        observe(client.put(wl))
+        assert controller.reconcile((NS, wl["metadata"]["name"])) is None
+    assert client.applied == []
+
+
+def test_the_uncached_read_decides_whether_to_judge(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards()))
+    client.put(four_cards(evicted=True))  # Kueue evicted it; the cache has not seen it yet
+    assert controller.reconcile((NS, "wl")) is None
+    assert client.applied == []
+
+
+def test_a_workload_that_moved_on_before_the_write_is_judged_again(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards()))
+    client.fail_apply = ApiError(409, "Conflict", "the object has been modified")
+    with pytest.raises(ndc.RetryNow):
+        controller.reconcile((NS, "wl"))
+
+
+def test_inflight_promise_let_go_wakes_the_waiting(env) -> None:
+    client, controller, observe = env
+    observe(client.put(four_cards("waiting")))
+    queued(controller)
+    ready = four_cards("ready", check="Ready")
+    observe(client.put(ready))
+    queued(controller)
+    gone = copy.deepcopy(ready)
+    gone["status"]["conditions"].append({"type": "Evicted", "status": "True"})
+    observe(client.put(gone))
+    assert (NS, "waiting") in queued(controller)
+
+
+# --- Pure helpers ---------------------------------------------------------------------------------------------
+
+
+def test_check_status_patch_keeps_the_transition_time_while_the_state_holds() -> None:
+    wl = four_cards(check="Retry")
+    wl["metadata"]["resourceVersion"] = "7"
+    wl["status"]["admissionChecks"][0].update(message="old", lastTransitionTime="2020-01-01T00:00:00Z")
+    body = ndc.check_status_patch(wl, nd.Verdict("Retry", "new"), retry_after=30, now="NOW")
+    entry = body["status"]["admissionChecks"][0]
+    assert entry["lastTransitionTime"] == "2020-01-01T00:00:00Z" and entry["message"] == "new"
+    assert body["metadata"]["resourceVersion"] == "7"
+    ready = ndc.check_status_patch(wl, nd.Verdict("Ready", "fits"), retry_after=30, now="NOW")
+    assert ready["status"]["admissionChecks"][0] == {
+        "name": c.ADMISSION_CHECK_NODE_DEVICES,
+        "state": "Ready",
+        "message": "fits",
+        "lastTransitionTime": "NOW",
+    }
+    wl["status"]["admissionChecks"][0].update(message="same", requeueAfterSeconds=30)
+    assert ndc.check_status_patch(wl, nd.Verdict("Retry", "same"), retry_after=30, now="NOW") is None
+
+
+def test_pod_field_selector_lists_one_node_when_it_can() -> None:
+    assert ndc.pod_field_selector(four_cards()) == "spec.nodeName=n1"
+    two = workload(pod_sets=[pod_set(count=2, limits=gpu(1))], assignments=[tas(count=2, n1=1, n2=1)])
+    assert ndc.pod_field_selector(two) == "spec.nodeName!="
+    pool = workload(pod_sets=[pod_set(limits=gpu(1))], assignments=[assignment()])
+    assert ndc.pod_field_selector(pool) == "spec.nodeName!="
+
+
+def test_registered_in_the_worker() -> None:
+    import controllers
+
+    assert "controllers.node_devices_check:NodeDevicesCheck" in controllers.CONTROLLERS
