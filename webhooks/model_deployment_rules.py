@@ -137,8 +137,8 @@ def service_names(md: Deployment, old: Deployment | None) -> list[FieldError]:
     if md.router is not None:
         claimed[f"{md.name}-router"] = "the router's Service (spec.router)"
     for role in md.roles:
-        if not role.name:
-            continue
+        if not role.name or md.by_name.get(role.name) is not role:
+            continue  # a duplicate name is #3's to report
         names = [(f"{md.name}-{role.name}", f"the Service of role {role.name!r} ({role.path})")]
         if role.size > 1:
             names += [
@@ -636,8 +636,8 @@ def served_names(md: Deployment, old: Deployment | None) -> list[FieldError]:
         if not role.managed:
             continue
         read = _served_names(role)
-        if read is None or read[1] == [md.model_name]:
-            continue
+        if read is None or not read[1] or read[1] == [md.model_name]:
+            continue  # absent, equal, or without a value (the engine's own parser refuses that)
         stored = _stored(old, role)
         if (
             stored is not None
