@@ -1,0 +1,304 @@
+"""One benchmark run of the admission server and the compiled hot paths.
+
+    python -m loadtests.bench [--connections 8] [--duration 10] [--workers-scan 1,2]
+
+Serves three endpoints from the same stack (``gpustack-operator worker`` over TLS with file
+lookups): ``/null`` decodes and answers an AdmissionReview (the ceiling of the stack), the Pod
+webhook and the ModelDeployment webhook; drives each with the same client (``wrk``, a C load
+generator, one thread) at the same concurrency with the realistic mix of ``loadtests.mix``; then
+times each ``fastpath`` module compiled against its interpreted source.  Prints a table and, last,
+one JSON line.  It asserts nothing: figures are for reading.
+
+The load generator is not the bottleneck when the server process uses (close to) a whole core
+while wrk uses a fraction of the other: both CPU shares are measured and printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from loadtests import mix
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+POD_PATH = "/validate-gpustack-worker-core-v1-pod"
+POD_MUTATE_PATH = "/mutate-gpustack-worker-core-v1-pod"
+MD_PATH = "/validate-gpustack-worker-worker-gpustack-ai-v1-modeldeployment"
+
+_LUA = """
+local bodies = {}
+local i = 0
+function init(args)
+  for _, path in ipairs(args) do
+    local f = io.open(path, "rb"); bodies[#bodies + 1] = f:read("*a"); f:close()
+  end
+end
+request = function()
+  i = (i % #bodies) + 1
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, bodies[i])
+end
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and its live children (uvicorn workers), in seconds."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def _latency_ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+class Server:
+    def __init__(self, objects: Path, certs: Path, port: int, workers: int) -> None:
+        self.port = port
+        self.log = (certs.parent / f"server-{workers}.log").open("wb")
+        self.process = subprocess.Popen(
+            [
+                PYTHON,
+                "-m",
+                "gpustack_operator",
+                "worker",
+                "--webhooks-only",
+                "--objects",
+                str(objects),
+                "--cert-dir",
+                str(certs),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(port),
+                "--null-endpoint",
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"server did not start; see {self.log.name}")
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, 15)
+        self.process.wait(20)
+
+
+def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: int, server: Server) -> dict:
+    before_server = _cpu_seconds(server.process.pid)
+    before_client = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    result = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{duration}s",
+            "--latency",
+            "-s",
+            str(lua),
+            url,
+            "--",
+            *map(str, bodies),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    elapsed = time.monotonic() - started
+    after_client = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = _cpu_seconds(server.process.pid) - before_server
+    client_cpu = (after_client.ru_utime - before_client.ru_utime) + (
+        after_client.ru_stime - before_client.ru_stime
+    )
+    out = result.stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    dist = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)", out, re.M))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {
+        "rps": rps,
+        "p50_ms": _latency_ms(dist["50"]),
+        "p90_ms": _latency_ms(dist["90"]),
+        "p99_ms": _latency_ms(dist["99"]),
+        "non_2xx": int(errors.group(1)) if errors else 0,
+        "server_cpu": server_cpu / elapsed,
+        "client_cpu": client_cpu / elapsed,
+    }
+
+
+def _check_answers(port: int, certs: Path, path: str, bodies: list[Path]) -> list[bool]:
+    """Every body of the mix gets a well-formed answer; returns the allowed flags."""
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    allowed = []
+    for body in bodies:
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{port}{path}",
+            data=body.read_bytes(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:
+            answer = json.loads(response.read())["response"]
+        if not answer["allowed"] and answer["status"]["code"] >= 500:
+            raise RuntimeError(f"{path}: {body.name} got an internal error: {answer['status']['message']}")
+        allowed.append(answer["allowed"])
+    return allowed
+
+
+def _write_bodies(directory: Path, kind: str) -> list[Path]:
+    paths = []
+    for index, body in enumerate(mix.bodies(kind)):
+        path = directory / f"{kind}-{index}.json"
+        path.write_bytes(body)
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per endpoint (default 10)")
+    parser.add_argument("--port", type=int, default=27790)
+    parser.add_argument(
+        "--workers-scan", default="1,2", help="uvicorn worker counts to measure the Pod webhook with"
+    )
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        print("loadtests.bench needs wrk (Debian package wrk): apt-get install -y wrk", file=sys.stderr)
+        return 2
+    from certs import issue
+
+    work = Path(tempfile.mkdtemp(prefix="gpustack-bench-"))
+    objects = mix.write_objects(work / "objects")
+    certs = work / "certs"
+    issue.ensure(certs, ["localhost"], ["127.0.0.1"])
+    lua = work / "mix.lua"
+    lua.write_text(_LUA)
+    pod_bodies = _write_bodies(work, "pod")
+    md_bodies = _write_bodies(work, "md")
+
+    results: dict[str, dict] = {}
+    server = Server(objects, certs, args.port, 1)
+    try:
+        pod_allowed = _check_answers(args.port, certs, POD_PATH, pod_bodies)
+        md_allowed = _check_answers(args.port, certs, MD_PATH, md_bodies)
+        base = f"https://127.0.0.1:{args.port}"
+        for name, path, bodies in (
+            ("null", "/null", pod_bodies),
+            ("pod", POD_PATH, pod_bodies),
+            ("pod_mutate", POD_MUTATE_PATH, pod_bodies),
+            ("md", MD_PATH, md_bodies),
+        ):
+            _wrk(base + path, bodies, lua, args.connections, 2, server)  # warm-up
+            results[name] = _wrk(base + path, bodies, lua, args.connections, args.duration, server)
+    finally:
+        server.stop()
+
+    scaling = {}
+    for workers in [int(w) for w in args.workers_scan.split(",") if w]:
+        server = Server(objects, certs, args.port, workers)
+        try:
+            _wrk(f"https://127.0.0.1:{args.port}{POD_PATH}", pod_bodies, lua, args.connections, 2, server)
+            scaling[workers] = _wrk(
+                f"https://127.0.0.1:{args.port}{POD_PATH}",
+                pod_bodies,
+                lua,
+                args.connections,
+                args.duration,
+                server,
+            )
+        finally:
+            server.stop()
+
+    from loadtests.bench_argv import bench_argv
+    from loadtests.bench_fastpath import bench_fit, bench_quantity, bench_requests
+
+    speedups = {
+        "argv": bench_argv(),
+        "fit": bench_fit(),
+        "requests": bench_requests(),
+        "quantity": bench_quantity(),
+    }
+
+    print(
+        f"wrk -t1 -c{args.connections} -d{args.duration}s over TLS, one uvicorn worker; "
+        f"mix: {len(pod_bodies)} Pod reviews ({pod_allowed.count(False)} refused), "
+        f"{len(md_bodies)} ModelDeployment reviews ({md_allowed.count(False)} refused)"
+    )
+    print(
+        f"{'endpoint':<12}{'req/s':>10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'non-2xx':>9}"
+        f"{'server CPU':>12}{'wrk CPU':>10}"
+    )
+    for name, r in results.items():
+        print(
+            f"{name:<12}{r['rps']:>10.0f}{r['p50_ms']:>9.2f}{r['p90_ms']:>9.2f}{r['p99_ms']:>9.2f}"
+            f"{r['non_2xx']:>9}{r['server_cpu']:>11.0%}{r['client_cpu']:>10.0%}"
+        )
+    print("\nPod webhook by uvicorn worker processes:")
+    for workers, r in scaling.items():
+        print(
+            f"  workers={workers}: {r['rps']:.0f} req/s, p99 {r['p99_ms']:.2f} ms, server CPU "
+            f"{r['server_cpu']:.0%}, wrk CPU {r['client_cpu']:.0%}"
+        )
+    print("\nfastpath, compiled vs interpreted (same inputs):")
+    for name, s in speedups.items():
+        print(f"  {name:<9} {s['speedup']:.1f}x")
+    summary = {
+        "null_rps": round(results["null"]["rps"]),
+        "pod_rps": round(results["pod"]["rps"]),
+        "pod_p50_ms": round(results["pod"]["p50_ms"], 3),
+        "pod_p99_ms": round(results["pod"]["p99_ms"], 3),
+        "pod_vs_null": round(results["pod"]["rps"] / results["null"]["rps"], 3),
+        "pod_mutate_rps": round(results["pod_mutate"]["rps"]),
+        "md_rps": round(results["md"]["rps"]),
+        "md_p99_ms": round(results["md"]["p99_ms"], 3),
+        "argv_speedup": round(speedups["argv"]["speedup"], 1),
+        "fit_speedup": round(speedups["fit"]["speedup"], 1),
+        "requests_speedup": round(speedups["requests"]["speedup"], 1),
+        "quantity_speedup": round(speedups["quantity"]["speedup"], 1),
+        "connections": args.connections,
+        "server_cpu_pod": round(results["pod"]["server_cpu"], 2),
+        "wrk_cpu_pod": round(results["pod"]["client_cpu"], 2),
+        "workers_rps": {str(w): round(r["rps"]) for w, r in scaling.items()},
+    }
+    print(json.dumps(summary))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Run the locust users headless against a worker started here with file lookups over TLS.
+
+    python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--port 27791]
+
+Prints locust's summary and exits with locust's status (non-zero when any request failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from loadtests import mix
+from loadtests.bench import REPO, Server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=16)
+    parser.add_argument("--spawn-rate", type=int, default=8)
+    parser.add_argument("--time", default="30s")
+    parser.add_argument("--port", type=int, default=27791)
+    args = parser.parse_args(argv)
+    from certs import issue
+
+    work = Path(tempfile.mkdtemp(prefix="gpustack-locust-"))
+    objects = mix.write_objects(work / "objects")
+    issue.ensure(work / "certs", ["localhost"], ["127.0.0.1"])
+    server = Server(objects, work / "certs", args.port, 1)
+    try:
+        return subprocess.run(
+            [
+                str(Path(sys.executable).with_name("locust")),
+                "-f",
+                str(REPO / "loadtests" / "locustfile.py"),
+                "--headless",
+                "-u",
+                str(args.users),
+                "-r",
+                str(args.spawn_rate),
+                "-t",
+                args.time,
+                "--host",
+                f"https://127.0.0.1:{args.port}",
+                "--only-summary",
+            ],
+            cwd=work,
+            check=False,
+        ).returncode
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
