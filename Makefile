@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: dev dev-down test test-unit test-e2e lint crds bench bootstrap cluster-binaries
+.PHONY: dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -32,4 +32,8 @@ crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the 
 	@.venv/bin/gpustack-operator crds --write charts/gpustack-operator/crds
 
 bench: bootstrap           ## webhook and fastpath benchmarks (prints figures, asserts nothing)
+	@scripts/ensure-wrk.sh
 	@$(PY) -m loadtests.bench
+
+locust: bootstrap          ## locust users headless against a local worker (zero failures expected)
+	@$(PY) -m loadtests.run_locust
