@@ -164,7 +164,7 @@ async def validate(request: AdmissionRequest, lookups: Lookups) -> Decision:
     if errors:
         return reject(KIND, request.display_name, errors)
     if retry:
-        return retry_later(f"{retry}: not ready yet; retry")
+        return retry_later(f"{retry}: not ready yet")  # "...; retry shortly"
     # Only with nothing refused: the interfaces (#36), then a new binding's transports (#37).
     if old is None or transport_changed(md, old):
         errors += await interface_rules(md, chain, types)

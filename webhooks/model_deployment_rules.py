@@ -129,7 +129,8 @@ def service_names(md: Deployment, old: Deployment | None) -> list[FieldError]:
                 invalid(
                     f"{role.path}.name",
                     role.name,
-                    f"the role's Service would be named {service!r}, which {problem}; a Service name "
+                    f"the role's Service would be named {service!r} ({len(service)} characters), which "
+                    f"{problem}; a Service name "
                     "must be a DNS-1035 label: shorten or rename the role or the deployment",
                 )
             )
@@ -511,7 +512,7 @@ def ports(md: Deployment, old: Deployment | None) -> list[FieldError]:
             and not md.direct_decoder(role)
             and not (
                 stored is not None
-                and stored.raw.get("ports") == role.raw.get("ports")
+                and stored.port_list == role.port_list
                 and stored.stream == role.stream
                 and stored.stream_field == role.stream_field
             )

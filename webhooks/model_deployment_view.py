@@ -194,6 +194,11 @@ class Role:
         return DEFAULT_SERVING_PORT
 
     @property
+    def port_list(self) -> list[tuple[object, str]]:
+        """The declared ports as stored (protocol defaulted), for comparing with a stored role."""
+        return [(p.get("port"), as_str(p.get("protocol")) or "TCP") for p in self.ports]
+
+    @property
     def serving_protocol(self) -> str:
         if self.ports:
             return as_str(self.ports[0].get("protocol")) or "TCP"

@@ -351,6 +351,9 @@ def test_19_declared_port_and_stream_port_disagree():
         "spec.roles[0].ports[0].port",
         old=stored,
     )
+    # Compared as stored: the schema defaults the protocol.
+    defaulted = md(role(ports=[{"port": 9000, "protocol": "TCP"}], extraArgs=["--port", "9001"]))
+    accepted(defaulted, old=stored)
 
 
 def test_19_direct_decoder_is_exempt():

@@ -95,6 +95,7 @@ def test_30_an_unobserved_detail_is_a_retry_unless_something_else_is_refused():
     decision = run(validate, md(role(instanceType=T4, resources=_res(acceleratorSlicedMemoryPercentage=50))))
     assert not decision.allowed and decision.code == 500 and decision.retryable
     assert T4 in decision.message and "not ready yet; retry" in decision.message
+    assert decision.message.count("retry") == 1
     # Whole cards need no detail.
     accepted(md(role(instanceType=T4)))
     # A definite refusal elsewhere wins over the retry.
@@ -322,3 +323,9 @@ def test_37_an_unchanged_binding_stays_editable_and_deletion_declines():
 def test_37_only_when_nothing_else_was_refused():
     obj = md(role(env=[{"name": "GPUSTACK_REPLICA_SIZE", "value": "1"}]), kvCache=kv_cache())
     assert paths(run(validate, obj, objects_=cluster(kv_groups=("RDMA", None)))) == ["spec.roles[0].env[0]"]
+
+
+def test_37_not_after_36_refused():
+    obj = md(role(resources=_res(interface="1")), kvCache=kv_cache())
+    decision = run(validate, obj, objects_=cluster(kv_groups=("RDMA", "TCP")))
+    assert paths(decision) == ["spec.roles[0].resources.interface"]
