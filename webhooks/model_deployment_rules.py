@@ -149,7 +149,7 @@ def service_names(md: Deployment, old: Deployment | None) -> list[FieldError]:
         collision = None
         for name, claimant in names:
             holder = claimed.get(name)
-            if holder is not None and collision is None and not holder.endswith(f"({role.path})"):
+            if holder is not None and collision is None:
                 collision = (name, holder, claimant)
             claimed.setdefault(name, claimant)
         if collision:
