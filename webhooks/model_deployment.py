@@ -42,16 +42,14 @@ from webhooks.model_deployment_rules import (
     kinds,
     member_names,
     pool_ref,
-    ports,
     resources,
     role_count,
     router,
-    served_names,
     service_names,
     topology,
     volumes,
-    weight_mounts,
 )
+from webhooks.model_deployment_serving import ports, served_names, weight_mounts
 from webhooks.model_deployment_view import DEFAULT_CONNECTOR, KIND, Deployment, Role, as_dict, as_list, as_str
 from webhooks.review import AdmissionRequest
 
