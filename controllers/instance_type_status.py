@@ -1,0 +1,185 @@
+"""An InstanceType's status, purely: phase, entrance, hardware detail and the four views (§2.2, §7).
+
+The views are ``fastpath.fit``'s projection of the pool's ledger (the same fit gates 1, 3 and 5
+use), scoped to the type's accelerator group; the detail comes from one ``Devices`` read (the
+first pool node, by name, that reports the group), so ``manufacturer`` and ``slicedDetail`` are
+written together.  ``unitSummary``, ``acceleratorSummary`` and ``cpuSummary`` are the printer
+columns' strings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from api import constants as c
+from api.naming import local_queue_name
+from controllers import pools
+from controllers.queue_plan import STOP_DRAIN, STOP_HOLD
+from fastpath import fit
+
+Obj = dict[str, Any]
+
+
+def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
+    """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining."""
+    if pools.deleting(instance_type):
+        return c.PHASE_INACTIVE, "being deleted: its queue is torn down"
+    if queue is None:
+        return c.PHASE_INACTIVE, "waiting for its ClusterQueue"
+    spec = queue.get("spec") or {}
+    status = queue.get("status") or {}
+    policy = spec.get("stopPolicy") or "None"
+    annotations = (queue.get("metadata") or {}).get("annotations") or {}
+    if policy == STOP_DRAIN:
+        busy = int(status.get("reservingWorkloads") or 0) + int(status.get("admittedWorkloads") or 0)
+        if busy:
+            return c.PHASE_DRAINING, f"draining: {busy} workload(s) still hold quota"
+        return c.PHASE_INACTIVE, "drained: no node serves this pool"
+    if policy == STOP_HOLD:
+        if c.ANNOTATION_EMPTY_PLAN_HOLD in annotations:
+            return c.PHASE_INACTIVE, "held: no node serves this pool yet"
+        return c.PHASE_INACTIVE, "held: the type is inactive"
+    return c.PHASE_ACTIVE, ""
+
+
+def _memory(mib: Any) -> str:
+    value = pools._int(mib)
+    if value <= 0:
+        return ""
+    return f"{value // 1024}Gi" if value % 1024 == 0 else f"{value}Mi"
+
+
+def _group_of(devices: Mapping[str, Any], accelerator_group: str) -> Obj | None:
+    labels = [
+        k[len(c.PREFIX_ACCELERATABLE) :]
+        for k, v in ((devices.get("metadata") or {}).get("labels") or {}).items()
+        if k.startswith(c.PREFIX_ACCELERATABLE) and v == "true"
+    ]
+    for group in (devices.get("spec") or {}).get("groups") or []:
+        if fit.accelerator_key(group, labels) == accelerator_group:
+            return group
+    return None
+
+
+def accelerator_detail(devices: Mapping[str, Any] | None, accelerator_group: str) -> Obj:
+    """The accelerator half of ``status.detail``, from one ``Devices`` object."""
+    group = _group_of(devices, accelerator_group) if devices else None
+    if group is None:
+        return {}
+    detail: Obj = {"manufacturer": group.get("manufacturer") or "", "product": group.get("name") or ""}
+    if group.get("family"):
+        detail["family"] = group["family"]
+    if _memory(group.get("memory")):
+        detail["memory"] = _memory(group.get("memory"))
+    if group.get("cores"):
+        detail["cores"] = str(group["cores"])
+    if group.get("computeCapability"):
+        detail["computeCapability"] = group["computeCapability"]
+    sliced = group.get("acceleratorSlicedDetail")
+    if sliced:
+        detail["slicedDetail"] = sliced
+    return detail
+
+
+def cpu_detail(node_facts: pools.NodeFacts | None, general_group: str) -> Obj:
+    """The CPU descriptor from the ``feature.gpustack.ai/cpu-*`` node annotations."""
+    if node_facts is None:
+        return {}
+    raw = dict(node_facts.cpu_detail)
+    out: Obj = {}
+    manufacturer = (
+        general_group.split("-", 1)[0] if general_group and general_group != c.GENERIC_GROUP else ""
+    )
+    if manufacturer:
+        out["manufacturer"] = manufacturer
+    if raw.get("name"):
+        out["product"] = raw["name"]
+    if raw.get("family"):
+        out["family"] = raw["family"]
+    for key, field in (
+        ("physical-cores", "physicalCores"),
+        ("threads-per-core", "threadsPerPhysicalCore"),
+        ("logical-cores", "logicalCores"),
+        ("stepping", "stepping"),
+        ("hz", "clockSpeed"),
+        ("boost-freq", "maxClockSpeed"),
+        ("cache-line", "cacheLine"),
+    ):
+        if raw.get(key):
+            out[field] = raw[key]
+    cache = {k[len("cache-") :]: v for k, v in raw.items() if k.startswith("cache-l")}
+    if cache:
+        out["cache"] = cache
+    return out
+
+
+def pool_nodes(
+    instance_type: Mapping[str, Any],
+    groups: Mapping[str, pools.FlavorGroup],
+    flavors: Iterable[Mapping[str, Any]],
+    *,
+    aware_cpu: bool,
+) -> list[str]:
+    """The nodes serving an InstanceType: contributors of its live matching flavors, by name."""
+    names: set[str] = set()
+    for flavor in pools.pool_flavors(instance_type, flavors, aware_cpu=aware_cpu):
+        if pools.deleting(flavor):
+            continue
+        group = groups.get(pools.name_of(flavor))
+        if group is not None:
+            names.update(group.nodes)
+    return sorted(names)
+
+
+def render_status(
+    instance_type: Mapping[str, Any],
+    queue: Mapping[str, Any] | None,
+    nodes: Iterable[pools.NodeFacts],
+    devices: Mapping[str, Mapping[str, Any]],
+) -> Obj:
+    """The whole ``status`` of an InstanceType from its pool's nodes (facts) and their Devices."""
+    spec = instance_type.get("spec") or {}
+    name = pools.name_of(instance_type)
+    accelerated = bool(spec.get("acceleratable"))
+    group = (spec.get("acceleratorGroup") or "") if accelerated else ""
+    facts = sorted(nodes, key=lambda f: f.name)
+    cores = {f.name: f.cores for f in facts}
+    if accelerated:
+        ledgers = [devices[f.name] for f in facts if f.name in devices]
+        ledger = fit.build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
+    else:
+        ledger = fit.Ledger([fit.NodeLedger(f.name, [], f.cores) for f in facts])
+    views = fit.views(ledger)
+    phase, message = phase_of(instance_type, queue)
+    status: Obj = {"phase": phase}
+    if message:
+        status["phaseMessage"] = message
+    status["entrance"] = local_queue_name(name)
+    detail: Obj = {}
+    first = facts[0] if facts else None
+    if accelerated:
+        for f in facts:
+            detail = accelerator_detail(devices.get(f.name), group)
+            if detail:
+                break
+        host = cpu_detail(first, spec.get("generalGroup") or "")
+        if detail and host:
+            detail["cpu"] = host
+    elif first is not None:
+        detail = cpu_detail(first, spec.get("generalGroup") or "") or {}
+        detail.setdefault("manufacturer", spec.get("generalGroup") or c.GENERIC_GROUP)
+    if detail:
+        status["detail"] = detail
+    status.update(views.to_status())
+    unit = spec.get("unitResources") or {}
+    status["unitSummary"] = f"{unit.get('cpu', '')}/{unit.get('ram', '')}/{spec.get('localStorage', '')}"
+    status["acceleratorSummary"] = views.summary()
+    status["cpuSummary"] = views.cpu_summary()
+    return status
+
+
+def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Compare as the apiserver stores it (JSON), so an unchanged status is never rewritten."""
+    return json.dumps(current or {}, sort_keys=True) != json.dumps(desired, sort_keys=True)

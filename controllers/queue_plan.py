@@ -1,0 +1,450 @@
+"""The ClusterQueue of a pool, purely (devices spec §8, topology spec B.4).
+
+One queue per InstanceType, same name, isolated (no cohort, no borrowing or reclaiming).  Its
+resource groups cover only ``credits.gpustack.ai/<manufacturer>`` (nominal = nodes × per-node count
+× M per flavor) or only ``cpu`` (cores), over the pool's live topology-aware flavors, smallest
+per-node count first, at most 64.  A queue with no resource groups admits everything under
+``IgnoreUndeclared``, so the stop policy is a small state machine:
+
+- ``Hold``↔``None`` mirrors ``spec.inactive``; a stop someone else put on the queue backfills
+  ``inactive=true`` (one-way): the ``applied-stop-policy`` annotation records what we last wrote;
+- a queue without groups is held (``Hold``, marked ``topology.gpustack.ai/empty-plan-hold``);
+- a queue whose last flavor went away is drained (``HoldAndDrain``, marked with the stop policy
+  it had) until Kueue reports no reservation, then emptied, and stays drained until a flavor
+  returns; the plan that brings flavors back restores the policy ``inactive`` calls for;
+- dropping a flavor that is still live while Kueue reports (or may hold) reservations on it drains
+  first, then swaps the plan; a flavor whose nodes left (deleted or finalizing) is dropped in place;
+- a queue whose InstanceType is being deleted, or which is itself being deleted, drains.
+
+``TopologyReady`` reports the plan: ``False`` when it is invalid (the last complete plan is kept),
+``Unknown``/``AwaitingQueueStatus`` until Kueue wrote status for the current generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from api import constants as c
+from controllers import pools
+from fastpath import quantity
+
+Obj = dict[str, Any]
+
+STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
+ANNOTATION_APPLIED_STOP = "schedule.gpustack.ai/applied-stop-policy"
+ANNOTATION_DRAIN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
+MAX_FLAVORS = 64
+DRAIN_POLL_SECONDS = 5.0
+
+REASON_PLAN_APPLIED = "PlanApplied"
+REASON_NO_TOPOLOGY = "FlavorWithoutTopology"
+REASON_TOPOLOGY_MISSING = "TopologyMissing"
+REASON_SELECTOR_OVERLAP = "SelectorOverlap"
+REASON_TOO_MANY_FLAVORS = "TooManyFlavors"
+REASON_UNKNOWN_MANUFACTURER = "UnknownManufacturer"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    derived_from_node: bool = True
+    drain_when_no_flavors: bool = True
+    aware_cpu: bool = False
+
+
+@dataclass(slots=True)
+class QueuePlan:
+    apply: Obj | None = None  # server-side apply body; None leaves the queue as it is
+    delete: bool = False  # the queue is an orphan: drain it, then delete it
+    condition: Obj | None = None  # TopologyReady, when it should be (re)written
+    backfill_inactive: bool = False  # someone stopped the queue: set the InstanceType inactive
+    requeue: float | None = None
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupsPlan:
+    valid: bool
+    groups: list[Obj]
+    reason: str = REASON_PLAN_APPLIED
+    message: str = ""
+
+
+# --- Resource groups ----------------------------------------------------------------------------------
+
+
+def plan_groups(
+    pool: pools.Pool, flavors: Iterable[Mapping[str, Any]], topologies: Iterable[str]
+) -> GroupsPlan:
+    """The resource groups over a pool's live flavors, or why no complete plan exists."""
+    resource = pools.credits_resource(pool)
+    live = sorted(
+        (f for f in flavors if not pools.deleting(f)), key=lambda f: (pools.flavor_count(f), pools.name_of(f))
+    )
+    if resource is None:
+        return GroupsPlan(
+            False,
+            [],
+            REASON_UNKNOWN_MANUFACTURER,
+            f"no manufacturer serves accelerator group {pool.accelerator_group}",
+        )
+    if len(live) > MAX_FLAVORS:
+        return GroupsPlan(
+            False,
+            [],
+            REASON_TOO_MANY_FLAVORS,
+            f"{len(live)} flavors match this pool; a resource group holds at most {MAX_FLAVORS}",
+        )
+    known = set(topologies)
+    for flavor in live:
+        spec = flavor.get("spec") or {}
+        topology = spec.get("topologyName")
+        if not topology or not spec.get("nodeLabels"):
+            return GroupsPlan(
+                False,
+                [],
+                REASON_NO_TOPOLOGY,
+                f"flavor {pools.name_of(flavor)} has no topology or node labels",
+            )
+        if topology not in known:
+            return GroupsPlan(
+                False,
+                [],
+                REASON_TOPOLOGY_MISSING,
+                f"flavor {pools.name_of(flavor)} references Topology {topology}, which does not exist",
+            )
+    for i, a in enumerate(live):
+        for b in live[i + 1 :]:
+            if _overlap(
+                (a.get("spec") or {}).get("nodeLabels") or {}, (b.get("spec") or {}).get("nodeLabels") or {}
+            ):
+                return GroupsPlan(
+                    False,
+                    [],
+                    REASON_SELECTOR_OVERLAP,
+                    f"flavors {pools.name_of(a)} and {pools.name_of(b)} can select the same nodes",
+                )
+    if not live:
+        return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
+    entries = [
+        {
+            "name": pools.name_of(f),
+            "resources": [
+                {"name": resource, "nominalQuota": str(pools.nominal_quota(pool, pools.flavor_capacity(f)))}
+            ],
+        }
+        for f in live
+    ]
+    return GroupsPlan(
+        True,
+        [{"coveredResources": [resource], "flavors": entries}],
+        REASON_PLAN_APPLIED,
+        f"{len(live)} topology-aware flavor(s) cover {resource}",
+    )
+
+
+def _overlap(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
+    """Two node selectors can match one node unless they disagree on some key."""
+    return all(b[k] == v for k, v in a.items() if k in b)
+
+
+def _quantity(value: Any) -> tuple[int, int] | Any:
+    try:
+        return quantity.parse(value)
+    except (ValueError, TypeError):
+        return value
+
+
+def normal_groups(groups: Any) -> list[tuple]:
+    """Resource groups in a comparable shape (quantities as exact fractions: Kueue's webhook
+    re-encodes ``8000000`` as ``8M``)."""
+    out = []
+    for group in groups or []:
+        flavors = tuple(
+            (
+                f.get("name"),
+                tuple((r.get("name"), _quantity(r.get("nominalQuota"))) for r in f.get("resources") or []),
+            )
+            for f in group.get("flavors") or []
+        )
+        out.append((tuple(group.get("coveredResources") or []), flavors))
+    return out
+
+
+def _flavor_names(groups: Any) -> list[str]:
+    return [f.get("name") for g in groups or [] for f in g.get("flavors") or []]
+
+
+# --- Kueue's view of the queue ------------------------------------------------------------------------
+
+
+def kueue_current(queue: Mapping[str, Any] | None) -> bool:
+    """Kueue wrote status for the queue's current generation."""
+    if not queue:
+        return False
+    generation = (queue.get("metadata") or {}).get("generation")
+    for cond in (queue.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Active":
+            return cond.get("observedGeneration") == generation
+    return False
+
+
+def drained(queue: Mapping[str, Any] | None) -> bool:
+    if not kueue_current(queue):
+        return False
+    status = (queue or {}).get("status") or {}
+    return int(status.get("reservingWorkloads") or 0) == 0 and int(status.get("admittedWorkloads") or 0) == 0
+
+
+def flavor_reserved(queue: Mapping[str, Any] | None, flavor: str) -> bool:
+    """Kueue reports a reservation on ``flavor``, or has not reported for this generation."""
+    if not kueue_current(queue):
+        return True
+    for usage in ((queue or {}).get("status") or {}).get("flavorsReservation") or []:
+        if usage.get("name") == flavor:
+            for resource in usage.get("resources") or []:
+                if _quantity(resource.get("total") or "0") not in ((0, 1), "0"):
+                    return True
+    return False
+
+
+# --- Rendering and comparing --------------------------------------------------------------------------
+
+
+def render_queue(
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    groups: list[Obj],
+    checks: list[str],
+    policy: str,
+) -> Obj:
+    spec: Obj = {
+        "namespaceSelector": {},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {
+            "reclaimWithinCohort": "Never",
+            "borrowWithinCohort": {"policy": "Never"},
+            "withinClusterQueue": "Never",
+        },
+        "resourceGroups": groups,
+        "stopPolicy": policy,
+    }
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
+    return {
+        "apiVersion": c.KUEUE_API_VERSION,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
+        "spec": spec,
+    }
+
+
+_OUR_ANNOTATIONS = (c.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
+_OUR_LABEL_PREFIXES = (c.PREFIX_GENERAL, c.PREFIX_ACCELERATABLE)
+
+
+def _checks_of(spec: Mapping[str, Any]) -> list[str]:
+    return [r.get("name") for r in ((spec.get("admissionChecksStrategy") or {}).get("admissionChecks") or [])]
+
+
+def needs_apply(body: Obj, current: Mapping[str, Any] | None) -> bool:
+    if current is None:
+        return True
+    meta, have_meta = body["metadata"], current.get("metadata") or {}
+    have_labels = have_meta.get("labels") or {}
+    if any(have_labels.get(k) != v for k, v in meta["labels"].items()):
+        return True
+    if any(k.startswith(_OUR_LABEL_PREFIXES) and k not in meta["labels"] for k in have_labels):
+        return True
+    have_ann = have_meta.get("annotations") or {}
+    if any(have_ann.get(k) != meta["annotations"].get(k) for k in _OUR_ANNOTATIONS):
+        return True
+    spec, have = body["spec"], current.get("spec") or {}
+    if normal_groups(spec["resourceGroups"]) != normal_groups(have.get("resourceGroups")):
+        return True
+    if (have.get("stopPolicy") or STOP_NONE) != spec["stopPolicy"]:
+        return True
+    if _checks_of(spec) != _checks_of(have):
+        return True
+    if have.get("namespaceSelector") != {} or have.get("cohortName"):
+        return True
+    preemption = have.get("preemption") or {}
+    return any(preemption.get(k) != v for k, v in spec["preemption"].items())
+
+
+def topology_condition(status: str, reason: str, message: str, generation: int) -> Obj:
+    return {
+        "type": c.CONDITION_TOPOLOGY_READY,
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],
+        "observedGeneration": generation,
+    }
+
+
+def condition_changed(queue: Mapping[str, Any], condition: Mapping[str, Any]) -> bool:
+    for cond in (queue.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == condition["type"]:
+            return any(
+                cond.get(k) != condition[k] for k in ("status", "reason", "message", "observedGeneration")
+            )
+    return True
+
+
+# --- The plan -----------------------------------------------------------------------------------------
+
+
+def plan_queue(
+    name: str,
+    instance_type: Mapping[str, Any] | None,
+    queue: Mapping[str, Any] | None,
+    flavors: Iterable[Mapping[str, Any]],
+    topologies: Iterable[str],
+    active_checks: Iterable[str],
+    settings: QueueSettings,
+) -> QueuePlan:
+    """What to do with the ClusterQueue ``name`` given its InstanceType and the world."""
+    plan = QueuePlan()
+    qspec = (queue or {}).get("spec") or {}
+    annotations = dict(((queue or {}).get("metadata") or {}).get("annotations") or {})
+    current_groups = list(qspec.get("resourceGroups") or [])
+    current_checks = _checks_of(qspec)
+    policy_now = qspec.get("stopPolicy") or STOP_NONE
+    labels = {
+        k: v
+        for k, v in (((queue or {}).get("metadata") or {}).get("labels") or {}).items()
+        if k == c.LABEL_RESOURCE_TYPE
+        or k == c.LABEL_ACCELERATABLE
+        or k.startswith(_OUR_LABEL_PREFIXES)
+        or k in (c.LABEL_OS, c.LABEL_ARCH)
+    }
+    ours = {k: annotations[k] for k in _OUR_ANNOTATIONS if k in annotations}
+
+    if instance_type is None or pools.deleting(instance_type) or pools.deleting(queue):
+        if queue is None or not pools.owned_cluster_queue(queue):
+            return plan
+        ours[ANNOTATION_APPLIED_STOP] = STOP_DRAIN
+        body = render_queue(name, labels, ours, current_groups, current_checks, STOP_DRAIN)
+        plan.apply = body if needs_apply(body, queue) else None
+        plan.delete = instance_type is None and not pools.deleting(queue)
+        if policy_now != STOP_DRAIN:
+            plan.events.append(
+                ("Normal", "Draining", "the queue is being removed: HoldAndDrain evicts its workloads")
+            )
+        return plan
+
+    pool = pools.pool_of_instance_type(instance_type)
+    labels = {
+        **pools.instance_type_schedule_labels(instance_type, settings.aware_cpu),
+        c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_INSTANCE_TYPES,
+    }
+    inactive = bool((instance_type.get("spec") or {}).get("inactive"))
+    empty_marker = c.ANNOTATION_EMPTY_PLAN_HOLD in annotations
+    drain_saved = annotations.get(ANNOTATION_DRAIN_HOLD)
+    applied = annotations.get(ANNOTATION_APPLIED_STOP)
+    if (
+        queue is not None
+        and not empty_marker
+        and drain_saved is None
+        and policy_now != STOP_NONE
+        and policy_now != applied
+        and not inactive
+    ):
+        plan.backfill_inactive = True
+        inactive = True
+        plan.events.append(
+            ("Normal", "Inactive", f"the queue was stopped ({policy_now}): the type is now inactive")
+        )
+    base = STOP_HOLD if inactive else STOP_NONE
+
+    flavors = list(flavors)
+    matched = pools.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
+    # A dropped flavor still live left by matching elsewhere: it may hold reservations worth a
+    # drain.  One whose nodes left (deleted or finalizing) is dropped in place.
+    live_all = {pools.name_of(f) for f in flavors if not pools.deleting(f)}
+    grouping = plan_groups(pool, matched, topologies)
+    desired_groups = grouping.groups if grouping.valid else current_groups
+
+    if not desired_groups:
+        if current_groups and grouping.valid:
+            if settings.drain_when_no_flavors:
+                policy = STOP_DRAIN
+                drain_saved = drain_saved or (policy_now if policy_now != STOP_DRAIN else base)
+                if drained(queue):
+                    groups: list[Obj] = []
+                else:
+                    groups = current_groups
+                    plan.requeue = DRAIN_POLL_SECONDS
+                if policy_now != STOP_DRAIN:
+                    plan.events.append(
+                        (
+                            "Normal",
+                            "Draining",
+                            "no flavor is left: draining before emptying the resource groups",
+                        )
+                    )
+            else:
+                groups, policy = current_groups, (policy_now if policy_now != STOP_NONE else base)
+        else:
+            groups = []
+            if drain_saved is not None:
+                policy = STOP_DRAIN
+            else:
+                policy, empty_marker = STOP_HOLD, True
+    else:
+        wanted = set(_flavor_names(desired_groups))
+        dropped = [n for n in _flavor_names(current_groups) if n not in wanted and n in live_all]
+        risky = [n for n in dropped if flavor_reserved(queue, n)]
+        if risky and not drained(queue):
+            policy = STOP_DRAIN
+            drain_saved = drain_saved or (policy_now if policy_now != STOP_DRAIN else base)
+            groups = current_groups
+            plan.requeue = DRAIN_POLL_SECONDS
+            if policy_now != STOP_DRAIN:
+                plan.events.append(
+                    (
+                        "Normal",
+                        "Draining",
+                        f"flavor(s) {', '.join(risky)} leave the plan while reserved: draining first",
+                    )
+                )
+        else:
+            groups, policy = desired_groups, base
+            if drain_saved is not None:
+                plan.events.append(("Normal", "Restored", f"the new plan is in place: stop policy {policy}"))
+            drain_saved, empty_marker = None, False
+
+    checks = []
+    if groups:
+        active = set(active_checks)
+        if pool.acceleratable and settings.derived_from_node and c.ADMISSION_CHECK_NODE_DEVICES in active:
+            checks.append(c.ADMISSION_CHECK_NODE_DEVICES)
+        if c.ADMISSION_CHECK_JOINT in active:
+            checks.append(c.ADMISSION_CHECK_JOINT)
+
+    ours = {ANNOTATION_APPLIED_STOP: policy}
+    if empty_marker and policy == STOP_HOLD:
+        ours[c.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
+    if drain_saved is not None:
+        ours[ANNOTATION_DRAIN_HOLD] = drain_saved
+    body = render_queue(name, labels, ours, groups, checks, policy)
+    if needs_apply(body, queue):
+        plan.apply = body
+    elif queue is not None:
+        generation = int((queue.get("metadata") or {}).get("generation") or 0)
+        if not grouping.valid:
+            cond = topology_condition("False", grouping.reason, grouping.message, generation)
+        elif not kueue_current(queue):
+            cond = topology_condition(
+                "Unknown",
+                c.REASON_AWAITING_QUEUE_STATUS,
+                "Kueue has not reported this generation yet",
+                generation,
+            )
+        else:
+            cond = topology_condition("True", grouping.reason, grouping.message, generation)
+        if condition_changed(queue, cond):
+            plan.condition = cond
+    return plan

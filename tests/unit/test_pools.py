@@ -1,0 +1,249 @@
+"""controllers.pools: flavors, topologies, derived InstanceTypes and LocalQueues from labelled
+nodes (devices spec §5, §8; topology spec B.4)."""
+
+from __future__ import annotations
+
+import json
+
+from api import constants as c
+from api.naming import local_queue_name, topology_profile
+from controllers import pools
+from tests.unit.pools_fixtures import A10G, H100, HOSTNAME, T4, M, node
+
+A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
+
+
+def cluster() -> list[dict]:
+    return [node("h100-b", H100, 8), node("h100-a", H100, 8), node("a10g-a", A10G, 4)]
+
+
+def test_check_value_of_the_entrance_hash() -> None:
+    # §8: FNV-1a-64 of the A10G pool's name is c4680bb149644f1c; entrances are always 31 characters.
+    assert local_queue_name(A10G_POOL) == "gpustack-fnv64-c4680bb149644f1c"
+    assert len(local_queue_name(A10G_POOL)) == 31
+
+
+def test_flavor_groups_by_hardware_os_arch_count_and_profile() -> None:
+    groups = pools.flavor_groups(cluster())
+    assert sorted(groups) == [
+        "gpustack--generic--nvidia-a10g-linux-amd64-4d",
+        "gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d",
+        "gpustack--generic-linux-amd64-64c",
+    ]
+    h100 = groups["gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d"]
+    assert h100.nodes == ["h100-a", "h100-b"] and h100.capacity == 16
+    assert h100.first.name == "h100-a"  # identity from the first contributor by name
+    assert groups["gpustack--generic-linux-amd64-64c"].nodes == ["a10g-a", "h100-a", "h100-b"]
+
+
+def test_accelerated_flavor_shape() -> None:
+    group = pools.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
+    flavor = pools.render_flavor(group)
+    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2" and flavor["kind"] == "ResourceFlavor"
+    key = "acceleratable.feature.gpustack.ai/nvidia-a10g"
+    assert flavor["metadata"]["labels"] == {
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "feature.gpustack.ai/acceleratable": "true",
+        "general.feature.gpustack.ai/generic": "true",
+        key: "true",
+        f"{key}.count": "4",
+        f"{key}.capacity": "4",
+        "resource.gpustack.ai/type": "nodes",
+        "topology.gpustack.ai/profile": HOSTNAME,
+    }
+    assert flavor["spec"] == {
+        "nodeLabels": {
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "gpustack.ai/managed": "true",
+            "general.feature.gpustack.ai/generic": "true",
+            key: "true",
+            f"{key}.count": "4",
+            "topology.gpustack.ai/profile": HOSTNAME,
+        },
+        "tolerations": [{"operator": "Exists"}],
+        "topologyName": f"gpustack-{HOSTNAME}",
+    }
+    notes = flavor["metadata"]["annotations"]
+    assert notes["note.gpustack.ai/manufacturer"] == "nvidia"
+    assert notes["note.gpustack.ai/product"] == "nvidia-a10g"
+    assert notes["note.gpustack.ai/memory"] == "24Gi"
+    assert notes["note.gpustack.ai/family"] == "ampere"
+    assert all(k.startswith("note.gpustack.ai/") for k in notes)
+    assert c.ANNOTATION_CPU_DETAIL not in notes  # only when aware
+
+
+def test_cpu_flavor_carries_the_cpu_detail_and_cores() -> None:
+    annotations = {
+        "feature.gpustack.ai/cpu-name": "AMD EPYC 7763",
+        "feature.gpustack.ai/cpu-stepping": "@unknown",
+    }
+    nodes = [node("cpu-1", cores=32, annotations=annotations)]
+    flavor = pools.render_flavor(pools.flavor_groups(nodes)["gpustack--generic-linux-amd64-32c"])
+    assert flavor["metadata"]["labels"]["feature.gpustack.ai/acceleratable"] == "false"
+    assert flavor["metadata"]["labels"]["general.feature.gpustack.ai/generic.capacity"] == "32"
+    assert flavor["spec"]["nodeLabels"]["general.feature.gpustack.ai/generic.count"] == "32"
+    assert json.loads(flavor["metadata"]["annotations"][c.ANNOTATION_CPU_DETAIL]) == {"name": "AMD EPYC 7763"}
+    assert c.LABEL_CPU_ONLY not in flavor["spec"]["nodeLabels"]
+
+
+def test_mixed_on_node_off_keeps_accelerated_nodes_out_of_cpu_flavors() -> None:
+    nodes = [*cluster(), node("cpu-1", cores=32, labels={c.LABEL_CPU_ONLY: "true"}), node("cpu-2", cores=16)]
+    groups = pools.flavor_groups(nodes, mixed_on_node=False)
+    assert sorted(n for n in groups if n.endswith("c")) == ["gpustack--generic-linux-amd64-32c"]
+    flavor = pools.render_flavor(groups["gpustack--generic-linux-amd64-32c"], mixed_on_node=False)
+    assert flavor["spec"]["nodeLabels"][c.LABEL_CPU_ONLY] == "true"
+
+
+def test_nodes_that_serve_no_pool() -> None:
+    unmanaged = node("u", A10G, 4, drop=(c.LABEL_MANAGED,))
+    unprofiled = node("p", A10G, 4, drop=(c.LABEL_TOPOLOGY_PROFILE,))
+    assert pools.flavor_groups([unmanaged, unprofiled]) == {}
+
+
+def test_a_manufacturer_label_is_not_an_accelerator_group() -> None:
+    facts = pools.node_facts(node("a", A10G, 4))
+    assert facts.accelerators == (("nvidia-a10g", 4),)  # not acceleratable.../nvidia (no .count)
+    assert facts.general_group == "generic" and facts.cores == 64
+
+
+def test_pool_of_five_t4_cards_across_two_nodes() -> None:
+    # §5: 1 + 4 T4 cards → two flavors (per-node count 1 and 4); nominal 8,000,000 in all.
+    groups = pools.flavor_groups([node("t4-one", T4, 1), node("t4-four", T4, 4)])
+    flavors = [pools.render_flavor(g) for g in groups.values() if g.key.acceleratable]
+    assert sorted(pools.flavor_count(f) for f in flavors) == [1, 4]
+    pool = pools.pool_of_flavor(flavors[0], aware_cpu=False)
+    assert sum(pools.nominal_quota(pool, pools.flavor_capacity(f)) for f in flavors) == 8_000_000 == 5 * M
+
+
+def test_a_profile_other_than_hostname_is_part_of_the_flavor_name_and_topology() -> None:
+    levels = ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", c.LABEL_HOSTNAME]
+    profile = topology_profile(levels)
+    zoned = node("z", A10G, 4, labels={c.LABEL_TOPOLOGY_PROFILE: profile})
+    (name,) = [n for n in pools.flavor_groups([zoned]) if "a10g" in n]
+    assert name == f"gpustack--generic--nvidia-a10g-linux-amd64-4d-{profile}"
+    source = {"spec": {"levels": ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", "x/y"]}}
+    assert pools.topology_levels(profile, [source]) == levels
+    assert pools.topology_levels(profile, []) is None
+    assert pools.topology_levels(HOSTNAME, []) == [c.LABEL_HOSTNAME]
+    topology = pools.render_topology(profile, levels)
+    assert topology["metadata"]["name"] == f"gpustack-{profile}"
+    assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]] == levels
+
+
+def test_flavor_drift_is_only_about_immutable_fields() -> None:
+    flavor = pools.render_flavor(
+        pools.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
+    )
+    current = json.loads(json.dumps(flavor))
+    assert pools.flavor_spec_drift(flavor, current) == []
+    current["spec"]["topologyName"] = "gpustack-other"
+    current["spec"]["nodeLabels"]["extra"] = "1"
+    assert pools.flavor_spec_drift(flavor, current) == ["nodeLabels", "topologyName"]
+
+
+def test_derived_instance_types_take_the_unit_preset_of_their_tier() -> None:
+    flavors = [pools.render_flavor(g) for g in pools.flavor_groups(cluster()).values()]
+    derived = pools.derived_pools(flavors, aware_cpu=False)
+    assert sorted(derived) == [
+        "gpustack--generic-linux-amd64",
+        A10G_POOL,
+        "gpustack--nvidia-h100-80gb-hbm3-linux-amd64",
+    ]
+    a10g = pools.derived_instance_type(derived[A10G_POOL], aware_cpu=False)
+    assert a10g["metadata"]["labels"] == {
+        "feature.gpustack.ai/acceleratable": "true",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "acceleratable.feature.gpustack.ai/nvidia-a10g": "true",
+        "schedule.gpustack.ai/queue-entrance": "gpustack-fnv64-c4680bb149644f1c",
+        "schedule.gpustack.ai/derived-from-node": "true",
+    }
+    assert a10g["spec"] == {
+        "acceleratable": True,
+        "acceleratorGroup": "nvidia-a10g",
+        "generalGroup": "generic",
+        "os": "linux",
+        "arch": "amd64",
+        "unitResources": {"cpu": "8", "ram": "64Gi"},
+        "localStorage": "100Gi",
+    }
+    h100 = pools.derived_instance_type(
+        derived["gpustack--nvidia-h100-80gb-hbm3-linux-amd64"], aware_cpu=False
+    )
+    assert h100["spec"]["unitResources"] == {"cpu": "12", "ram": "192Gi"}
+    cpu = pools.derived_instance_type(derived["gpustack--generic-linux-amd64"], aware_cpu=False)
+    assert (
+        cpu["spec"]["unitResources"] == {"cpu": "1", "ram": "2Gi"} and "acceleratorGroup" not in cpu["spec"]
+    )
+
+
+def test_awareness_splits_pools_by_cpu_key() -> None:
+    amd = {
+        "general.feature.gpustack.ai/amd-epyc-7763": "true",
+        "general.feature.gpustack.ai/amd-epyc-7763.count": "96",
+    }
+    nodes = [
+        node(
+            "a",
+            A10G,
+            4,
+            labels=amd,
+            drop=("general.feature.gpustack.ai/generic", "general.feature.gpustack.ai/generic.count"),
+        )
+    ]
+    flavors = [pools.render_flavor(g, aware_cpu=True) for g in pools.flavor_groups(nodes).values()]
+    assert sorted(pools.name_of(f) for f in flavors) == [
+        "gpustack--amd-epyc-7763--nvidia-a10g-linux-amd64-4d",
+        "gpustack--amd-epyc-7763-linux-amd64-96c",
+    ]
+    assert sorted(pools.derived_pools(flavors, aware_cpu=True)) == [
+        "gpustack--amd-epyc-7763--nvidia-a10g-linux-amd64",
+        "gpustack--amd-epyc-7763-linux-amd64",
+    ]
+    assert sorted(pools.derived_pools(flavors, aware_cpu=False)) == [
+        "gpustack--generic-linux-amd64",
+        A10G_POOL,
+    ]
+
+
+def test_admin_instance_types_match_flavors_by_schedule_labels() -> None:
+    flavors = [pools.render_flavor(g) for g in pools.flavor_groups(cluster()).values()]
+    admin = {
+        "metadata": {"name": "a10g-12c128g"},
+        "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-a10g", "os": "linux", "arch": "amd64"},
+    }
+    assert [pools.name_of(f) for f in pools.pool_flavors(admin, flavors, aware_cpu=False)] == [
+        "gpustack--generic--nvidia-a10g-linux-amd64-4d"
+    ]
+    generic = {"metadata": {"name": "cpu"}, "spec": {"acceleratable": False, "os": "linux", "arch": "amd64"}}
+    assert [pools.name_of(f) for f in pools.pool_flavors(generic, flavors, aware_cpu=False)] == [
+        "gpustack--generic-linux-amd64-64c"
+    ]
+    other = {
+        "metadata": {"name": "x"},
+        "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-l4", "os": "linux", "arch": "amd64"},
+    }
+    assert pools.pool_flavors(other, flavors, aware_cpu=False) == []
+
+
+def test_local_queues_in_tenant_namespaces_only() -> None:
+    queues = [A10G_POOL, "gpustack--generic-linux-amd64"]
+    team = {"metadata": {"name": "team-a"}, "status": {"phase": "Active"}}
+    apply, delete = pools.local_queue_plan(queues, team, [])
+    assert [b["metadata"]["name"] for b in apply] == sorted(local_queue_name(q) for q in queues)
+    a10g = next(b for b in apply if b["spec"]["clusterQueue"] == A10G_POOL)
+    assert a10g["metadata"]["name"] == "gpustack-fnv64-c4680bb149644f1c"
+    assert a10g["metadata"]["annotations"] == {"schedule.gpustack.ai/queue": A10G_POOL}
+    assert delete == []
+    for system in ("kube-system", "kube-public", "kube-node-lease", "gpustack-system", "kueue-system"):
+        assert pools.local_queue_plan(queues, {"metadata": {"name": system}}, []) == ([], [])
+    terminating = {"metadata": {"name": "t"}, "status": {"phase": "Terminating"}}
+    assert pools.local_queue_plan(queues, terminating, [])[0] == []
+    # An up-to-date queue is left alone; ours for a gone ClusterQueue is deleted; others' are not ours.
+    stale = pools.render_local_queue("gpustack--gone-linux-amd64", "team-a")
+    foreign = {"metadata": {"name": "mine", "namespace": "team-a"}}
+    apply, delete = pools.local_queue_plan(queues, team, [a10g, stale, foreign])
+    assert [b["spec"]["clusterQueue"] for b in apply] == ["gpustack--generic-linux-amd64"]
+    assert delete == [stale["metadata"]["name"]]

@@ -1,0 +1,293 @@
+"""controllers.queue_plan: a pool's ClusterQueue — resource groups, admission checks and the
+stop-policy state machine (devices spec §8, §11.14; topology spec B.4)."""
+
+from __future__ import annotations
+
+import copy
+
+from api import constants as c
+from controllers import pools
+from controllers.queue_plan import (
+    ANNOTATION_APPLIED_STOP,
+    ANNOTATION_DRAIN_HOLD,
+    MAX_FLAVORS,
+    QueueSettings,
+    normal_groups,
+    plan_queue,
+)
+from tests.unit.pools_fixtures import A10G, HOSTNAME, T4, M, node
+
+A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
+T4_POOL = "gpustack--nvidia-tesla-t4-linux-amd64"
+TOPOLOGIES = {f"gpustack-{HOSTNAME}"}
+SETTINGS = QueueSettings()
+
+
+def flavors_of(*nodes: dict) -> list[dict]:
+    return [pools.render_flavor(g) for g in pools.flavor_groups(nodes).values()]
+
+
+def instance_type(name: str = A10G_POOL, group: str = "nvidia-a10g", **spec: object) -> dict:
+    base = {"acceleratable": bool(group), "os": "linux", "arch": "amd64", "generalGroup": "generic"}
+    if group:
+        base["acceleratorGroup"] = group
+    return {"metadata": {"name": name, "resourceVersion": "1"}, "spec": {**base, **spec}}
+
+
+def kueue_wrote(queue: dict, generation: int = 1, reserving: int = 0, flavors: dict | None = None) -> dict:
+    """The queue as stored once Kueue reported ``generation``."""
+    out = copy.deepcopy(queue)
+    out["metadata"]["generation"] = generation
+    out["status"] = {
+        "reservingWorkloads": reserving,
+        "admittedWorkloads": reserving,
+        "conditions": [{"type": "Active", "status": "True", "observedGeneration": generation}],
+        "flavorsReservation": [
+            {"name": n, "resources": [{"name": "credits.gpustack.ai/nvidia", "total": str(t)}]}
+            for n, t in (flavors or {}).items()
+        ],
+    }
+    return out
+
+
+def plan(it: dict | None, queue: dict | None, flavors: list[dict], **kw: object):
+    return plan_queue(
+        pools.name_of(it) if it else A10G_POOL,
+        it,
+        queue,
+        flavors,
+        kw.pop("topologies", TOPOLOGIES),
+        kw.pop("checks", set()),
+        kw.pop("settings", SETTINGS),
+    )
+
+
+def test_pool_of_five_t4_cards_nominal_and_order() -> None:
+    # §5: a pool of 5 T4 cards (1 + 4 across two nodes) has nominal 8,000,000; smallest count first.
+    flavors = flavors_of(node("t4-four", T4, 4), node("t4-one", T4, 1))
+    result = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors)
+    (group,) = result.apply["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]
+    assert [(f["name"], f["resources"][0]["nominalQuota"]) for f in group["flavors"]] == [
+        ("gpustack--generic--nvidia-tesla-t4-linux-amd64-1d", str(M)),
+        ("gpustack--generic--nvidia-tesla-t4-linux-amd64-4d", str(4 * M)),
+    ]
+    assert sum(int(f["resources"][0]["nominalQuota"]) for f in group["flavors"]) == 8_000_000
+
+
+def test_queue_shape_isolation_and_labels() -> None:
+    result = plan(instance_type(), None, flavors_of(node("a", A10G, 4)))
+    body = result.apply
+    assert body["metadata"]["name"] == A10G_POOL
+    assert body["metadata"]["labels"] == {
+        "feature.gpustack.ai/acceleratable": "true",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "acceleratable.feature.gpustack.ai/nvidia-a10g": "true",
+        "resource.gpustack.ai/type": "instancetypes",
+    }
+    spec = body["spec"]
+    assert "cohortName" not in spec and spec["namespaceSelector"] == {}
+    assert spec["preemption"] == {
+        "reclaimWithinCohort": "Never",
+        "borrowWithinCohort": {"policy": "Never"},
+        "withinClusterQueue": "Never",
+    }
+    assert spec["stopPolicy"] == "None" and "admissionChecksStrategy" not in spec
+    assert body["metadata"]["annotations"] == {ANNOTATION_APPLIED_STOP: "None"}
+
+
+def test_cpu_queue_covers_cores() -> None:
+    it = instance_type("gpustack--generic-linux-amd64", "")
+    result = plan(it, None, flavors_of(node("a", A10G, 4, cores=48), node("c", cores=16)))
+    (group,) = result.apply["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu"]
+    assert [(f["name"], f["resources"][0]["nominalQuota"]) for f in group["flavors"]] == [
+        ("gpustack--generic-linux-amd64-16c", "16"),
+        ("gpustack--generic-linux-amd64-48c", "48"),
+    ]
+
+
+def test_created_on_hold_while_no_flavor_exists_then_released() -> None:
+    it = instance_type()
+    first = plan(it, None, [])
+    assert first.apply["spec"]["stopPolicy"] == "Hold"
+    assert first.apply["spec"]["resourceGroups"] == []
+    assert first.apply["metadata"]["annotations"][c.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
+    queue = kueue_wrote(first.apply)
+    assert plan(it, queue, []).apply is None  # held while empty, no rewrite
+    filled = plan(it, queue, flavors_of(node("a", A10G, 4)))
+    assert filled.apply["spec"]["stopPolicy"] == "None"
+    assert c.ANNOTATION_EMPTY_PLAN_HOLD not in filled.apply["metadata"]["annotations"]
+
+
+def test_inactive_mirrors_hold_both_ways() -> None:
+    flavors = flavors_of(node("a", A10G, 4))
+    active = kueue_wrote(plan(instance_type(), None, flavors).apply)
+    held = plan(instance_type(inactive=True), active, flavors).apply
+    assert (
+        held["spec"]["stopPolicy"] == "Hold"
+        and held["metadata"]["annotations"][ANNOTATION_APPLIED_STOP] == "Hold"
+    )
+    assert not plan(instance_type(inactive=True), active, flavors).backfill_inactive
+    released = plan(instance_type(inactive=False), kueue_wrote(held, 2), flavors)
+    assert released.apply["spec"]["stopPolicy"] == "None" and not released.backfill_inactive
+
+
+def test_a_stop_someone_else_put_on_the_queue_backfills_inactive() -> None:
+    flavors = flavors_of(node("a", A10G, 4))
+    queue = kueue_wrote(plan(instance_type(), None, flavors).apply)
+    queue["spec"]["stopPolicy"] = "Hold"  # kubectl patch on the queue
+    result = plan(instance_type(), queue, flavors)
+    assert result.backfill_inactive
+    assert result.apply["spec"]["stopPolicy"] == "Hold"
+
+
+def test_last_flavor_gone_drains_before_emptying_and_stays_drained() -> None:
+    it = instance_type()
+    flavors = flavors_of(node("a", A10G, 4))
+    queue = kueue_wrote(plan(it, None, flavors).apply, reserving=2)
+    draining = plan(it, queue, [])
+    spec = draining.apply["spec"]
+    assert spec["stopPolicy"] == "HoldAndDrain"
+    assert spec["resourceGroups"] == queue["spec"]["resourceGroups"]  # not emptied while reserved
+    assert draining.apply["metadata"]["annotations"][ANNOTATION_DRAIN_HOLD] == "None"
+    assert draining.requeue
+    # Kueue has not reported the new generation yet: still not emptied.
+    pending = dict(
+        queue,
+        spec=spec,
+        metadata={**queue["metadata"], "annotations": draining.apply["metadata"]["annotations"]},
+    )
+    pending["metadata"]["generation"] = 2
+    assert plan(it, pending, []).apply is None
+    drained = kueue_wrote(draining.apply, generation=2, reserving=0)
+    emptied = plan(it, drained, []).apply
+    assert emptied["spec"]["resourceGroups"] == [] and emptied["spec"]["stopPolicy"] == "HoldAndDrain"
+    # The emptied queue stays drained (never an admitting queue without groups) until a flavor returns.
+    empty = kueue_wrote(emptied, generation=3)
+    assert plan(it, empty, []).apply is None
+    back = plan(it, empty, flavors).apply
+    assert back["spec"]["stopPolicy"] == "None" and back["spec"]["resourceGroups"]
+    assert ANNOTATION_DRAIN_HOLD not in back["metadata"]["annotations"]
+    # An inactive type comes back held.
+    assert plan(instance_type(inactive=True), empty, flavors).apply["spec"]["stopPolicy"] == "Hold"
+
+
+def test_without_the_drain_setting_the_old_groups_stay() -> None:
+    it = instance_type()
+    queue = kueue_wrote(plan(it, None, flavors_of(node("a", A10G, 4))).apply, reserving=1)
+    settings = QueueSettings(drain_when_no_flavors=False)
+    assert plan(it, queue, [], settings=settings).apply is None
+
+
+def test_a_finalizing_flavor_is_dropped_in_place() -> None:
+    it = instance_type()
+    flavors = flavors_of(node("a", A10G, 4), node("b", A10G, 8))
+    queue = kueue_wrote(
+        plan(it, None, flavors).apply, flavors={"gpustack--generic--nvidia-a10g-linux-amd64-8d": 1}
+    )
+    gone = copy.deepcopy(flavors)
+    for f in gone:
+        if pools.name_of(f) == "gpustack--generic--nvidia-a10g-linux-amd64-8d":  # its nodes left
+            f["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    result = plan(it, queue, gone).apply
+    assert result["spec"]["stopPolicy"] == "None"
+    assert [f["name"] for f in result["spec"]["resourceGroups"][0]["flavors"]] == [
+        "gpustack--generic--nvidia-a10g-linux-amd64-4d"
+    ]
+
+
+def test_a_live_flavor_leaving_the_plan_while_reserved_drains_then_swaps() -> None:
+    it = instance_type()
+    flavors = flavors_of(node("a", A10G, 4), node("b", A10G, 8))
+    eight = "gpustack--generic--nvidia-a10g-linux-amd64-8d"
+    queue = kueue_wrote(plan(it, None, flavors).apply, reserving=1, flavors={eight: M})
+    moved = copy.deepcopy(flavors)
+    for f in moved:
+        if pools.name_of(f) == eight:  # relabelled away from this pool, still live
+            f["metadata"]["labels"]["kubernetes.io/arch"] = "arm64"
+    draining = plan(it, queue, moved)
+    assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert len(draining.apply["spec"]["resourceGroups"][0]["flavors"]) == 2
+    drained = kueue_wrote(draining.apply, generation=2, reserving=0)
+    swapped = plan(it, drained, moved).apply
+    assert swapped["spec"]["stopPolicy"] == "None"
+    assert [f["name"] for f in swapped["spec"]["resourceGroups"][0]["flavors"]] == [
+        "gpustack--generic--nvidia-a10g-linux-amd64-4d"
+    ]
+
+
+def test_removal_drains_and_an_orphan_is_deleted() -> None:
+    flavors = flavors_of(node("a", A10G, 4))
+    queue = kueue_wrote(plan(instance_type(), None, flavors).apply)
+    being_deleted = instance_type()
+    being_deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    result = plan(being_deleted, queue, flavors)
+    assert result.apply["spec"]["stopPolicy"] == "HoldAndDrain" and not result.delete
+    assert result.apply["spec"]["resourceGroups"] == queue["spec"]["resourceGroups"]
+    orphan = plan_queue(A10G_POOL, None, queue, flavors, TOPOLOGIES, set(), SETTINGS)
+    assert orphan.delete and orphan.apply["spec"]["stopPolicy"] == "HoldAndDrain"
+    # Not ours: never touched.
+    foreign = copy.deepcopy(queue)
+    foreign["metadata"]["labels"] = {}
+    assert plan_queue(A10G_POOL, None, foreign, flavors, TOPOLOGIES, set(), SETTINGS).apply is None
+
+
+def test_admission_checks_once_active() -> None:
+    it = instance_type()
+    flavors = flavors_of(node("a", A10G, 4))
+    both = {c.ADMISSION_CHECK_NODE_DEVICES, c.ADMISSION_CHECK_JOINT}
+    checks = plan(it, None, flavors, checks=both).apply["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert [x["name"] for x in checks] == [c.ADMISSION_CHECK_NODE_DEVICES, c.ADMISSION_CHECK_JOINT]
+    off = QueueSettings(derived_from_node=False)
+    checks = plan(it, None, flavors, checks=both, settings=off).apply["spec"]["admissionChecksStrategy"]
+    assert [x["name"] for x in checks["admissionChecks"]] == [c.ADMISSION_CHECK_JOINT]
+    cpu = instance_type("gpustack--generic-linux-amd64", "")
+    checks = plan(cpu, None, flavors, checks=both).apply["spec"]["admissionChecksStrategy"]["admissionChecks"]
+    assert [x["name"] for x in checks] == [c.ADMISSION_CHECK_JOINT]
+    assert "admissionChecksStrategy" not in plan(it, None, flavors).apply["spec"]
+
+
+def test_topology_ready_reports_the_plan() -> None:
+    it = instance_type()
+    flavors = flavors_of(node("a", A10G, 4))
+    queue = plan(it, None, flavors).apply
+    stored = copy.deepcopy(queue)
+    stored["metadata"]["generation"] = 1
+    awaiting = plan(it, stored, flavors).condition
+    assert (awaiting["status"], awaiting["reason"]) == ("Unknown", "AwaitingQueueStatus")
+    ready = plan(it, kueue_wrote(queue), flavors).condition
+    assert (ready["type"], ready["status"], ready["observedGeneration"]) == ("TopologyReady", "True", 1)
+    # A missing Topology refuses the plan and keeps the last complete one.
+    refused = plan(it, kueue_wrote(queue), flavors + flavors_of(node("b", A10G, 8)), topologies=set())
+    assert refused.apply is None
+    assert (refused.condition["status"], refused.condition["reason"]) == ("False", "TopologyMissing")
+
+
+def test_more_flavors_than_a_group_holds_is_refused() -> None:
+    nodes = [node(f"n{i}", A10G, i + 1) for i in range(MAX_FLAVORS + 1)]
+    it = instance_type()
+    result = plan(it, None, flavors_of(*nodes))
+    assert result.apply["spec"]["resourceGroups"] == [] and result.apply["spec"]["stopPolicy"] == "Hold"
+    queue = kueue_wrote(plan(it, None, flavors_of(*nodes[:2])).apply)
+    refused = plan(it, queue, flavors_of(*nodes))
+    assert refused.apply is None and refused.condition["reason"] == "TooManyFlavors"
+
+
+def test_overlapping_selectors_are_refused() -> None:
+    flavors = flavors_of(node("a", A10G, 4))
+    twin = copy.deepcopy(flavors[0] if "a10g" in pools.name_of(flavors[0]) else flavors[1])
+    twin["metadata"]["name"] += "-twin"
+    del twin["spec"]["nodeLabels"]["acceleratable.feature.gpustack.ai/nvidia-a10g.count"]
+    queue = kueue_wrote(plan(instance_type(), None, flavors).apply)
+    refused = plan(instance_type(), queue, [*flavors, twin])
+    assert refused.condition["reason"] == "SelectorOverlap"
+
+
+def test_kueue_reencoded_quantities_compare_equal() -> None:
+    queue = plan(instance_type(), None, flavors_of(node("a", A10G, 4))).apply
+    stored = kueue_wrote(queue)
+    stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "6400k"
+    assert normal_groups(stored["spec"]["resourceGroups"]) == normal_groups(queue["spec"]["resourceGroups"])
+    assert plan(instance_type(), stored, flavors_of(node("a", A10G, 4))).apply is None
