@@ -330,11 +330,19 @@ def merged_rows(devices: Mapping[str, Any], tallies: Mapping[tuple, Any]) -> lis
 
 class Book:
     """Node ledgers built on first use, one per (node, model), with the inflight charges that fall
-    on them applied as they are built — a pool of a thousand nodes costs only the nodes looked at."""
+    on them applied as they are built — a pool of a thousand nodes costs only the nodes looked at
+    (their Pods' records are aggregated then too)."""
 
-    def __init__(self, devices: Mapping[str, Mapping[str, Any]], tallies: Mapping[tuple, Any]) -> None:
+    def __init__(
+        self,
+        devices: Mapping[str, Mapping[str, Any]],
+        pods_by_node: Mapping[str, list[Mapping[str, Any]]],
+        *,
+        release_terminated: bool = True,
+    ) -> None:
         self.devices = devices
-        self.tallies = tallies
+        self.pods_by_node = pods_by_node
+        self.release_terminated = release_terminated
         self._ledgers: dict[tuple[str, str], Any] = {}
         self._pending: dict[tuple[str, str], list[tuple[Any, int]]] = {}
 
@@ -353,7 +361,10 @@ class Book:
         if ledger is None and key not in self._ledgers:
             devices = self.devices.get(node)
             if devices is not None:
-                ledger = fit.node_ledger(devices, group, merged_rows(devices, self.tallies))
+                tallies = allocation.tally_pods(
+                    self.pods_by_node.get(node, ()), release_terminated=self.release_terminated
+                )
+                ledger = fit.node_ledger(devices, group, merged_rows(devices, tallies))
                 for demand, pods in self._pending.pop(key, ()):
                     _place_up_to(ledger, demand, pods)
             self._ledgers[key] = ledger
@@ -458,10 +469,13 @@ def decide(
     reason = _resolve(pod_sets, flavors, devices, vram)
     if reason:
         return _retry(reason)
-    pods = list(pods)
-    tallies = allocation.tally_pods(pods, release_terminated=release_terminated)
-    held = held_pods(pods)
-    book = Book(devices, tallies)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            by_node.setdefault(bound, []).append(pod)
+    held = held_pods(pod for group in by_node.values() for pod in group)
+    book = Book(devices, by_node, release_terminated=release_terminated)
 
     meta = workload.get("metadata") or {}
     namespace, name, uid = meta.get("namespace") or "", meta.get("name") or "", meta.get("uid")
