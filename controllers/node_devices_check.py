@@ -283,45 +283,54 @@ class NodeDevicesCheck(Controller):
 
     def ensure_admission_check(self) -> float | None:
         """Apply the AdmissionCheck and keep it ``Active``; retry while Kueue's CRD is not served."""
-        try:
-            check = self.client.apply(admission_check(), field_manager=FIELD_MANAGER)
-        except ApiError as error:
-            if error.status in (0, 404, 503):
-                self._crd_misses += 1
-                if self._crd_misses % 12 == 1:
-                    log.warning(
-                        "AdmissionCheck not applied yet; Kueue's CRD is not served",
-                        extra={"check": CHECK, "error": str(error), "attempts": self._crd_misses},
-                    )
-                return self.crd_retry_seconds
-            raise
-        self._crd_misses = 0
-        conditions = (check.get("status") or {}).get("conditions") or []
-        if any(cond.get("type") == CONDITION_ACTIVE and cond.get("status") == "True" for cond in conditions):
+        if apply_admission_check(self.client):
+            self._crd_misses = 0
             return None
-        self.client.apply(
-            {
-                "apiVersion": c.KUEUE_API_VERSION,
-                "kind": "AdmissionCheck",
-                "metadata": {"name": CHECK},
-                "status": {
-                    "conditions": [
-                        {
-                            "type": CONDITION_ACTIVE,
-                            "status": "True",
-                            "reason": "Active",
-                            "message": f"{CONTROLLER_NAME} is answering the check",
-                            "lastTransitionTime": _now(),
-                            "observedGeneration": (check.get("metadata") or {}).get("generation", 1),
-                        }
-                    ]
-                },
+        self._crd_misses += 1
+        if self._crd_misses % 12 == 1:
+            log.warning(
+                "AdmissionCheck not applied yet: Kueue's CRD is not served",
+                extra={"check": CHECK, "attempts": self._crd_misses},
+            )
+        return self.crd_retry_seconds
+
+
+def apply_admission_check(client: Any) -> bool:
+    """Apply the AdmissionCheck ``gpustack-node-devices`` (spec, field manager
+    ``gpustack-node-devices``) and mark it ``Active`` unless it already is.  False when Kueue's CRD
+    is not served (yet): the caller retries.  The worker's startup and this controller share it."""
+    try:
+        check = client.apply(admission_check(), field_manager=FIELD_MANAGER)
+    except ApiError as error:
+        if error.status in (0, 404, 503):
+            return False
+        raise
+    conditions = (check.get("status") or {}).get("conditions") or []
+    if any(cond.get("type") == CONDITION_ACTIVE and cond.get("status") == "True" for cond in conditions):
+        return True
+    client.apply(
+        {
+            "apiVersion": c.KUEUE_API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": CHECK},
+            "status": {
+                "conditions": [
+                    {
+                        "type": CONDITION_ACTIVE,
+                        "status": "True",
+                        "reason": "Active",
+                        "message": f"{CONTROLLER_NAME} is answering the check",
+                        "lastTransitionTime": _now(),
+                        "observedGeneration": (check.get("metadata") or {}).get("generation", 1),
+                    }
+                ]
             },
-            field_manager=FIELD_MANAGER,
-            subresource="status",
-        )
-        log.info("AdmissionCheck applied and Active", extra={"check": CHECK})
-        return None
+        },
+        field_manager=FIELD_MANAGER,
+        subresource="status",
+    )
+    log.info("AdmissionCheck applied and Active", extra={"check": CHECK})
+    return True
 
 
 class RetryNow(Exception):
