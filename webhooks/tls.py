@@ -18,6 +18,7 @@ log = logging.getLogger("webhooks.tls")
 
 # The context this process serves with, set when the server's config loads; watched by the app.
 ACTIVE: ReloadingContext | None = None
+WATCH_INTERVAL = 5.0  # seconds between looks at the files
 
 
 class ReloadingContext:
@@ -45,9 +46,9 @@ class ReloadingContext:
         self._fingerprint = fingerprint
         return True
 
-    async def watch(self, interval: float = 5.0) -> None:
+    async def watch(self, interval: float | None = None) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(WATCH_INTERVAL if interval is None else interval)
             try:
                 if self.reload():
                     log.info("serving certificate reloaded", extra={"cert": str(self.cert_file)})

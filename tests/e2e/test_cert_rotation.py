@@ -1,0 +1,81 @@
+"""Rotating the serving certificate under load: the worker reloads it and no admission fails."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import threading
+import time
+
+import pytest
+from cryptography import x509
+
+from tests.cases import pods
+
+from .conftest import ensure_namespace, gpustack
+
+pytestmark = pytest.mark.e2e
+
+
+def _served_serial(op) -> int:
+    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
+    with (
+        socket.create_connection(("127.0.0.1", op.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as wrapped,
+    ):
+        return x509.load_der_x509_certificate(wrapped.getpeercert(binary_form=True)).serial_number
+
+
+def test_rotation_under_load_fails_no_admission(cluster, webhooks):
+    ensure_namespace(cluster, "rotation")
+    pod = pods.case_pod(pods.CASES[0])
+    pod["metadata"].update(name="rotation", namespace="rotation")
+    failures: list[str] = []
+    done = threading.Event()
+    count = 0
+
+    def admit_continuously() -> None:
+        nonlocal count
+        while not done.is_set():
+            result = cluster.kubectl(
+                "create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False
+            )
+            count += 1
+            if result.returncode != 0:
+                failures.append(result.stderr)
+
+    before = _served_serial(webhooks)
+    thread = threading.Thread(target=admit_continuously)
+    thread.start()
+    try:
+        time.sleep(2)
+        subprocess.run(
+            [
+                gpustack.PYTHON,
+                "-m",
+                "gpustack_operator",
+                "certs",
+                "--dir",
+                str(webhooks.cert_dir),
+                "--ip",
+                "127.0.0.1",
+                "--dns",
+                "localhost",
+                "--rotate-before",
+                "9000h",
+            ],
+            cwd=gpustack.REPO,
+            check=True,
+            capture_output=True,
+        )
+        deadline = time.monotonic() + 20
+        while _served_serial(webhooks) == before and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2)
+    finally:
+        done.set()
+        thread.join(60)
+    assert _served_serial(webhooks) != before, "the worker kept serving the old certificate"
+    assert count > 5 and failures == []

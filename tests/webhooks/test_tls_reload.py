@@ -1,0 +1,87 @@
+"""The served certificate is reloaded from disk when ``certs`` rotates it, without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import socket
+import ssl
+import threading
+import time
+
+import pytest
+import uvicorn
+from cryptography import x509
+
+from certs import issue
+from webhooks import server, tls
+from webhooks.lookups import FileLookups
+
+
+def _served_serial(port: int, ca: str) -> int:
+    context = ssl.create_default_context(cafile=ca)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as wrapped,
+    ):
+        return x509.load_der_x509_certificate(wrapped.getpeercert(binary_form=True)).serial_number
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def running(tmp_path, monkeypatch):
+    issue.ensure(tmp_path, ["localhost"], ["127.0.0.1"])
+    port = _free_port()
+    monkeypatch.setattr(tls, "WATCH_INTERVAL", 0.2)
+    config = server._TLSConfig(
+        server.create_app(FileLookups(), webhooks=()),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        ssl_certfile=str(tmp_path / "tls.crt"),
+        ssl_keyfile=str(tmp_path / "tls.key"),
+        lifespan="on",
+    )
+    instance = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(instance.serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not instance.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield tmp_path, port
+    instance.should_exit = True
+    thread.join(5)
+
+
+def test_rotated_certificate_is_served_without_restart(running):
+    directory, port = running
+    ca = str(directory / "ca.crt")
+    first = _served_serial(port, ca)
+    rotated = issue.issue_serving(issue.Paths(directory), ["localhost"], ["127.0.0.1"])
+    deadline = time.monotonic() + 10
+    while _served_serial(port, ca) == first and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _served_serial(port, ca) == rotated.serial_number
+
+
+def test_ensure_rotates_only_when_due(tmp_path):
+    assert issue.ensure(tmp_path, ["a.svc"], ["127.0.0.1"]) == "issued CA, issued serving certificate"
+    assert issue.ensure(tmp_path, ["a.svc"], ["127.0.0.1"]) == "certificates valid"
+    # The serving pair (1 year) expires within 400 days: re-issued under the same CA (10 years),
+    # so the caBundle the apiserver holds stays valid through the rotation.
+    ca_before = (tmp_path / "ca.crt").read_bytes()
+    serving_before = (tmp_path / "tls.crt").read_bytes()
+    rotate = dt.timedelta(days=400)
+    assert (
+        issue.ensure(tmp_path, ["a.svc"], ["127.0.0.1"], rotate_before=rotate) == "issued serving certificate"
+    )
+    assert (tmp_path / "ca.crt").read_bytes() == ca_before
+    assert (tmp_path / "tls.crt").read_bytes() != serving_before
+    # Changed SANs re-issue too.
+    assert issue.ensure(tmp_path, ["b.svc"], ["127.0.0.1"]) == "issued serving certificate"
+    assert issue.sans_of(tmp_path / "tls.crt") == ({"b.svc"}, {"127.0.0.1"})
