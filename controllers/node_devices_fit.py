@@ -500,7 +500,8 @@ def decide(
             return _retry(reason)
     where = sorted({node for ps in pod_sets if ps.nodes for node in ps.nodes})
     if where:
-        return Verdict(READY, f"the accelerators fit per card on {', '.join(where)}")
+        named = ", ".join(where) if len(where) <= 5 else f"{len(where)} nodes"
+        return Verdict(READY, f"the accelerators fit per card on {named}")
     return Verdict(READY, "the accelerators fit per card in the flavor's node pool")
 
 
@@ -544,7 +545,7 @@ def _place_assigned(
             if fit.place(ledger, ps.demand) is None:
                 placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
                 return (
-                    f"{ps.label}: {_wants(ps.demand, ps.group)} per Pod do not fit on node {node}{placed}: "
+                    f"{ps.label}: node {node} cannot host {_wants(ps.demand, ps.group)} per Pod{placed}: "
                     f"{_room(ledger, ps.demand, ps.group)}"
                 )
     return ""
@@ -576,7 +577,7 @@ def _place_pool(
         else:
             placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
             return (
-                f"{ps.label}: {_wants(ps.demand, ps.group)} per Pod fit on none of the {len(pool)} nodes "
-                f'of ResourceFlavor "{ps.flavor}"{placed}'
+                f'{ps.label}: none of the {len(pool)} nodes of ResourceFlavor "{ps.flavor}" can host '
+                f"{_wants(ps.demand, ps.group)} per Pod{placed}"
             )
     return ""

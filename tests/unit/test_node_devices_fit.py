@@ -356,7 +356,8 @@ def test_without_a_hostname_assignment_the_flavor_pool_is_judged() -> None:
     wl3 = workload(pod_sets=[pod_set(count=3, limits=gpu(4))], assignments=[assignment(count=3)])
     verdict = judge(wl3, nodes=nodes, devs=devs)
     assert verdict.state == "Retry"
-    assert 'fit on none of the 2 nodes of ResourceFlavor "rf" (2 of 3 Pods placed)' in verdict.message
+    assert 'none of the 2 nodes of ResourceFlavor "rf" can host 4 whole' in verdict.message
+    assert "(2 of 3 Pods placed)" in verdict.message
 
 
 def test_a_gone_node_holds_the_workload() -> None:
