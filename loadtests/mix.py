@@ -18,56 +18,29 @@ import orjson
 import yaml
 
 from api.naming import local_queue_name
+from tests.webhooks import objects  # the one InstanceType builder (run from the repository)
 
 NAMESPACE = "bench"
 
 
 def instance_type(
     name: str,
-    group: str | None,
+    group: str,
     manufacturer: str,
     memory: str,
     *,
     logical: int = 0,
     profiles: tuple[tuple[str, int], ...] = (),
 ) -> dict[str, Any]:
-    view = {"onceMaxRequest": "4", "remaining": "64", "capacity": "64"}
-    spec: dict[str, Any] = {
-        "acceleratable": group is not None,
-        "os": "linux",
-        "arch": "amd64",
-        "generalGroup": "generic",
-        "unitResources": {"cpu": "8", "ram": "64Gi"},
-        "localStorage": "100Gi",
-    }
-    if group:
-        spec["acceleratorGroup"] = group
-    return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "InstanceType",
-        "metadata": {"name": name, "labels": {"schedule.gpustack.ai/queue-entrance": local_queue_name(name)}},
-        "spec": spec,
-        "status": {
-            "phase": "Active",
-            "entrance": local_queue_name(name),
-            "accelerator": view,
-            "acceleratorShared": view,
-            "acceleratorSliced": view,
-            "acceleratorPartitioned": view,
-            "cpu": view,
-            "detail": {
-                "manufacturer": manufacturer,
-                "memory": memory,
-                "slicedDetail": {
-                    "logical": {"count": logical},
-                    "physical": {
-                        "count": 7 if profiles else 0,
-                        "profiles": [{"name": n, "count": 7, "memoryMib": m} for n, m in profiles],
-                    },
-                },
-            },
-        },
-    }
+    return objects.instance_type(
+        name,
+        group=group,
+        manufacturer=manufacturer,
+        memory=memory,
+        logical=logical,
+        profiles=objects.profile_list(profiles),
+        capacity="64",
+    )
 
 
 TYPES = [

@@ -8,6 +8,7 @@ Prints locust's summary and exits with locust's status (non-zero when any reques
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile

@@ -13,6 +13,7 @@ from typing import Any
 
 from api.naming import local_queue_name
 from fastpath import quantity
+from tests.webhooks import objects
 
 NAMESPACE = "gate1"
 
@@ -27,47 +28,18 @@ def _type(
     profiles: list[tuple[str, int]] = (),
     observed: bool = True,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "acceleratable": group is not None,
-        "os": "linux",
-        "arch": "amd64",
-        "generalGroup": "generic",
-        "unitResources": {"cpu": "8" if group else "1", "ram": "64Gi" if group else "2Gi"},
-        "localStorage": "100Gi",
-    }
-    if group:
-        spec["acceleratorGroup"] = group
-    view = {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"}
-    cards = {"onceMaxRequest": "4", "remaining": "8", "capacity": "8"} if group else view
-    detail: dict[str, Any] = {}
-    if observed:
-        detail = {
-            "manufacturer": manufacturer,
-            "memory": memory,
-            "slicedDetail": {
-                "logical": {"count": logical},
-                "physical": {
-                    "count": len(profiles) and 7,
-                    "profiles": [{"name": n, "count": 7, "memoryMib": m} for n, m in profiles],
-                },
-            },
-        }
-    return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "InstanceType",
-        "metadata": {"name": name, "labels": {"schedule.gpustack.ai/queue-entrance": local_queue_name(name)}},
-        "spec": spec,
-        "status": {
-            "phase": "Active",
-            "entrance": local_queue_name(name),
-            "detail": detail,
-            "accelerator": cards,
-            "acceleratorShared": view,
-            "acceleratorSliced": view,
-            "acceleratorPartitioned": view,
-            "cpu": view,
-        },
-    }
+    return objects.instance_type(
+        name,
+        group=group or "",
+        acceleratable=group is not None,
+        cpu="8" if group else "1",
+        ram="64Gi" if group else "2Gi",
+        manufacturer=manufacturer if observed else None,
+        memory=memory,
+        logical=logical,
+        profiles=objects.profile_list(profiles),
+        capacity="8" if group else "0",
+    )
 
 
 INSTANCE_TYPES = [

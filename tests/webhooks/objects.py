@@ -1,4 +1,5 @@
-"""Cluster objects the webhook tests read: InstanceTypes of several shapes, Nodes, Settings."""
+"""Cluster objects the tests, e2e cases and load tests read: InstanceTypes of several shapes (as
+complete objects the apiserver accepts, status included), Nodes, Settings."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import copy
 from typing import Any
 
 from api.naming import local_queue_name
+
+EMPTY_VIEW = {"onceMaxRequest": "0", "remaining": "0", "capacity": "0"}
+
+
+def profile_list(
+    profiles: tuple[tuple[str, int], ...] | list[tuple[str, int]], count: int = 7
+) -> list[dict[str, Any]]:
+    """``(("3g.40gb", 40192), ...)`` → the slicedDetail profile entries."""
+    return [{"name": name, "count": count, "memoryMib": mib} for name, mib in profiles]
 
 
 def instance_type(
@@ -53,6 +63,9 @@ def instance_type(
             "entrance": local_queue_name(name),
             "detail": detail,
             "accelerator": {"onceMaxRequest": "4", "remaining": capacity, "capacity": capacity},
+            "acceleratorShared": dict(EMPTY_VIEW),
+            "acceleratorSliced": dict(EMPTY_VIEW),
+            "acceleratorPartitioned": dict(EMPTY_VIEW),
             "cpu": cpu_view or {"onceMaxRequest": "48", "remaining": "72", "capacity": "96"},
         },
     }
