@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
             cwd=work,
             check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
         ).returncode
     finally:
         server.stop()
