@@ -269,7 +269,7 @@ class NodeDevicesCheck(Controller):
             "node-devices verdict",
             extra={
                 "namespace": key[0],
-                "name": key[1],
+                "workload": key[1],
                 "state": verdict.state,
                 "verdict": verdict.message,
             },
