@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
@@ -154,7 +155,8 @@ def four_cards(name: str = "wl", **kw: Any) -> Obj:
     return workload(name, [pod_set(limits=gpu(4))], [tas()], **kw)
 
 
-def test_retry_is_written_by_ssa_with_a_requeue_delay_and_an_event(env) -> None:
+def test_retry_is_written_by_ssa_with_a_requeue_delay_and_an_event(env, caplog) -> None:
+    caplog.set_level(logging.INFO)  # the verdict's log line must not clash with LogRecord fields
     client, controller, observe = env
     observe(client.put(four_cards()))
     assert queued(controller) == [(NS, "wl")]
@@ -167,6 +169,7 @@ def test_retry_is_written_by_ssa_with_a_requeue_delay_and_an_event(env) -> None:
     assert 'PodSet "main"' in entry["message"]
     assert client.events[-1]["reason"] == ndc.REASON_RETRY
     assert client.lists[-1] == ("Pod", "spec.nodeName=n1")
+    assert any(getattr(r, "workload", None) == "wl" for r in caplog.records)
     # Same cause, same message: nothing is written again.
     observe(client.get("Workload", "wl", NS))
     writes = len(client.applied)
