@@ -5,6 +5,13 @@ worker starts; a controller module needs no other registration.
 """
 
 CONTROLLERS: list[str] = [
+    # The scheduling chain, gates 2 and 4: pools, queues, InstanceTypes and node counting keys.
+    "controllers.resource_flavors:ResourceFlavorReconciler",
+    "controllers.instance_types:InstanceTypeReconciler",
+    "controllers.cluster_queues:ClusterQueueReconciler",
+    "controllers.local_queues:LocalQueueReconciler",
+    "controllers.node_capacity_keys:NodeCapacityReconciler",
+    "controllers.devices_labels:DevicesLabelReconciler",
     # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
     "controllers.node_devices_check:NodeDevicesCheck",
 ]

@@ -1,0 +1,73 @@
+"""Node counting keys on ``Node.status`` (``NodeCapacityReconciler``, §3.2, gate 4), keyed by node.
+
+The keys are decided by ``controllers.node_capacity`` from the node's capacity and its ``Devices``
+object and written with a merge patch of the status subresource (capacity and allocatable alike,
+as a kubelet would mirror them), only when something changed; stale keys are removed.
+
+``GPUSTACK_NODE_CREDITS_CAPACITY`` (default ``true``, read at start) adds the Kueue v0.17
+compatibility credits capacity; see ``controllers.node_capacity``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+
+from controllers import changes, pools
+from controllers.node_capacity import capacity_patch, node_capacity
+from controllers.runtime.client import ApiError
+from controllers.runtime.manager import Controller, Manager, Watch
+
+FIELD_MANAGER = "gpustack-operator/node-capacity"
+ENV_CREDITS = "GPUSTACK_NODE_CREDITS_CAPACITY"
+
+
+def credits_enabled(env: dict[str, str] | None = None) -> bool:
+    value = (env if env is not None else os.environ).get(ENV_CREDITS, "true")
+    return value.strip().lower() not in ("0", "false", "f", "no", "off")
+
+
+class NodeCapacityReconciler(Controller):
+    name = "node-capacity"
+
+    def __init__(self, manager: Manager) -> None:
+        super().__init__(manager)
+        self.nodes = self.informer("Node")
+        self.devices = self.informer("Devices")
+        self.credits = credits_enabled()
+
+    def watches(self) -> list[Watch]:
+        def nodes(event: str, obj: dict, old: dict | None) -> list[str]:
+            if event == "DELETED":
+                return []
+            if changes.moved(event, obj, old, ("status", "capacity"), ("status", "allocatable")):
+                return [pools.name_of(obj)]
+            return []
+
+        def devices(event: str, obj: dict, old: dict | None) -> list[str]:
+            if event != "DELETED" and changes.moved(event, obj, old, ("spec",), ("status",)):
+                return [pools.name_of(obj)]
+            return []
+
+        return [Watch("Node", nodes), Watch("Devices", devices)]
+
+    def reconcile(self, key: Hashable) -> float | None:
+        name = str(key)
+        node, devices = self.nodes.get(name), self.devices.get(name)
+        if node is None or devices is None:
+            return None
+        patch = capacity_patch(node, node_capacity(node, devices, credits=self.credits).keys)
+        if not patch:
+            return None
+        try:
+            self.client.patch(
+                "Node",
+                name,
+                {"status": {"capacity": patch, "allocatable": patch}},
+                subresource="status",
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiError as error:
+            if not error.not_found:
+                raise
+        return None

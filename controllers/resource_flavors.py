@@ -1,0 +1,168 @@
+"""ResourceFlavors and Topologies of the pools (``NodeFlavorReconciler``, §8, B.4).
+
+One key for the whole cluster: every pass renders the flavors of all managed nodes from the Node
+cache (pure, ``controllers.pools``), applies those that differ, deletes ours that no node
+contributes to any more, creates the Topology each flavor references (hostname-only, or one a
+TopologySource's levels explain) and deletes ours no flavor references.  Flavor topology fields and
+Topology levels are immutable: drift is reported as an Event, never edited.  Node events coalesce
+on the single key, so a burst of node changes costs one pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from api import constants as c
+from controllers import changes, pools
+from controllers.runtime.client import ApiError
+from controllers.runtime.events import NORMAL, WARNING
+from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.settings import AWARE_CPU, MIXED_ON_NODE, SettingsReader
+
+log = logging.getLogger("controllers.resource_flavors")
+
+FIELD_MANAGER = "gpustack-operator/resource-flavors"
+KEY = "pools"
+
+_NODE_LABEL_PREFIXES = (
+    c.PREFIX_GENERAL,
+    c.PREFIX_ACCELERATABLE,
+    c.LABEL_MANAGED,
+    c.LABEL_OS,
+    c.LABEL_ARCH,
+    c.LABEL_TOPOLOGY_PROFILE,
+    c.LABEL_CPU_ONLY,
+)
+
+
+def node_pool_labels(key: str) -> bool:
+    return key.startswith(_NODE_LABEL_PREFIXES)
+
+
+def flavor_differs(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    want, have = desired["metadata"], current.get("metadata") or {}
+    have_labels = have.get("labels") or {}
+    if any(have_labels.get(k) != v for k, v in want["labels"].items()):
+        return True
+    if any(node_pool_labels(k) and k not in want["labels"] for k in have_labels):
+        return True
+    have_notes = {k: v for k, v in (have.get("annotations") or {}).items() if k.startswith(c.PREFIX_NOTE)}
+    if have_notes != want["annotations"]:
+        return True
+    spec, have_spec = desired["spec"], current.get("spec") or {}
+    return any(spec[f] != have_spec.get(f) for f in ("nodeLabels", "tolerations", "topologyName"))
+
+
+class ResourceFlavorReconciler(Controller):
+    name = "resource-flavors"
+
+    def __init__(self, manager: Manager) -> None:
+        super().__init__(manager)
+        self.nodes = self.informer("Node")
+        self.flavors = self.informer("ResourceFlavor")
+        self.topologies = self.informer("Topology")
+        self.sources = self.informer("TopologySource")
+        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self._reported: set[tuple[str, str]] = set()
+
+    def watches(self) -> list[Watch]:
+        def nodes(event: str, obj: dict, old: dict | None) -> list[str]:
+            if event in ("ADDED", "DELETED") or changes.resync(obj, old):
+                return [KEY]
+            if changes.labels_moved(obj, old, node_pool_labels):
+                return [KEY]
+            if changes.path(obj, "status", "capacity", "cpu") != changes.path(
+                old, "status", "capacity", "cpu"
+            ):
+                return [KEY]
+            return []
+
+        def ours(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [KEY] if changes.path(obj, "metadata", "labels", c.LABEL_RESOURCE_TYPE) else []
+
+        def always(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [KEY]
+
+        return [
+            Watch("Node", nodes),
+            Watch("ResourceFlavor", ours),
+            Watch("Topology", ours),
+            Watch("TopologySource", always),
+            Watch("Setting", always, namespace=c.SYSTEM_NAMESPACE),
+        ]
+
+    def _report(self, obj: dict, reason: str, message: str) -> None:
+        if (pools.name_of(obj), message) in self._reported:
+            return
+        self._reported.add((pools.name_of(obj), message))
+        log.warning(message, extra={"object": pools.name_of(obj), "reason": reason})
+        self.recorder.event(obj, WARNING, reason, message)
+
+    def reconcile(self, key: Hashable) -> float | None:
+        mixed = self.settings.enabled(MIXED_ON_NODE)
+        aware = self.settings.enabled(AWARE_CPU)
+        groups = pools.flavor_groups(self.nodes.list(), mixed_on_node=mixed)
+        desired = {
+            name: pools.render_flavor(group, aware_cpu=aware, mixed_on_node=mixed)
+            for name, group in groups.items()
+        }
+        self._sync_topologies({g.key.profile for g in groups.values()})
+        for name, body in desired.items():
+            current = self.flavors.get(name)
+            if current is not None and not flavor_differs(body, current):
+                continue
+            if current is not None:
+                drift = pools.flavor_spec_drift(body, current)
+                if drift:
+                    self._report(
+                        current,
+                        "FlavorDrift",
+                        f"flavor {name}: {', '.join(drift)} differ from the node pool's and are immutable; "
+                        "delete the flavor to have it re-created",
+                    )
+                    body = {**body, "spec": {f: (current.get("spec") or {}).get(f) for f in body["spec"]}}
+            self.client.apply(body, field_manager=FIELD_MANAGER)
+            if current is None:
+                self.recorder.event(body, NORMAL, "Created", f"flavor for {len(groups[name].nodes)} node(s)")
+        for flavor in self.flavors.list():
+            name = pools.name_of(flavor)
+            if pools.owned_flavor(flavor) and name not in desired and not pools.deleting(flavor):
+                log.info("deleting flavor without nodes", extra={"flavor": name})
+                self.client.delete("ResourceFlavor", name)
+        self._retire_topologies({body["spec"]["topologyName"] for body in desired.values()})
+        return None
+
+    def _sync_topologies(self, profiles: set[str]) -> None:
+        sources = self.sources.list()
+        for profile in sorted(profiles):
+            levels = pools.topology_levels(profile, sources)
+            name = pools.topology_name(profile)
+            current = self.topologies.get(name)
+            if levels is None:
+                if current is None:
+                    log.warning(
+                        "no TopologySource explains profile; flavors wait", extra={"profile": profile}
+                    )
+                continue
+            body = pools.render_topology(profile, levels)
+            if current is None:
+                try:
+                    self.client.create(body)
+                except ApiError as error:
+                    if not error.conflict:
+                        raise
+            elif pools.topology_drift(body, current):
+                self._report(
+                    current, "TopologyDrift", f"Topology {name} levels differ from profile {profile}'s"
+                )
+
+    def _retire_topologies(self, wanted: set[str]) -> None:
+        referenced = set(wanted)
+        for flavor in self.flavors.list():
+            referenced.add((flavor.get("spec") or {}).get("topologyName") or "")
+        for topology in self.topologies.list():
+            name = pools.name_of(topology)
+            if pools.owned_flavor(topology) and name not in referenced and not pools.deleting(topology):
+                self.client.delete("Topology", name)

@@ -1,0 +1,33 @@
+"""Settings as reconcilers read them: from the watch cache of ``Setting`` objects in the system
+namespace, per reconcile (§10: the ``node-*``/``instance-type-*`` ones are read every reconcile and
+a change wakes nothing by itself — controllers that want a prompt reaction watch ``Setting``).
+
+A setting with no stored object, or one whose ``spec.value`` is not a boolean, reads as its
+registered default."""
+
+from __future__ import annotations
+
+from api import constants as c
+from api.settings import definition, parse_bool
+from controllers.runtime.informer import Informer
+
+MIXED_ON_NODE = "instance-type-mixed-on-node"
+DERIVED_FROM_NODE = "instance-type-derived-from-node"
+DRAIN_WHEN_NO_FLAVORS = "instance-type-drain-when-no-flavors"
+AWARE_CPU = "instance-type-aware-cpu-manufacturer"
+
+
+class SettingsReader:
+    def __init__(self, informer: Informer) -> None:
+        self.informer = informer
+
+    def value(self, name: str) -> str:
+        obj = self.informer.get(name, c.SYSTEM_NAMESPACE)
+        value = ((obj or {}).get("spec") or {}).get("value")
+        return value if isinstance(value, str) else definition(name).default
+
+    def enabled(self, name: str) -> bool:
+        try:
+            return parse_bool(self.value(name).strip())
+        except ValueError:
+            return parse_bool(definition(name).default)
