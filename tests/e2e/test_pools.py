@@ -1,0 +1,532 @@
+"""The scheduling chain's controllers (gates 2 and 4) on the real control plane with Kueue.
+
+Simulated nodes (two with 8 × NVIDIA H100 80GB HBM3, one with 4 × NVIDIA A10G) and their Devices
+ledgers (the H100 cards each holding a 50 % slice) become ResourceFlavors, a hostname Topology,
+one ClusterQueue per pool, LocalQueues in every tenant namespace, derived InstanceTypes with the
+four views in their columns, and node counting keys; a Devices change moves the InstanceType; a
+whole-card Pod on the A10G entrance is admitted by Kueue and bound to the A10G node; a restarted
+set of controllers converges to the same objects.  Every registered controller (the pool
+controllers and gate 3, which answers ``gpustack-node-devices`` once the accelerated queues
+reference it) runs in the test process, without leader election, until the worker fixture runs
+them; the Pod webhook is not needed (``nvidia.com/gpu: 1`` folds to nothing).
+
+The module expects to own the simulated H100/A10G/generic pools of the cluster it runs on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import gpustack
+import harness
+import pytest
+
+from api import constants as c
+from api.naming import local_queue_name
+from controllers import CONTROLLERS
+from controllers.runtime.client import Client, load_api_client
+from controllers.runtime.manager import Manager
+from nodeplugins.devicemanager import simulated
+
+pytestmark = pytest.mark.e2e
+
+M = 1_600_000
+A10G = simulated.PRODUCTS["NVIDIA A10G"]
+H100 = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
+A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
+H100_POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+CPU_POOL = "gpustack--generic-linux-amd64"
+A10G_ENTRANCE = "gpustack-fnv64-c4680bb149644f1c"
+A10G_FLAVOR = "gpustack--generic--nvidia-a10g-linux-amd64-4d"
+H100_FLAVOR = "gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d"
+CPU_FLAVOR = "gpustack--generic-linux-amd64-64c"
+TOPOLOGY = f"gpustack-{simulated.HOSTNAME_PROFILE}"
+SUFFIX = uuid.uuid4().hex[:5]
+NODES = {
+    f"pools-h100-a-{SUFFIX}": (H100, 8),
+    f"pools-h100-b-{SUFFIX}": (H100, 8),
+    f"pools-a10g-{SUFFIX}": (A10G, 4),
+}
+H100_A, H100_B, A10G_NODE = list(NODES)
+TENANTS = [f"pools-team-a-{SUFFIX}", f"pools-team-b-{SUFFIX}"]
+
+
+def start_controllers(info: harness.ClusterInfo) -> Manager:
+    manager = Manager(Client(load_api_client(str(info.kubeconfig))), leader_election=False)
+    for spec in CONTROLLERS:
+        module, name = spec.split(":")
+        manager.add(getattr(importlib.import_module(module), name))
+    manager.start(sync_timeout=60)
+    return manager
+
+
+def half_sliced(devices: dict) -> dict:
+    for group in devices["status"]["groups"]:
+        for row in group["accelerators"]:
+            row.update(mode=3, allocated=M // 2, remaining=M // 2, allocatedSlices=1)
+    return devices
+
+
+def write_devices(info: harness.ClusterInfo, devices: dict) -> None:
+    spec_only = {k: v for k, v in devices.items() if k != "status"}
+    info.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(spec_only))
+    status = {
+        "apiVersion": devices["apiVersion"],
+        "kind": "Devices",
+        "metadata": {"name": devices["metadata"]["name"]},
+        "status": devices["status"],
+    }
+    info.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--subresource=status",
+        "-f",
+        "-",
+        input=json.dumps(status),
+    )
+
+
+def get(info: harness.ClusterInfo, *args: str) -> dict | None:
+    proc = info.kubectl("get", *args, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def names(info: harness.ClusterInfo, kind: str, *args: str) -> list[str]:
+    return sorted(i["metadata"]["name"] for i in info.kubectl_json("get", kind, *args)["items"])
+
+
+@pytest.fixture(scope="module")
+def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
+    gpustack.install_crds(cluster)
+    gpustack.ensure_namespace(cluster, gpustack.SYSTEM_NAMESPACE)
+    foreign = [
+        n["metadata"]["name"]
+        for n in cluster.kubectl_json("get", "nodes", "-l", "gpustack.ai/managed=true")["items"]
+        if n["metadata"]["name"] not in NODES
+    ]
+    if foreign:
+        pytest.skip(f"e2e pools: the cluster already has managed nodes {foreign}; these tests own the pools")
+    for ns in TENANTS:
+        gpustack.ensure_namespace(cluster, ns)
+    for name, (product, count) in NODES.items():
+        harness.create_fake_node(
+            cluster,
+            name,
+            labels=simulated.node_labels(name, product, count),
+            capacity=simulated.plugin_capacity(product, count),
+        )
+        devices = simulated.devices(name, product, count)
+        write_devices(cluster, half_sliced(devices) if product is H100 else devices)
+    state = {"manager": start_controllers(cluster)}
+    try:
+        yield state
+    finally:
+        # While the controllers still run: nodes first (their flavors go, so nothing is derived
+        # again), then the types (the finalizer tears their queues and LocalQueues down).
+        for ns in TENANTS:
+            cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
+        for name in NODES:
+            harness.delete_fake_node(cluster, name)
+        _wait_quietly(lambda: not _ours(cluster, "resourceflavors.kueue.x-k8s.io"), "flavors gone")
+        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
+        _wait_quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
+        _wait_quietly(lambda: not _ours(cluster, "clusterqueues.kueue.x-k8s.io"), "queues gone")
+        state["manager"].stop()
+        for name in NODES:
+            cluster.kubectl("delete", "devices", name, "--ignore-not-found", check=False)
+
+
+def _ours(cluster: harness.ClusterInfo, kind: str) -> list[str]:
+    return names(cluster, kind, "-l", "resource.gpustack.ai/type")
+
+
+def _wait_quietly(predicate, what: str) -> None:
+    try:
+        harness.wait_for(predicate, timeout=90, what=what)
+    except TimeoutError as error:  # teardown: report, keep cleaning
+        print(f"e2e pools teardown: {error}")
+
+
+def test_flavors_and_topology(cluster: harness.ClusterInfo, pools: dict) -> None:
+    harness.wait_for(
+        lambda: (
+            {A10G_FLAVOR, H100_FLAVOR, CPU_FLAVOR} <= set(names(cluster, "resourceflavors.kueue.x-k8s.io"))
+        ),
+        timeout=60,
+        what="the three flavors",
+    )
+    h100 = cluster.kubectl_json("get", "resourceflavors.kueue.x-k8s.io", H100_FLAVOR)
+    key = "acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3"
+    labels = h100["metadata"]["labels"]
+    assert labels[f"{key}.count"] == "8" and labels[f"{key}.capacity"] == "16"
+    assert (
+        labels["resource.gpustack.ai/type"] == "nodes"
+        and labels["feature.gpustack.ai/acceleratable"] == "true"
+    )
+    assert h100["spec"]["nodeLabels"][c.LABEL_MANAGED] == "true"
+    assert h100["spec"]["nodeLabels"][c.LABEL_TOPOLOGY_PROFILE] == simulated.HOSTNAME_PROFILE
+    assert h100["spec"]["tolerations"] == [{"operator": "Exists"}]
+    assert h100["spec"]["topologyName"] == TOPOLOGY
+    assert h100["metadata"]["annotations"]["note.gpustack.ai/memory"] == "80Gi"
+    cpu = cluster.kubectl_json("get", "resourceflavors.kueue.x-k8s.io", CPU_FLAVOR)
+    assert cpu["metadata"]["labels"]["general.feature.gpustack.ai/generic.capacity"] == str(3 * 64)
+    topology = cluster.kubectl_json("get", "topologies.kueue.x-k8s.io", TOPOLOGY)
+    assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
+
+
+def _queue_ready(cluster: harness.ClusterInfo, name: str) -> dict | None:
+    queue = get(cluster, "clusterqueues.kueue.x-k8s.io", name)
+    if not queue or not queue["spec"].get("resourceGroups"):
+        return None
+    conditions = {x["type"]: x for x in queue.get("status", {}).get("conditions", [])}
+    ready = conditions.get("TopologyReady", {})
+    active = conditions.get("Active", {})
+    if ready.get("status") == "True" and active.get("status") == "True":
+        return queue
+    return None
+
+
+def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -> None:
+    nominal = {}
+    for name in (A10G_POOL, H100_POOL, CPU_POOL):
+        queue = harness.wait_for(
+            lambda n=name: _queue_ready(cluster, n), timeout=90, what=f"queue {name} ready"
+        )
+        assert queue["spec"]["stopPolicy"] == "None" and not queue["spec"].get("cohortName")
+        assert queue["metadata"]["labels"]["resource.gpustack.ai/type"] == "instancetypes"
+        (group,) = queue["spec"]["resourceGroups"]
+        nominal[name] = (
+            group["coveredResources"],
+            [
+                (f["name"], harness.parse_quantity(f["resources"][0]["nominalQuota"]))
+                for f in group["flavors"]
+            ],
+        )
+    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia"], [(A10G_FLAVOR, 4 * M)])
+    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia"], [(H100_FLAVOR, 16 * M)])
+    assert nominal[CPU_POOL] == (["cpu"], [(CPU_FLAVOR, 3 * 64)])
+    # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones.
+    for name in (A10G_POOL, H100_POOL):
+        harness.wait_for(
+            lambda n=name: (
+                [
+                    x["name"]
+                    for x in (get(cluster, "clusterqueues.kueue.x-k8s.io", n) or {})
+                    .get("spec", {})
+                    .get("admissionChecksStrategy", {})
+                    .get("admissionChecks", [])
+                ]
+                == [c.ADMISSION_CHECK_NODE_DEVICES]
+            ),
+            timeout=60,
+            what=f"{name} referencing {c.ADMISSION_CHECK_NODE_DEVICES}",
+        )
+    cpu = cluster.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", CPU_POOL)
+    assert "admissionChecksStrategy" not in cpu["spec"]
+
+
+def test_local_queues_in_every_tenant_namespace(cluster: harness.ClusterInfo, pools: dict) -> None:
+    wanted = sorted(local_queue_name(q) for q in (A10G_POOL, H100_POOL, CPU_POOL))
+    assert A10G_ENTRANCE in wanted
+    for ns in [*TENANTS, "default"]:
+        harness.wait_for(
+            lambda n=ns: set(wanted) <= set(names(cluster, "localqueues.kueue.x-k8s.io", "-n", n)),
+            timeout=60,
+            what=f"LocalQueues in {ns}",
+        )
+    entrance = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", A10G_ENTRANCE, "-n", TENANTS[0])
+    assert entrance["spec"]["clusterQueue"] == A10G_POOL
+    assert entrance["metadata"]["annotations"]["schedule.gpustack.ai/queue"] == A10G_POOL
+    for system in ("kube-system", "kube-public", "kube-node-lease", "gpustack-system"):
+        assert A10G_ENTRANCE not in names(cluster, "localqueues.kueue.x-k8s.io", "-n", system)
+
+
+def _table(cluster: harness.ClusterInfo) -> dict[str, list[str]]:
+    out = cluster.kubectl("get", "instancetypes").stdout.splitlines()
+    return {line.split()[0]: line.split() for line in out}
+
+
+def test_instance_types_show_the_four_views(cluster: harness.ClusterInfo, pools: dict) -> None:
+    expected = {
+        A10G_POOL: [
+            A10G_POOL,
+            A10G_ENTRANCE,
+            "8/64Gi/100Gi",
+            "4/4",
+            "4/40",
+            "100/400",
+            "0/0",
+            "64/64",
+            "Active",
+        ],
+        H100_POOL: [
+            H100_POOL,
+            local_queue_name(H100_POOL),
+            "12/192Gi/100Gi",
+            "0/0",
+            "0/0",
+            "50/800",
+            "0/0",
+            "64/128",
+            "Active",
+        ],
+        CPU_POOL: [
+            CPU_POOL,
+            local_queue_name(CPU_POOL),
+            "1/2Gi/100Gi",
+            "0/0",
+            "0/0",
+            "0/0",
+            "0/0",
+            "64/192",
+            "Active",
+        ],
+    }
+    table = harness.wait_for(
+        lambda: (t := _table(cluster)) and all(t.get(k) == v for k, v in expected.items()) and t,
+        timeout=90,
+        what="InstanceType columns",
+    )
+    assert table["NAME"] == [
+        "NAME",
+        "ENTRANCE",
+        "UNIT(CPU/RAM)/STORAGE",
+        "ACCELERATOR(EX/SH/SL/PT)",
+        "CPU",
+        "PHASE",
+    ]
+    a10g = cluster.kubectl_json("get", "instancetype", A10G_POOL)
+    assert a10g["metadata"]["labels"][c.LABEL_DERIVED_FROM_NODE] == "true"
+    assert c.FINALIZER_CONTROLLED in a10g["metadata"]["finalizers"]
+    status = a10g["status"]
+    assert status["detail"]["manufacturer"] == "nvidia" and status["detail"]["product"] == "NVIDIA A10G"
+    assert status["accelerator"] == {"onceMaxRequest": "4", "remaining": "4", "capacity": "4"}
+    assert status["acceleratorPartitioned"]["remainingProfiles"] == []
+
+
+def test_node_counting_keys(cluster: harness.ClusterInfo, pools: dict) -> None:
+    def keys() -> dict | None:
+        capacity = cluster.kubectl_json("get", "node", A10G_NODE)["status"]["capacity"]
+        return capacity if "nvidia.com/gpu.sliced.units" in capacity else None
+
+    capacity = harness.wait_for(keys, timeout=60, what="A10G node counting keys")
+    assert harness.parse_quantity(capacity["nvidia.com/gpu.sliced.units"]) == 4 * M
+    assert harness.parse_quantity(capacity["nvidia.com/gpu.sliced.memory-percentage"]) == 400
+    assert harness.parse_quantity(capacity["nvidia.com/gpu.sliced.memory-mib"]) == 4 * 24576
+    assert harness.parse_quantity(capacity["nvidia.com/gpu.sliced.cores-percentage"]) == 4 * 128 * 100
+    assert not any(".partitioned." in k for k in capacity)
+
+
+def test_a_devices_change_moves_the_instance_type(cluster: harness.ClusterInfo, pools: dict) -> None:
+    watch = subprocess.Popen(
+        [str(cluster.kubectl_path), "--kubeconfig", str(cluster.kubeconfig), "get", "instancetypes", "-w"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=cluster.env(),
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        time.sleep(1.0)
+        devices = half_sliced(simulated.devices(H100_A, H100, 8))
+        devices["status"]["groups"][0]["accelerators"][0].update(
+            mode=0, allocated=0, remaining=M, allocatedSlices=0
+        )
+        write_devices(cluster, devices)
+        harness.wait_for(
+            lambda: any(H100_POOL in ln and "1/1 1/10 100/850 0/0" in ln for ln in lines),
+            timeout=60,
+            what="the watch to show the freed card",
+        )
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+    status = cluster.kubectl_json("get", "instancetype", H100_POOL)["status"]
+    assert status["acceleratorSummary"] == "1/1 1/10 100/850 0/0"
+    assert status["acceleratorSliced"] == {"onceMaxRequest": "100", "remaining": "850", "capacity": "1600"}
+
+
+def test_a_whole_card_pod_on_the_a10g_entrance_is_admitted(cluster: harness.ClusterInfo, pools: dict) -> None:
+    ns = TENANTS[0]
+    harness.wait_for_default_service_account(cluster, ns)
+    harness.wait_for(lambda: _queue_ready(cluster, A10G_POOL), timeout=60, what="A10G queue")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "whole-card", "namespace": ns, "labels": {c.KUEUE_QUEUE_NAME: A10G_ENTRANCE}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/none:0",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ]
+        },
+    }
+    created = json.loads(cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(pod)).stdout)
+    assert "kueue.x-k8s.io/admission" in [g["name"] for g in created["spec"].get("schedulingGates", [])]
+    bound = harness.wait_for(
+        lambda: (p := get(cluster, "pod", "whole-card", "-n", ns)) and p["spec"].get("nodeName") and p,
+        timeout=90,
+        what="the Pod admitted and bound",
+    )
+    assert not bound["spec"].get("schedulingGates")
+    assert bound["spec"]["nodeName"] == A10G_NODE
+    (workload,) = cluster.kubectl_json("get", "workloads.kueue.x-k8s.io", "-n", ns)["items"]
+    admission = workload["status"]["admission"]
+    assert admission["clusterQueue"] == A10G_POOL
+    (assignment,) = admission["podSetAssignments"]
+    assert assignment["flavors"] == {"credits.gpustack.ai/nvidia": A10G_FLAVOR}
+    assert harness.parse_quantity(assignment["resourceUsage"]["credits.gpustack.ai/nvidia"]) == M
+    slices = assignment["topologyAssignment"]["slices"]
+    assert json.dumps(slices).count(A10G_NODE) == 1
+
+
+def _snapshot(cluster: harness.ClusterInfo) -> dict:
+    out = {}
+    for kind in (
+        "resourceflavors.kueue.x-k8s.io",
+        "topologies.kueue.x-k8s.io",
+        "clusterqueues.kueue.x-k8s.io",
+    ):
+        items = cluster.kubectl_json("get", kind, "-l", "resource.gpustack.ai/type")["items"]
+        out[kind] = {
+            i["metadata"]["name"]: (i["metadata"]["uid"], json.dumps(i["spec"], sort_keys=True))
+            for i in items
+        }
+    lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-A", "-l", "resource.gpustack.ai/type")[
+        "items"
+    ]
+    out["localqueues"] = {
+        f"{i['metadata']['namespace']}/{i['metadata']['name']}": (
+            i["metadata"]["uid"],
+            i["metadata"]["resourceVersion"],
+        )
+        for i in lqs
+    }
+    types = cluster.kubectl_json("get", "instancetypes")["items"]
+    out["instancetypes"] = {
+        i["metadata"]["name"]: (i["metadata"]["uid"], i["status"]["acceleratorSummary"]) for i in types
+    }
+    return out
+
+
+def test_restarted_controllers_converge_without_duplicates(cluster: harness.ClusterInfo, pools: dict) -> None:
+    before = harness.wait_for(
+        lambda: (s := _snapshot(cluster)) and len(s["instancetypes"]) == 3 and s,
+        timeout=30,
+        what="a settled snapshot",
+    )
+    pools["manager"].stop()
+    pools["manager"] = start_controllers(cluster)
+    time.sleep(8)
+    after = _snapshot(cluster)
+    assert after == before
+    assert len(after["localqueues"]) == 3 * len([*TENANTS, "default"])
+
+
+def test_admin_instance_type_gets_a_queue_and_tears_down(cluster: harness.ClusterInfo, pools: dict) -> None:
+    admin = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "InstanceType",
+        "metadata": {"name": f"a10g-12c128g-{SUFFIX}"},
+        "spec": {
+            "acceleratable": True,
+            "acceleratorGroup": "nvidia-a10g",
+            "generalGroup": "generic",
+            "os": "linux",
+            "arch": "amd64",
+            "unitResources": {"cpu": "12", "ram": "128Gi"},
+            "localStorage": "200Gi",
+        },
+    }
+    empty = json.loads(json.dumps(admin))
+    empty["metadata"]["name"] = f"l4-{SUFFIX}"
+    empty["spec"]["acceleratorGroup"] = "nvidia-l4"
+    cluster.apply([admin, empty])
+    name, lonely = admin["metadata"]["name"], empty["metadata"]["name"]
+    queue = harness.wait_for(lambda: _queue_ready(cluster, name), timeout=60, what="the admin type's queue")
+    assert [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]] == [A10G_FLAVOR]
+    row = harness.wait_for(lambda: _table(cluster).get(name), timeout=60, what="the admin type's row")
+    assert row[1:] == [
+        local_queue_name(name),
+        "12/128Gi/200Gi",
+        "4/4",
+        "4/40",
+        "100/400",
+        "0/0",
+        "64/64",
+        "Active",
+    ]
+    harness.wait_for(
+        lambda: local_queue_name(name) in names(cluster, "localqueues.kueue.x-k8s.io", "-n", TENANTS[1]),
+        timeout=60,
+        what="its LocalQueue",
+    )
+    # A type no node serves: its queue is held without groups, marked, and the type is Inactive.
+    held = harness.wait_for(
+        lambda: get(cluster, "clusterqueues.kueue.x-k8s.io", lonely), timeout=60, what="held queue"
+    )
+    assert held["spec"]["stopPolicy"] == "Hold" and not held["spec"].get("resourceGroups")
+    assert held["metadata"]["annotations"][c.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
+    harness.wait_for(
+        lambda: (_table(cluster).get(lonely) or [""])[-1] == "Inactive", timeout=60, what="Inactive"
+    )
+    # Teardown: the finalizer holds the type until its queue and LocalQueues are gone.
+    cluster.kubectl("delete", "instancetype", name, lonely, "--wait=false")
+    for it in (name, lonely):
+        harness.wait_for(lambda i=it: get(cluster, "instancetype", i) is None, timeout=90, what=f"{it} gone")
+        assert get(cluster, "clusterqueues.kueue.x-k8s.io", it) is None
+    harness.wait_for(
+        lambda: local_queue_name(name) not in names(cluster, "localqueues.kueue.x-k8s.io", "-n", TENANTS[1]),
+        timeout=60,
+        what="its LocalQueue gone",
+    )
+
+
+def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
+    cluster: harness.ClusterInfo, pools: dict
+) -> None:
+    harness.delete_fake_node(cluster, H100_B)
+    harness.wait_for(
+        lambda: get(cluster, "devices", H100_B) is None, timeout=60, what="the ledger of the gone node"
+    )
+    flavor = harness.wait_for(
+        lambda: (
+            (f := get(cluster, "resourceflavors.kueue.x-k8s.io", H100_FLAVOR))
+            and f["metadata"]["labels"]["acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3.capacity"]
+            == "8"
+            and f
+        ),
+        timeout=60,
+        what="the H100 flavor at one node",
+    )
+    assert flavor["spec"]["topologyName"] == TOPOLOGY
+    queue = harness.wait_for(
+        lambda: (
+            (q := get(cluster, "clusterqueues.kueue.x-k8s.io", H100_POOL))
+            and harness.parse_quantity(
+                q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"]
+            )
+            == 8 * M
+            and q
+        ),
+        timeout=60,
+        what="the H100 queue at 8 cards",
+    )
+    assert queue["spec"]["stopPolicy"] == "None"
+    harness.wait_for(
+        lambda: _table(cluster)[H100_POOL][3:7] == ["1/1", "1/10", "100/450", "0/0"],
+        timeout=60,
+        what="the H100 type at one node",
+    )
