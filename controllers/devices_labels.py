@@ -32,6 +32,7 @@ def label_patch(devices: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str
 
 class DevicesLabelReconciler(Controller):
     name = "devices-labels"
+    workers = 4  # one key per node: independent, I/O bound
 
     def __init__(self, manager: Manager) -> None:
         super().__init__(manager)

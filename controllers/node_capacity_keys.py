@@ -29,6 +29,7 @@ def credits_enabled(env: dict[str, str] | None = None) -> bool:
 
 class NodeCapacityReconciler(Controller):
     name = "node-capacity"
+    workers = 4  # one key per node: independent, I/O bound
 
     def __init__(self, manager: Manager) -> None:
         super().__init__(manager)

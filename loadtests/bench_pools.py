@@ -1,0 +1,279 @@
+"""Scale benchmark of the pool controllers against a running local cluster.
+
+    tests/cluster/up.sh                        # a control plane (own GPUSTACK_CLUSTER_DIR/ports if shared)
+    python -m loadtests.bench_pools --nodes 100
+
+It installs the CRDs, starts the pool controllers in this process (no leader election), creates
+``--nodes`` kwok fake nodes of 8 × NVIDIA H100 80GB HBM3 each (simulated labels and device-plugin
+capacity) and their ``Devices`` ledgers, and measures, polling the InstanceType every 50 ms:
+
+- ``build``: from the last ``Devices`` write of the fresh nodes to the pool's InstanceType showing
+  every card (``8/8N 8/80N 100/800N 0/0``), and to its ClusterQueue's nominal covering every node;
+- ``burst``: every ledger rewritten (each card holding a 50 % slice) as fast as the client goes;
+  from the last write to ``0/0 0/0 50/400N 0/0``;
+- ``single``: one card freed on one node; from that write to the view moving.
+
+It also reports how long every node took to carry its counting keys.  Prints one JSON object per
+figure; asserts nothing.  ``--keep`` leaves the nodes and objects behind; otherwise they are
+deleted (nodes first, so no type is authored again) before the controllers stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+
+import harness  # noqa: E402  (tests/cluster/harness.py)
+
+from api import API_VERSION  # noqa: E402
+from controllers.runtime.client import ApiError, Client, load_api_client  # noqa: E402
+from controllers.runtime.manager import RECONCILE_SECONDS, Manager  # noqa: E402
+from nodeplugins.devicemanager import simulated  # noqa: E402
+
+M = 1_600_000
+CARDS = 8
+PRODUCT = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
+POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+PREFIX = "bench-pools-"
+POOL_CONTROLLERS = (
+    "controllers.resource_flavors:ResourceFlavorReconciler",
+    "controllers.instance_types:InstanceTypeReconciler",
+    "controllers.cluster_queues:ClusterQueueReconciler",
+    "controllers.local_queues:LocalQueueReconciler",
+    "controllers.node_capacity_keys:NodeCapacityReconciler",
+    "controllers.devices_labels:DevicesLabelReconciler",
+)
+
+
+def emit(**figures: Any) -> None:
+    print(json.dumps(figures), flush=True)
+
+
+def node_name(i: int) -> str:
+    return f"{PREFIX}{i:05d}"
+
+
+def node_object(name: str) -> dict:
+    return harness.fake_node_manifest(
+        name,
+        labels=simulated.node_labels(name, PRODUCT, CARDS),
+        capacity=simulated.plugin_capacity(PRODUCT, CARDS),
+    )
+
+
+def ledger(name: str, percent: int = 0) -> dict:
+    devices = simulated.devices(name, PRODUCT, CARDS)
+    if percent:
+        for row in devices["status"]["groups"][0]["accelerators"]:
+            used = percent * M // 100
+            row.update(mode=3, allocated=used, remaining=M - used, allocatedSlices=1)
+    return devices
+
+
+def write_status(client: Client, devices: dict) -> None:
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "Devices",
+        "metadata": {"name": devices["metadata"]["name"]},
+        "status": devices["status"],
+    }
+    client.apply(body, field_manager="bench-device-manager", subresource="status")
+
+
+def create_node_and_ledger(client: Client, name: str) -> None:
+    try:
+        client.create(node_object(name))
+    except ApiError as error:
+        if not error.conflict:
+            raise
+    devices = ledger(name)
+    spec_only = {k: v for k, v in devices.items() if k != "status"}
+    client.apply(spec_only, field_manager="bench-device-manager")
+    write_status(client, devices)
+
+
+def wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> float | None:
+    """Seconds until ``predicate`` held (None on timeout)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if predicate():
+                return time.monotonic() - started
+        except ApiError:
+            pass
+        time.sleep(interval)
+    return None
+
+
+def summary(client: Client) -> str:
+    obj = client.get("InstanceType", POOL) or {}
+    return (obj.get("status") or {}).get("acceleratorSummary") or ""
+
+
+def nominal(client: Client) -> int:
+    queue = client.get("ClusterQueue", POOL) or {}
+    groups = (queue.get("spec") or {}).get("resourceGroups") or []
+    total = 0
+    for group in groups:
+        for flavor in group.get("flavors") or []:
+            for resource in flavor.get("resources") or []:
+                total += int(harness.parse_quantity(resource["nominalQuota"]))
+    return total
+
+
+def keyed_nodes(client: Client) -> int:
+    items, _ = client.list("Node", label_selector="type=kwok")
+    return sum(
+        1
+        for n in items
+        if n["metadata"]["name"].startswith(PREFIX)
+        and "nvidia.com/gpu.sliced.units" in ((n.get("status") or {}).get("capacity") or {})
+    )
+
+
+def reconcile_figures() -> dict[str, Any]:
+    """Per controller: reconciles run, their mean and the bucket holding the 99th percentile."""
+    out: dict[str, Any] = {}
+    for metric in RECONCILE_SECONDS.collect():
+        counts: dict[str, list[tuple[float, float]]] = {}
+        totals: dict[str, float] = {}
+        for sample in metric.samples:
+            name = sample.labels.get("controller", "")
+            if sample.name.endswith("_bucket"):
+                counts.setdefault(name, []).append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_sum"):
+                totals[name] = sample.value
+        for name, buckets in counts.items():
+            total = buckets[-1][1]
+            if not total:
+                continue
+            p99 = next(le for le, seen in sorted(buckets) if seen >= 0.99 * total)
+            out[name] = {
+                "count": int(total),
+                "mean_ms": round(1000 * totals[name] / total, 2),
+                "p99_le_ms": p99 * 1000,
+            }
+    return out
+
+
+def start_controllers(client: Client) -> Manager:
+    manager = Manager(client, leader_election=False)
+    for spec in POOL_CONTROLLERS:
+        module, cls = spec.split(":")
+        manager.add(getattr(importlib.import_module(module), cls))
+    manager.start(sync_timeout=120)
+    return manager
+
+
+def cleanup(client: Client, names: list[str], threads: int) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda n: client.delete("Node", n), names))
+    wait(
+        lambda: not [f for f in client.list("ResourceFlavor")[0] if "h100" in f["metadata"]["name"]], 300, 0.5
+    )
+    for it in client.list("InstanceType")[0]:
+        client.delete("InstanceType", it["metadata"]["name"])
+    wait(lambda: not client.list("InstanceType")[0], 300, 0.5)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda n: client.delete("Devices", n), names))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=8, help="concurrent writers (default 8)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase (default 900)")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
+    parser.add_argument("--keep", action="store_true", help="leave nodes and objects behind")
+    args = parser.parse_args(argv)
+
+    info = harness.info()
+    kubeconfig = args.kubeconfig or str(info.kubeconfig)
+    info.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "charts/gpustack-operator/crds")
+    )
+    info.kubectl("create", "namespace", "gpustack-system", check=False)
+    client = Client(load_api_client(kubeconfig), timeout=30.0)
+    n = args.nodes
+    names = [node_name(i) for i in range(n)]
+    emit(phase="setup", nodes=n, cards_per_node=CARDS, threads=args.threads, cpus=os.cpu_count())
+
+    started = time.monotonic()
+    manager = start_controllers(client)
+    emit(phase="controllers", started_s=round(time.monotonic() - started, 3))
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(args.threads) as pool:
+            list(pool.map(lambda name: create_node_and_ledger(client, name), names))
+        last_write = time.monotonic()
+        emit(phase="build", wrote_nodes_and_ledgers_s=round(last_write - started, 3))
+        want = f"{CARDS}/{CARDS * n} {CARDS}/{10 * CARDS * n} 100/{100 * CARDS * n} 0/0"
+        to_status = wait(lambda: summary(client) == want, args.timeout)
+        to_queue = wait(lambda: nominal(client) == CARDS * n * M, args.timeout)
+        emit(
+            phase="build",
+            expect=want,
+            status_converged_after_last_write_s=round(to_status, 3) if to_status is not None else None,
+            queue_converged_after_last_write_s=round(time.monotonic() - last_write, 3)
+            if to_queue is not None
+            else None,
+        )
+        to_keys = wait(lambda: keyed_nodes(client) == n, args.timeout, 0.5)
+        emit(
+            phase="build",
+            node_keys_on_every_node_after_last_write_s=round(time.monotonic() - last_write, 3)
+            if to_keys is not None
+            else None,
+        )
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(args.threads) as pool:
+            list(pool.map(lambda name: write_status(client, ledger(name, 50)), names))
+        last_write = time.monotonic()
+        want = f"0/0 0/0 50/{50 * CARDS * n} 0/0"
+        to_status = wait(lambda: summary(client) == want, args.timeout)
+        emit(
+            phase="burst",
+            ledgers_rewritten=n,
+            wrote_s=round(last_write - started, 3),
+            expect=want,
+            status_converged_after_last_write_s=round(to_status, 3) if to_status is not None else None,
+        )
+
+        freed = ledger(names[0], 50)
+        freed["status"]["groups"][0]["accelerators"][0].update(
+            mode=0, allocated=0, remaining=M, allocatedSlices=0
+        )
+        write_status(client, freed)
+        want = f"1/1 1/10 100/{50 * CARDS * n + 50} 0/0"
+        to_status = wait(lambda: summary(client) == want, args.timeout)
+        emit(
+            phase="single",
+            expect=want,
+            status_converged_after_write_s=round(to_status, 3) if to_status is not None else None,
+        )
+        emit(phase="reconciles", **reconcile_figures())
+    finally:
+        if not args.keep:
+            started = time.monotonic()
+            cleanup(client, names, args.threads)
+            emit(phase="cleanup", s=round(time.monotonic() - started, 3))
+        manager.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
