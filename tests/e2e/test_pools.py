@@ -494,6 +494,52 @@ def test_admin_instance_type_gets_a_queue_and_tears_down(cluster: harness.Cluste
     )
 
 
+def test_the_last_node_leaving_drains_before_emptying_the_queue(
+    cluster: harness.ClusterInfo, pools: dict
+) -> None:
+    # The whole-card Pod holds quota on the A10G queue; its only node leaves.
+    assert (get(cluster, "pod", "whole-card", "-n", TENANTS[0]) or {}).get("spec", {}).get(
+        "nodeName"
+    ) == A10G_NODE
+    harness.delete_fake_node(cluster, A10G_NODE)
+    seen: list[tuple[str, bool]] = []
+
+    def emptied() -> dict | None:
+        queue = get(cluster, "clusterqueues.kueue.x-k8s.io", A10G_POOL)
+        if queue is None:
+            return None
+        policy, groups = queue["spec"].get("stopPolicy", "None"), bool(queue["spec"].get("resourceGroups"))
+        seen.append((policy, groups))
+        return queue if not groups else None
+
+    queue = harness.wait_for(emptied, timeout=120, interval=0.2, what="the A10G queue drained and emptied")
+    # Never a queue without resource groups that admits (it would admit everything).
+    assert all(policy != "None" for policy, groups in seen if not groups), seen
+    assert queue["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert "topology.gpustack.ai/drain-plan-hold" in queue["metadata"]["annotations"]
+    assert harness.wait_for(lambda: get(cluster, "pod", "whole-card", "-n", TENANTS[0]) is None, timeout=60)
+    harness.wait_for(
+        lambda: (_table(cluster).get(A10G_POOL) or [""])[-1] == "Inactive", timeout=60, what="Inactive"
+    )
+    # The node comes back: the plan is restored and the queue admits again.
+    product, count = NODES[A10G_NODE]
+    harness.create_fake_node(
+        cluster,
+        A10G_NODE,
+        labels=simulated.node_labels(A10G_NODE, product, count),
+        capacity=simulated.plugin_capacity(product, count),
+    )
+    write_devices(cluster, simulated.devices(A10G_NODE, product, count))
+    restored = harness.wait_for(
+        lambda: _queue_ready(cluster, A10G_POOL), timeout=90, what="the A10G queue restored"
+    )
+    assert restored["spec"]["stopPolicy"] == "None"
+    assert "topology.gpustack.ai/drain-plan-hold" not in restored["metadata"].get("annotations", {})
+    harness.wait_for(
+        lambda: (_table(cluster).get(A10G_POOL) or [""])[-1] == "Active", timeout=60, what="Active"
+    )
+
+
 def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
     cluster: harness.ClusterInfo, pools: dict
 ) -> None:
