@@ -56,16 +56,48 @@ def _tls_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return cert, key
 
 
+def start_controllers(kubeconfig: str | None, *, leader_election: bool = True) -> object:
+    """Start every registered controller behind the Lease; returns the running manager."""
+    import importlib
+
+    from controllers import CONTROLLERS
+    from controllers.runtime.client import Client, load_api_client
+    from controllers.runtime.manager import Manager
+
+    manager = Manager(Client(load_api_client(kubeconfig)), leader_election=leader_election)
+    for ref in CONTROLLERS:
+        module, _, name = ref.partition(":")
+        manager.add(getattr(importlib.import_module(module), name))
+    manager.start(wait=False)  # the webhooks beside it serve while the caches fill
+    log.info("controller manager started", extra={"controllers": list(CONTROLLERS)})
+    return manager
+
+
+def _run_controllers_only(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    manager = start_controllers(args.kubeconfig, leader_election=not args.no_leader_election)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+    manager.stop()  # type: ignore[attr-defined]
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.controllers_only:
-        print(
-            "gpustack-operator worker: the controllers are not part of this build yet "
-            "(the scheduling-chain issue brings them)",
-            file=sys.stderr,
-        )
-        return 3
+        return _run_controllers_only(args)
+    manager = None
     if not args.webhooks_only:
-        log.warning("controllers are not part of this build yet; serving the webhooks only")
+        if args.objects:
+            print(
+                "gpustack-operator worker: --objects serves file lookups to the webhooks only; add --webhooks-only",
+                file=sys.stderr,
+            )
+            return 2
+        manager = start_controllers(args.kubeconfig, leader_election=not args.no_leader_election)
     cert, key = _tls_files(args)
     os.environ[ENV_OBJECTS] = str(Path(args.objects).resolve()) if args.objects else ""
     os.environ[ENV_KUBECONFIG] = args.kubeconfig or ""
@@ -84,7 +116,16 @@ def run(args: argparse.Namespace) -> int:
             "workers": args.workers,
         },
     )
-    server.serve(
-        app, host=args.bind_address, port=args.secure_port, cert_file=cert, key_file=key, workers=args.workers
-    )
+    try:
+        server.serve(
+            app,
+            host=args.bind_address,
+            port=args.secure_port,
+            cert_file=cert,
+            key_file=key,
+            workers=args.workers,
+        )
+    finally:
+        if manager is not None:
+            manager.stop()  # type: ignore[attr-defined]
     return 0

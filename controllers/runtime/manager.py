@@ -196,23 +196,29 @@ class Manager:
             thread.join(timeout=5)
         self._threads = []
 
-    def start(self, *, sync_timeout: float = 120.0) -> None:
-        """Start informers and (once leading) the controllers, in background threads."""
+    def start(self, *, sync_timeout: float = 120.0, wait: bool = True) -> None:
+        """Start informers and, once their caches are synced and this replica leads, the
+        controllers; in background threads, so the webhooks beside it serve at once."""
         for informer in self._informers.values():
             informer.start()
-        deadline = time.monotonic() + sync_timeout
-        while not self.synced() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.elector is None:
-            self._start_workers()
-        else:
-            thread = threading.Thread(
-                target=self.elector.run,
-                args=(self._start_workers, self._stop_workers),
-                name="leader-election",
-                daemon=True,
-            )
-            thread.start()
+
+        def campaign() -> None:
+            deadline = time.monotonic() + sync_timeout
+            while not self.synced() and time.monotonic() < deadline and not self._stop.is_set():
+                time.sleep(0.05)
+            if self._stop.is_set():
+                return
+            if self.elector is None:
+                self._start_workers()
+            else:
+                self.elector.run(self._start_workers, self._stop_workers)
+
+        thread = threading.Thread(target=campaign, name="manager", daemon=True)
+        thread.start()
+        if wait:
+            deadline = time.monotonic() + sync_timeout
+            while not self.synced() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def stop(self) -> None:
         """Graceful shutdown: stop campaigning (releasing the Lease), workers, informers."""
