@@ -68,7 +68,19 @@ class InstanceTypeReconciler(Controller):
             return every_type(event, obj, old)
 
         def queues(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [pools.name_of(obj)]
+            # Only what the phase reads: Kueue rewrites queue status on every workload change.
+            if changes.moved(
+                event,
+                obj,
+                old,
+                ("spec", "stopPolicy"),
+                ("metadata", "annotations"),
+                ("metadata", "deletionTimestamp"),
+                ("status", "reservingWorkloads"),
+                ("status", "admittedWorkloads"),
+            ):
+                return [pools.name_of(obj)]
+            return []
 
         def devices(event: str, obj: dict, old: dict | None) -> list[str]:
             if not changes.moved(event, obj, old, ("status",), ("spec",), ("metadata", "labels")):
