@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api import constants as c
+from api import kueue
 from controllers import pools
 from fastpath import quantity
 
@@ -127,18 +128,24 @@ def plan_groups(
                 )
     if not live:
         return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
+    extra = (
+        kueue.accelerated_queue_extra_resources(quota_check_strategy=kueue.QUOTA_CHECK_STRATEGY)
+        if (pool.acceleratable)
+        else []
+    )
     entries = [
         {
             "name": pools.name_of(f),
             "resources": [
-                {"name": resource, "nominalQuota": str(pools.nominal_quota(pool, pools.flavor_capacity(f)))}
+                {"name": resource, "nominalQuota": str(pools.nominal_quota(pool, pools.flavor_capacity(f)))},
+                *({"name": name, "nominalQuota": quota} for name, quota in extra),
             ],
         }
         for f in live
     ]
     return GroupsPlan(
         True,
-        [{"coveredResources": [resource], "flavors": entries}],
+        [{"coveredResources": [resource, *(name for name, _ in extra)], "flavors": entries}],
         REASON_PLAN_APPLIED,
         f"{len(live)} topology-aware flavor(s) cover {resource}",
     )

@@ -20,26 +20,10 @@ import re
 import sys
 from pathlib import Path
 
-# Accelerator resource keys of each manufacturer; Kueue turns them into
-# credits.gpustack.ai/<manufacturer> (see CREDIT_MULTIPLIERS).
-ACCELERATOR_BASE_KEYS = {
-    "nvidia": "nvidia.com/gpu",
-    "ascend": "huawei.com/npu",
-    "cambricon": "cambricon.com/mlu",
-    "hygon": "hygon.com/dcu",
-    "mthreads": "mthreads.com/gpu",
-    "metax": "metax-tech.com/gpu",
-    "iluvatar": "iluvatar.com/gpu",
-    "amd": "amd.com/gpu",
-    "thead": "alibabacloud.com/ppu",
-}
-# suffix appended to the base key -> credits per unit of that resource
-CREDIT_MULTIPLIERS = {
-    "": 1600000,
-    ".shared": 160000,
-    ".sliced.units": 1,
-    ".partitioned.units": 1,
-}
+# The operator's own statement of the Kueue resources it needs (credits, and on a Kueue without
+# quotaCheckStrategy its emulation): api/kueue.py, stdlib-only, imported from the repository.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from api import kueue as kueue_resources
 
 # Wanted feature gates; a gate this Kueue release does not know is left out
 # (Kueue refuses to start on an unknown gate). up.sh logs what was dropped.
@@ -59,20 +43,6 @@ UNMANAGED_NAMESPACES = ["kube-system", "kueue-system", "gpustack-system"]
 POD_BASED_WEBHOOKS = {"mpod", "mdeployment", "mstatefulset", "vpod", "vdeployment", "vstatefulset"}
 
 KUEUE_NAME_PREFIX = "kueue-"  # upstream's config/default namePrefix
-
-
-def resource_transformations() -> list[dict]:
-    out = []
-    for manufacturer, base in ACCELERATOR_BASE_KEYS.items():
-        for suffix, credits in CREDIT_MULTIPLIERS.items():
-            out.append(
-                {
-                    "input": base + suffix,
-                    "strategy": "Replace",
-                    "outputs": {f"credits.gpustack.ai/{manufacturer}": str(credits)},
-                }
-            )
-    return out
 
 
 def known_feature_gates(kueue_src: Path | None) -> set[str] | None:
@@ -98,11 +68,14 @@ def render_config(args: argparse.Namespace) -> dict:
             f"kueue_manifests.py: this Kueue has no feature gate(s) {', '.join(dropped)}; left out",
             file=sys.stderr,
         )
-    resources: dict = {"transformations": resource_transformations()}
-    if config_has_field(args.kueue_src, "quotaCheckStrategy"):
-        resources["quotaCheckStrategy"] = "IgnoreUndeclared"
-    else:
-        print("kueue_manifests.py: this Kueue has no resources.quotaCheckStrategy; left out", file=sys.stderr)
+    strategy = config_has_field(args.kueue_src, "quotaCheckStrategy")
+    if not strategy:
+        print(
+            "kueue_manifests.py: this Kueue has no resources.quotaCheckStrategy; emulating IgnoreUndeclared "
+            "with dropped token keys and excludeResourcePrefixes",
+            file=sys.stderr,
+        )
+    resources = kueue_resources.resources_config(quota_check_strategy=strategy)
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",

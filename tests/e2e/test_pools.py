@@ -209,8 +209,9 @@ def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -
                 for f in group["flavors"]
             ],
         )
-    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia"], [(A10G_FLAVOR, 4 * M)])
-    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia"], [(H100_FLAVOR, 16 * M)])
+    # Kueue v0.17 has no IgnoreUndeclared: accelerated queues also declare cpu, unbounded (api.kueue).
+    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(A10G_FLAVOR, 4 * M)])
+    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(H100_FLAVOR, 16 * M)])
     assert nominal[CPU_POOL] == (["cpu"], [(CPU_FLAVOR, 3 * 64)])
     # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones.
     for name in (A10G_POOL, H100_POOL):

@@ -67,7 +67,9 @@ def test_pool_of_five_t4_cards_nominal_and_order() -> None:
     flavors = flavors_of(node("t4-four", T4, 4), node("t4-one", T4, 1))
     result = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors)
     (group,) = result.apply["spec"]["resourceGroups"]
-    assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]
+    # On the bundled Kueue v0.17 (no quotaCheckStrategy) the queue also declares cpu, unbounded.
+    assert group["coveredResources"] == ["credits.gpustack.ai/nvidia", "cpu"]
+    assert {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}["cpu"] == "1000000"
     assert [(f["name"], f["resources"][0]["nominalQuota"]) for f in group["flavors"]] == [
         ("gpustack--generic--nvidia-tesla-t4-linux-amd64-1d", str(M)),
         ("gpustack--generic--nvidia-tesla-t4-linux-amd64-4d", str(4 * M)),
@@ -291,3 +293,12 @@ def test_kueue_reencoded_quantities_compare_equal() -> None:
     stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "6400k"
     assert normal_groups(stored["spec"]["resourceGroups"]) == normal_groups(queue["spec"]["resourceGroups"])
     assert plan(instance_type(), stored, flavors_of(node("a", A10G, 4))).apply is None
+
+
+def test_with_quota_check_strategy_an_accelerated_queue_declares_credits_only(monkeypatch) -> None:
+    from api import kueue
+
+    monkeypatch.setattr(kueue, "QUOTA_CHECK_STRATEGY", True)
+    flavors = flavors_of(node("t4-four", T4, 4))
+    (group,) = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors).apply["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]
