@@ -12,6 +12,8 @@ CONTROLLERS: list[str] = [
     "controllers.local_queues:LocalQueueReconciler",
     "controllers.node_capacity_keys:NodeCapacityReconciler",
     "controllers.devices_labels:DevicesLabelReconciler",
+    # Per-card fit labels the Workload fit pin reads (§6.6).
+    "controllers.node_fit_labels:NodeFitLabelReconciler",
     # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
     "controllers.node_devices_check:NodeDevicesCheck",
 ]

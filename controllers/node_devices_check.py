@@ -35,7 +35,9 @@ from typing import Any
 
 from api import allocation
 from api import constants as c
+from controllers import changes
 from controllers import node_devices_fit as nd
+from controllers.node_fit_labels import is_fit_label
 from controllers.runtime.client import ApiError
 from controllers.runtime.events import NORMAL, WARNING
 from controllers.runtime.informer import key_of
@@ -188,8 +190,12 @@ class NodeDevicesCheck(Controller):
         return ()
 
     def _on_node(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
-        labels = (obj.get("metadata") or {}).get("labels")
-        if event != "MODIFIED" or old is None or labels != (old.get("metadata") or {}).get("labels"):
+        # Fit-label-only updates (written by the fit-label reconciler) must not wake gate 3 (§11.22).
+        if (
+            event != "MODIFIED"
+            or old is None
+            or changes.labels_moved(obj, old, lambda k: not is_fit_label(k))
+        ):
             return self._waiting_keys()
         return ()
 
