@@ -54,12 +54,15 @@ def cluster() -> harness.ClusterInfo:
     if shutil.which("go") is None and not harness.is_built():
         pytest.skip("e2e: no Go toolchain to build the control plane and no cached binaries")
     state_dir = harness.default_state_dir()
+    keep = os.environ.get("GPUSTACK_CLUSTER_KEEP", "") in ("1", "true", "yes")
+    if not harness.is_running(state_dir) and state_dir.exists():
+        harness.stop(state_dir, purge=True)  # a stopped cluster's leftovers would leak into this run
     info = harness.start(state_dir)
     try:
         yield info
     finally:
-        if info.started and os.environ.get("GPUSTACK_CLUSTER_KEEP", "") not in ("1", "true", "yes"):
-            harness.stop(state_dir)
+        if info.started and not keep:
+            harness.stop(state_dir, purge=True)
 
 
 @pytest.fixture(scope="module")
