@@ -50,6 +50,8 @@ def label_general_group(group: str) -> str:
 LABEL_TOPOLOGY_PROFILE = "topology.gpustack.ai/profile"
 LABEL_TOPOLOGY_SOURCE_UID = "topology.gpustack.ai/source-uid"
 ANNOTATION_EMPTY_PLAN_HOLD = "topology.gpustack.ai/empty-plan-hold"
+ANNOTATION_DRAIN_PLAN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
+ANNOTATION_APPLIED_STOP_POLICY = "schedule.gpustack.ai/applied-stop-policy"
 TOPOLOGY_RESERVED_PREFIXES = (
     "kubernetes.io",
     "k8s.io",
@@ -60,6 +62,15 @@ TOPOLOGY_RESERVED_PREFIXES = (
 )
 
 # --- Per-card fit labels (Workload pin) ----------------------------------------------------------
+
+
+FIT_LABEL_DOMAIN = "fit.gpustack.ai"
+
+
+def is_fit_label(key: str) -> bool:
+    """``sliced-max-free-units.fit.gpustack.ai/<aKey>`` and its kin."""
+    prefix, sep, _ = key.partition("/")
+    return bool(sep) and prefix.endswith("." + FIT_LABEL_DOMAIN)
 
 
 def label_fit_sliced_max_free_units(group: str) -> str:
@@ -131,6 +142,10 @@ ENV_REPLICA_SIZE = "GPUSTACK_REPLICA_SIZE"
 ENV_MEMBER_INDEX = "GPUSTACK_MEMBER_INDEX"
 RANK_ENV = (ENV_REPLICA_LEADER_ADDRESS, ENV_REPLICA_SIZE, ENV_MEMBER_INDEX)
 DEFAULT_SERVING_PORT = 8000
+KV_EVENTS_PORTS = (5557, 5558)  # ZMQ publisher and replay of --kv-events-config
+VLLM_MOONCAKE_BOOTSTRAP_PORT = 8998  # upstream default; an open point of the spec (Appendix B)
+SGLANG_BOOTSTRAP_PORT = 8998  # upstream default; an open point of the spec (Appendix B)
+DIRECT_DECODER_ENGINE_PORT = 8200  # the engine behind a managed decoder's routing proxy
 
 # --- KV cache ------------------------------------------------------------------------------------
 KVCACHE_PREFIX = "kvcache.gpustack.ai/"

@@ -22,12 +22,7 @@ from fastpath import fit
 
 FIELD_MANAGER = "gpustack-operator/node-fit-labels"
 COALESCE_SECONDS = 3.0
-FIT_SUFFIX = ".fit.gpustack.ai/"
-
-
-def is_fit_label(key: str) -> bool:
-    prefix, sep, _ = key.partition("/")
-    return bool(sep) and prefix.endswith(FIT_SUFFIX[:-1]) and prefix.count(".") >= 3
+is_fit_label = c.is_fit_label
 
 
 def desired_fit_labels(node: Mapping[str, Any], devices: Mapping[str, Any] | None) -> dict[str, str]:

@@ -34,8 +34,8 @@ from fastpath import quantity
 Obj = dict[str, Any]
 
 STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
-ANNOTATION_APPLIED_STOP = "schedule.gpustack.ai/applied-stop-policy"
-ANNOTATION_DRAIN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
+ANNOTATION_APPLIED_STOP = c.ANNOTATION_APPLIED_STOP_POLICY
+ANNOTATION_DRAIN_HOLD = c.ANNOTATION_DRAIN_PLAN_HOLD
 MAX_FLAVORS = 64
 DRAIN_POLL_SECONDS = 5.0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
+from api import constants as c
 from api import engines
 from fastpath import argv, quantity
 
@@ -23,16 +24,15 @@ KIND = "ModelDeployment"
 SERVER, PREFILL, DECODE = "Server", "Prefill", "Decode"
 KINDS = (SERVER, PREFILL, DECODE)
 DEFAULT_CONNECTOR = "Mooncake"
-DEFAULT_SERVING_PORT = 8000
+DEFAULT_SERVING_PORT = c.DEFAULT_SERVING_PORT
 MAX_ROLES = 10
 
-# Ports the operator synthesizes listeners on (model-deployment.md §11.4).  The bootstrap port numbers
-# are open in the spec (Appendix B); both engines' upstream default is 8998.  The renderer must use
-# the same numbers: move them to api/constants.py when it lands.
-KV_EVENTS_PORTS = (5557, 5558)
-VLLM_MOONCAKE_BOOTSTRAP_PORT = 8998
-SGLANG_BOOTSTRAP_PORT = 8998
-DIRECT_DECODER_ENGINE_PORT = 8200
+# Ports the operator synthesizes listeners on (model-deployment.md §11.4), from api.constants so the
+# renderer will use the same numbers.
+KV_EVENTS_PORTS = c.KV_EVENTS_PORTS
+VLLM_MOONCAKE_BOOTSTRAP_PORT = c.VLLM_MOONCAKE_BOOTSTRAP_PORT
+SGLANG_BOOTSTRAP_PORT = c.SGLANG_BOOTSTRAP_PORT
+DIRECT_DECODER_ENGINE_PORT = c.DIRECT_DECODER_ENGINE_PORT
 
 # Every kind each engine has a rendering term for (§5 #11): no case is refused today.
 ENGINE_KINDS: dict[str, frozenset[str]] = {
