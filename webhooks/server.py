@@ -268,6 +268,6 @@ def serve(
     config = _TLSConfig(app, **kwargs)
     if workers > 1:
         sock = config.bind_socket()
-        uvicorn.supervisors.Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+        uvicorn.supervisors.Multiprocess(config, sockets=[sock]).run()
     else:
         uvicorn.Server(config).run()

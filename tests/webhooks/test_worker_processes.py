@@ -1,0 +1,71 @@
+"""``worker --workers N`` serves from N uvicorn processes (the benchmark's scaling run uses it)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import orjson
+
+from tests.webhooks.reviews import body, pod
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_worker_processes_serve(tmp_path):
+    (tmp_path / "objects").mkdir()
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpustack_operator",
+            "worker",
+            "--webhooks-only",
+            "--insecure",
+            "--objects",
+            str(tmp_path / "objects"),
+            "--bind-address",
+            "127.0.0.1",
+            "--secure-port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/validate-gpustack-worker-core-v1-pod",
+                    data=body(pod(), uid="w2"),
+                    headers={"Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(request, timeout=2) as response:
+                    answer = orjson.loads(response.read())
+                break
+            except OSError:
+                assert process.poll() is None, process.stdout.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "the server did not answer"
+                time.sleep(0.2)
+        assert answer["response"] == {"uid": "w2", "allowed": True}
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert len(children) >= 2
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(20)
