@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import orjson
 
@@ -65,7 +66,8 @@ def test_two_worker_processes_serve(tmp_path):
         children = subprocess.run(
             ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
         ).stdout.split()
-        assert len(children) >= 2
+        workers = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(workers) == 2
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(20)
