@@ -105,6 +105,12 @@ def parser() -> argparse.ArgumentParser:
         help="also serve /null, an endpoint that decodes and allows (benchmarks)",
     )
     worker.add_argument(
+        "--log-denials",
+        action="store_true",
+        help="log every refused admission as a JSON line (retryable ones are always logged); off by "
+        "default because a line costs more than the decision, and /metrics counts denials",
+    )
+    worker.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
     )
     worker.set_defaults(func=_worker)

@@ -21,6 +21,7 @@ ENV_OBJECTS = "GPUSTACK_WORKER_OBJECTS"
 ENV_KUBECONFIG = "GPUSTACK_WORKER_KUBECONFIG"
 ENV_NULL = "GPUSTACK_WORKER_NULL_ENDPOINT"
 ENV_MAX_BODY = "GPUSTACK_WORKER_MAX_BODY_BYTES"
+ENV_LOG_DENIALS = "GPUSTACK_WORKER_LOG_DENIALS"
 
 
 def lookups_from(objects: str | None, kubeconfig: str | None) -> Lookups:
@@ -37,6 +38,7 @@ def app_from_environment() -> Starlette:
         lookups_from(os.environ.get(ENV_OBJECTS) or None, os.environ.get(ENV_KUBECONFIG) or None),
         include_null=os.environ.get(ENV_NULL) == "1",
         max_body=int(os.environ.get(ENV_MAX_BODY, server.DEFAULT_MAX_BODY)),
+        log_denials=os.environ.get(ENV_LOG_DENIALS) == "1",
     )
 
 
@@ -103,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ[ENV_KUBECONFIG] = args.kubeconfig or ""
     os.environ[ENV_NULL] = "1" if args.null_endpoint else ""
     os.environ[ENV_MAX_BODY] = str(args.max_body_bytes)
+    os.environ[ENV_LOG_DENIALS] = "1" if args.log_denials else ""
     if args.objects and not Path(args.objects).is_dir():
         print(f"gpustack-operator worker: --objects {args.objects}: not a directory", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """One benchmark run of the admission server and the compiled hot paths.
 
-    python -m loadtests.bench [--connections 8] [--duration 10] [--workers-scan 1,2]
+    python -m loadtests.bench [--connections 8] [--duration 15] [--rounds 3] [--workers-scan 1,2]
 
 Serves three endpoints from the same stack (``gpustack-operator worker`` over TLS with file
 lookups): ``/null`` decodes and answers an AdmissionReview (the ceiling of the stack), the Pod
@@ -22,6 +22,7 @@ import re
 import resource
 import shutil
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,17 +53,23 @@ end
 """
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process and its live children (uvicorn workers), in seconds."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
-    pids = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(c) for c in children]
-    except OSError:
-        pass
-    for p in pids:
+    for p in [pid, *_children(pid)]:
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / tick
@@ -161,6 +168,11 @@ def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: in
     }
 
 
+def _median(runs: list[dict]) -> dict:
+    """Each figure's median over the passes (the middle pass by throughput for an odd count)."""
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
 def _check_answers(port: int, certs: Path, path: str, bodies: list[Path]) -> list[bool]:
     """Every body of the mix gets a well-formed answer; returns the allowed flags."""
     context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
@@ -191,7 +203,10 @@ def _write_bodies(directory: Path, kind: str) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, default=8, help="concurrent connections (default 8)")
-    parser.add_argument("--duration", type=int, default=10, help="seconds per endpoint (default 10)")
+    parser.add_argument(
+        "--duration", type=int, default=15, help="seconds per endpoint, over all rounds (default 15)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved passes per endpoint (medians)")
     parser.add_argument("--port", type=int, default=27790)
     parser.add_argument(
         "--workers-scan", default="1,2", help="uvicorn worker counts to measure the Pod webhook with"
@@ -217,14 +232,30 @@ def main(argv: list[str] | None = None) -> int:
         pod_allowed = _check_answers(args.port, certs, POD_PATH, pod_bodies)
         md_allowed = _check_answers(args.port, certs, MD_PATH, md_bodies)
         base = f"https://127.0.0.1:{args.port}"
-        for name, path, bodies in (
+        endpoints = (
             ("null", "/null", pod_bodies),
             ("pod", POD_PATH, pod_bodies),
             ("pod_mutate", POD_MUTATE_PATH, pod_bodies),
             ("md", MD_PATH, md_bodies),
-        ):
+        )
+        for _, path, bodies in endpoints:
             _wrk(base + path, bodies, lua, args.connections, 2, server)  # warm-up
-            results[name] = _wrk(base + path, bodies, lua, args.connections, args.duration, server)
+        # Interleaved rounds, medians per endpoint: a 2-core machine drifts over a run, and drift
+        # would otherwise land on whichever endpoint happened to run during it.
+        passes: dict[str, list[dict]] = {name: [] for name, _, _ in endpoints}
+        for _ in range(args.rounds):
+            for name, path, bodies in endpoints:
+                passes[name].append(
+                    _wrk(
+                        base + path,
+                        bodies,
+                        lua,
+                        args.connections,
+                        max(1, args.duration // args.rounds),
+                        server,
+                    )
+                )
+        results = {name: _median(runs) for name, runs in passes.items()}
     finally:
         server.stop()
 
@@ -255,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     print(
-        f"wrk -t1 -c{args.connections} -d{args.duration}s over TLS, one uvicorn worker; "
+        f"wrk -t1 -c{args.connections}, {args.rounds} interleaved passes of "
+        f"{max(1, args.duration // args.rounds)}s per endpoint (medians), TLS, one uvicorn worker; "
         f"mix: {len(pod_bodies)} Pod reviews ({pod_allowed.count(False)} refused), "
         f"{len(md_bodies)} ModelDeployment reviews ({md_allowed.count(False)} refused)"
     )

@@ -173,3 +173,23 @@ def test_readyz_waits_for_lookups():
 
 def test_review_builder_is_a_valid_request():
     assert review(pod())["request"]["kind"]["kind"] == "Pod"
+
+
+async def _not_ready(request, lookups):
+    from webhooks.decision import retry_later
+
+    return retry_later("InstanceType x has not observed its accelerators yet")
+
+
+@pytest.mark.parametrize("log_denials", [False, True])
+def test_denials_are_logged_on_request_retryable_ones_always(caplog, log_denials):
+    hooks = (_webhook(_refuse, mutating=False), _webhook(_not_ready, kind="Node"))
+    app = server.create_app(FileLookups(), webhooks=hooks, log_denials=log_denials)
+    with caplog.at_level("INFO", logger="webhooks.server"), TestClient(app) as test_client:
+        test_client.post(VALIDATE, content=body(pod("web")), headers=JSON)
+        test_client.post(
+            BOOM, content=body({"kind": "Node", "metadata": {"name": "n"}}, kind="Node"), headers=JSON
+        )
+    denied = [r for r in caplog.records if r.msg == "denied"]
+    codes = sorted(r.code for r in denied)
+    assert codes == ([422, 500] if log_denials else [500])
