@@ -142,12 +142,24 @@ WEBHOOKS: tuple[Webhook, ...] = (
     Webhook(True, GROUP, "v1", "instances", "Instance", "webhooks.instance:default", scope="Namespaced"),
     # ModelDeployment: both halves opt in to deletion, declining their lookup rules themselves.
     Webhook(
-        True, GROUP, "v1", "modeldeployments", "ModelDeployment", "webhooks.model_deployment:default",
-        scope="Namespaced", handles_deletion=True,
+        True,
+        GROUP,
+        "v1",
+        "modeldeployments",
+        "ModelDeployment",
+        "webhooks.model_deployment:default",
+        scope="Namespaced",
+        handles_deletion=True,
     ),
     Webhook(
-        False, GROUP, "v1", "modeldeployments", "ModelDeployment", "webhooks.model_deployment:validate",
-        scope="Namespaced", handles_deletion=True,
+        False,
+        GROUP,
+        "v1",
+        "modeldeployments",
+        "ModelDeployment",
+        "webhooks.model_deployment:validate",
+        scope="Namespaced",
+        handles_deletion=True,
     ),
     Webhook(False, GROUP, "v1", "instances", "Instance", "webhooks.instance:validate", scope="Namespaced"),
 )

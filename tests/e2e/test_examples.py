@@ -82,5 +82,7 @@ def test_alternative_examples_create_with_server_dry_run(cluster, example_cluste
     for path in sorted((EXAMPLES / "alternatives").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             doc["metadata"]["namespace"] = "team-a-alt"
-            result = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+            result = cluster.kubectl(
+                "create", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False
+            )
             assert result.returncode == 0, f"{path.name}: {result.stderr}"
