@@ -16,7 +16,8 @@ dev: bootstrap cluster-binaries   ## local control plane + simulated GPU nodes +
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries  ## the whole suite: unit, webhooks, e2e against the real control plane
+test: bootstrap cluster-binaries  ## ruff, then the whole suite: unit, webhooks, e2e against the real control plane
+	@.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null
 	@$(PY) -m pytest -q
 
 test-unit: bootstrap       ## unit and webhook tests only (no control plane)
