@@ -25,7 +25,9 @@ SERVER_DEFAULTS = json.loads(
 
 def _documents() -> list[tuple[str, dict]]:
     out = []
-    for path in sorted(EXAMPLES.rglob("*.yaml")):
+    # The seeds' manifests: the main set and its alternatives (examples/cluster/ holds the objects
+    # `admit --objects` reads, not manifests a user applies).
+    for path in sorted([*EXAMPLES.glob("*.yaml"), *EXAMPLES.glob("alternatives/*.yaml")]):
         for index, document in enumerate(yaml.safe_load_all(path.read_text())):
             out.append((f"{path.relative_to(EXAMPLES)}#{index}", document))
     return out
