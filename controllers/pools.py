@@ -22,8 +22,7 @@ from typing import Any
 from api import API_VERSION, unit_presets
 from api import constants as c
 from api.manufacturers import UNITS_PER_CARD, manufacturer_of_group
-from api.naming import instance_type_name, local_queue_name, topology_profile
-from webhooks.instance_type import schedule_labels
+from api.naming import instance_type_name, local_queue_name, schedule_labels, topology_profile
 
 Obj = dict[str, Any]
 

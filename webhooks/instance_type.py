@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from api import constants as c
-from api.naming import local_queue_name
+from api.naming import local_queue_name, schedule_labels
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject, required
 from webhooks.lookups import Lookups
@@ -25,22 +25,6 @@ _POSITIVE_INTEGER = re.compile(r"^[1-9][0-9]*$")
 _GIBIBYTES = re.compile(r"^[1-9][0-9]*Gi$")
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
 SETTING_AWARE_CPU = "instance-type-aware-cpu-manufacturer"
-
-
-def schedule_labels(spec: dict[str, Any], aware_cpu: bool) -> dict[str, str]:
-    """The labels a pool's ClusterQueue and InstanceType carry: the node labels that select it."""
-    labels = {
-        c.LABEL_ACCELERATABLE: "true" if spec.get("acceleratable") else "false",
-        c.LABEL_OS: spec.get("os") or "",
-        c.LABEL_ARCH: spec.get("arch") or "",
-    }
-    group = spec.get("acceleratorGroup") or ""
-    if spec.get("acceleratable") and group:
-        labels[c.label_accelerator_group(group)] = "true"
-    general = spec.get("generalGroup") or c.GENERIC_GROUP
-    if aware_cpu and general != c.GENERIC_GROUP:
-        labels[c.label_general_group(general)] = "true"
-    return {key: value for key, value in labels.items() if value}
 
 
 async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
