@@ -9,68 +9,10 @@ from hypothesis import strategies as st
 from fastpath import fit
 from fastpath.pure import load
 from fastpath.requests import Demand
+from tests.unit.ledgers import H100, H100_PROFILES, T4, M, accelerator, devices
 
 interpreted = load("fit")
 BOTH = pytest.mark.parametrize("f", [fit, interpreted], ids=["compiled", "interpreted"])
-M = 1_600_000
-T4 = "nvidia-tesla-t4"
-H100 = "nvidia-h100-80gb-hbm3"
-H100_PROFILES = [
-    {
-        "name": "1g.10gb",
-        "memoryMib": 9856,
-        "count": 7,
-        "placements": [{"start": s, "length": 1} for s in range(7)],
-    },
-    {
-        "name": "1g.20gb",
-        "memoryMib": 19968,
-        "count": 4,
-        "placements": [{"start": s, "length": 2} for s in (0, 2, 4, 6)],
-    },
-    {
-        "name": "2g.20gb",
-        "memoryMib": 19968,
-        "count": 3,
-        "placements": [{"start": s, "length": 2} for s in (0, 2, 4)],
-    },
-    {
-        "name": "3g.40gb",
-        "memoryMib": 40192,
-        "count": 2,
-        "placements": [{"start": s, "length": 4} for s in (0, 4)],
-    },
-    {"name": "4g.40gb", "memoryMib": 40192, "count": 1, "placements": [{"start": 0, "length": 4}]},
-    {"name": "7g.80gb", "memoryMib": 80768, "count": 1, "placements": [{"start": 0, "length": 8}]},
-]
-
-
-def accelerator(i: int, slices: int = 128, profiles: list | None = None, unhealthy: bool = False) -> dict:
-    status: dict = {"unhealthy": unhealthy, "logicalSliced": {"count": 0 if profiles else slices}}
-    if profiles:
-        status["physicalSliced"] = {"count": max(p["count"] for p in profiles), "profiles": profiles}
-    return {"id": f"GPU-{i}", "index": i, "physicalIndexes": [i], "status": status}
-
-
-def devices(node: str, group: str, accelerators: list, rows: list | None = None) -> dict:
-    obj = {
-        "kind": "Devices",
-        "metadata": {"name": node, "labels": {f"acceleratable.feature.gpustack.ai/{group}": "true"}},
-        "spec": {
-            "groups": [
-                {
-                    "id": group,
-                    "manufacturer": "nvidia",
-                    "name": group,
-                    "memory": 15360,
-                    "accelerators": accelerators,
-                }
-            ]
-        },
-    }
-    if rows is not None:
-        obj["status"] = {"groups": [{"id": group, "manufacturer": "nvidia", "accelerators": rows}]}
-    return obj
 
 
 def two_nodes() -> list[dict]:
