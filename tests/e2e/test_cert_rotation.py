@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import subprocess
 import threading
 import time
 
 import pytest
-from cryptography import x509
 
 from tests.cases import pods
+from tests.net import served_serial
 
 from .conftest import ensure_namespace, gpustack
 
@@ -20,12 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _served_serial(op) -> int:
-    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
-    with (
-        socket.create_connection(("127.0.0.1", op.port), timeout=5) as raw,
-        context.wrap_socket(raw, server_hostname="127.0.0.1") as wrapped,
-    ):
-        return x509.load_der_x509_certificate(wrapped.getpeercert(binary_form=True)).serial_number
+    return served_serial(op.port, str(op.cert_dir / "ca.crt"))
 
 
 def test_rotation_under_load_fails_no_admission(cluster, webhooks):

@@ -4,39 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import socket
-import ssl
 import threading
 import time
 
 import pytest
 import uvicorn
-from cryptography import x509
 
 from certs import issue
+from tests.net import free_port, served_serial
 from webhooks import server, tls
 from webhooks.lookups import FileLookups
-
-
-def _served_serial(port: int, ca: str) -> int:
-    context = ssl.create_default_context(cafile=ca)
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
-        context.wrap_socket(raw, server_hostname="127.0.0.1") as wrapped,
-    ):
-        return x509.load_der_x509_certificate(wrapped.getpeercert(binary_form=True)).serial_number
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def running(tmp_path, monkeypatch):
     issue.ensure(tmp_path, ["localhost"], ["127.0.0.1"])
-    port = _free_port()
+    port = free_port()
     monkeypatch.setattr(tls, "WATCH_INTERVAL", 0.2)
     config = server._TLSConfig(
         server.create_app(FileLookups(), webhooks=()),
@@ -61,12 +44,12 @@ def running(tmp_path, monkeypatch):
 def test_rotated_certificate_is_served_without_restart(running):
     directory, port = running
     ca = str(directory / "ca.crt")
-    first = _served_serial(port, ca)
+    first = served_serial(port, ca)
     rotated = issue.issue_serving(issue.Paths(directory), ["localhost"], ["127.0.0.1"])
     deadline = time.monotonic() + 10
-    while _served_serial(port, ca) == first and time.monotonic() < deadline:
+    while served_serial(port, ca) == first and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _served_serial(port, ca) == rotated.serial_number
+    assert served_serial(port, ca) == rotated.serial_number
 
 
 def test_ensure_rotates_only_when_due(tmp_path):

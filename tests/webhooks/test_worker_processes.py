@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,13 @@ from pathlib import Path
 
 import orjson
 
+from tests.net import free_port
 from tests.webhooks.reviews import body, pod
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_worker_processes_serve(tmp_path):
     (tmp_path / "objects").mkdir()
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
