@@ -98,21 +98,20 @@ async def run(
     current, refused = _schema_check(current)
     if refused is not None:
         return _outcome(refused, None, original, warnings)
-    labels = (current.get("metadata") or {}).get("labels") or {}
     for mutating in (True, False):
-        probe = _request(current, old, operation, dry_run)
-        for webhook in registry.for_request(probe, mutating=mutating):
+        request = _request(current, old, operation, dry_run)
+        for webhook in registry.for_request(request, mutating=mutating):
+            labels = (current.get("metadata") or {}).get("labels") or {}
             if not registry.selector_matches(webhook.object_selector, labels):
                 continue
-            request = _request(current, old, operation, dry_run)
             decision = await webhook(request, lookups)
             warnings.extend(decision.warnings)
             if not decision.allowed:
                 decision.warnings = []
                 return _outcome(decision, None, original, warnings)
-            if mutating and decision.patch:
+            if mutating and decision.patch:  # the next webhook sees the mutated object
                 current = jsonpatch.apply(current, decision.patch)
-                labels = (current.get("metadata") or {}).get("labels") or {}
+                request = _request(current, old, operation, dry_run)
         if mutating:
             current, refused = _schema_check(current)
             if refused is not None:
