@@ -24,7 +24,7 @@ def parse_duration(text: str) -> dt.timedelta:
 
 def patch_ca_bundle(directory: str, kubeconfig: str | None) -> list[str]:
     """Write the CA into every entry of our two webhook configurations in the cluster."""
-    from controllers.runtime.client import JSON_PATCH, Client, load_api_client
+    from kube.client import JSON_PATCH, Client, load_api_client
     from webhooks import registry
 
     client = Client(load_api_client(kubeconfig))

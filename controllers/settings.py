@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from api import constants as c
 from api.settings import definition, parse_bool
-from controllers.runtime.informer import Informer
+from kube.informer import Informer
 
 MIXED_ON_NODE = "instance-type-mixed-on-node"
 DERIVED_FROM_NODE = "instance-type-derived-from-node"

@@ -60,18 +60,15 @@ def _tls_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
 
 def start_controllers(kubeconfig: str | None, *, leader_election: bool = True) -> object:
     """Start every registered controller behind the Lease; returns the running manager."""
-    import importlib
-
-    from controllers import CONTROLLERS
-    from controllers.runtime.client import Client, load_api_client
-    from controllers.runtime.manager import Manager
+    from controllers.registry import CONTROLLERS
+    from kube.client import Client, load_api_client
+    from kube.manager import Manager
 
     manager = Manager(Client(load_api_client(kubeconfig)), leader_election=leader_election)
-    for ref in CONTROLLERS:
-        module, _, name = ref.partition(":")
-        manager.add(getattr(importlib.import_module(module), name))
+    for controller in CONTROLLERS:
+        manager.add(controller)
     manager.start(wait=False)  # the webhooks beside it serve while the caches fill
-    log.info("controller manager started", extra={"controllers": list(CONTROLLERS)})
+    log.info("controller manager started", extra={"controllers": [c.__name__ for c in CONTROLLERS]})
     return manager
 
 

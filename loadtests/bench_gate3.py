@@ -1,4 +1,4 @@
-"""Benchmark of gate 3's decision: time ``controllers.node_devices_fit.decide`` per Workload.
+"""Benchmark of gate 3's decision: time ``controllers.nodedevices.fit.decide`` per Workload.
 
 Run ``python -m loadtests.bench_gate3`` (after building the fastpath extensions).  The inputs are
 what the controller hands the decision — cached ResourceFlavors, Nodes and ``Devices``, the bound
@@ -27,7 +27,7 @@ from typing import Any
 
 from api import allocation
 from api import constants as c
-from controllers import node_devices_fit as nd
+from controllers.nodedevices import fit as nd
 from nodeplugins.devicemanager import simulated as sim
 
 A10G = sim.PRODUCTS["NVIDIA A10G"]

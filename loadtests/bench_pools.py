@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO / "tests" / "cluster"))
 import harness  # noqa: E402  (tests/cluster/harness.py)
 
 from api import API_VERSION  # noqa: E402
-from controllers.runtime.client import ApiError, Client, load_api_client  # noqa: E402
-from controllers.runtime.manager import RECONCILE_SECONDS, Manager  # noqa: E402
+from kube.client import ApiError, Client, load_api_client  # noqa: E402
+from kube.manager import RECONCILE_SECONDS, Manager  # noqa: E402
 from nodeplugins.devicemanager import simulated  # noqa: E402
 
 M = 1_600_000
@@ -47,12 +47,12 @@ PRODUCT = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 PREFIX = "bench-pools-"
 POOL_CONTROLLERS = (
-    "controllers.resource_flavors:ResourceFlavorReconciler",
-    "controllers.instance_types:InstanceTypeReconciler",
-    "controllers.cluster_queues:ClusterQueueReconciler",
-    "controllers.local_queues:LocalQueueReconciler",
-    "controllers.node_capacity_keys:NodeCapacityReconciler",
-    "controllers.devices_labels:DevicesLabelReconciler",
+    "controllers.pools.resource_flavors:ResourceFlavorReconciler",
+    "controllers.pools.instance_types:InstanceTypeReconciler",
+    "controllers.pools.cluster_queues:ClusterQueueReconciler",
+    "controllers.pools.local_queues:LocalQueueReconciler",
+    "controllers.pools.node_capacity_keys:NodeCapacityReconciler",
+    "controllers.pools.devices_labels:DevicesLabelReconciler",
 )
 
 

@@ -12,8 +12,8 @@ import asyncio
 from typing import Any
 
 from api import constants as c
-from controllers.runtime.client import ApiError, Client, load_api_client
-from controllers.runtime.informer import Informer
+from kube.client import ApiError, Client, load_api_client
+from kube.informer import Informer
 from webhooks.lookups import LookupFailed, Lookups
 
 Obj = dict[str, Any]

@@ -7,13 +7,13 @@ or registered under a different path than it is served on.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from api import GROUP
 from api import constants as c
+from webhooks import instance, instance_type, modeldeployment, pod, workload
 from webhooks.decision import Decision, allow
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
@@ -33,7 +33,7 @@ class Webhook:
     version: str
     resource: str  # plural, as in rules[].resources
     kind: str
-    handler_ref: str  # "module:function", imported on first use
+    handler: Handler
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
     failure_policy: str = "Fail"
     object_selector: dict[str, Any] | None = None
@@ -45,7 +45,6 @@ class Webhook:
     # may then only refuse what a finalizer-only change cannot trip); see the deletion guard.
     handles_deletion: bool = False
     match_policy: str = "Equivalent"
-    _handler: list[Handler] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -56,13 +55,6 @@ class Webhook:
     @property
     def path(self) -> str:
         return "/" + self.name.replace(".", "-")
-
-    @property
-    def handler(self) -> Handler:
-        if not self._handler:
-            module, _, function = self.handler_ref.partition(":")
-            self._handler.append(getattr(importlib.import_module(module), function))
-        return self._handler[0]
 
     def selects(self, request: AdmissionRequest) -> bool:
         return (
@@ -88,7 +80,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "pods",
         "Pod",
-        "webhooks.pod:mutate",
+        pod.mutate,
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
         reinvocation="IfNeeded",
@@ -99,7 +91,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "pods",
         "Pod",
-        "webhooks.pod:validate",
+        pod.validate,
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
     ),
@@ -110,7 +102,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1beta2",
         "workloads",
         "Workload",
-        "webhooks.workload:mutate",
+        workload.mutate,
         failure_policy="Ignore",
         match_conditions=(
             {
@@ -125,7 +117,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "instancetypes",
         "InstanceType",
-        "webhooks.instance_type:default",
+        instance_type.default,
         scope="Cluster",
         handles_deletion=True,
     ),
@@ -135,11 +127,11 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "instancetypes",
         "InstanceType",
-        "webhooks.instance_type:validate",
+        instance_type.validate,
         scope="Cluster",
         handles_deletion=True,
     ),
-    Webhook(True, GROUP, "v1", "instances", "Instance", "webhooks.instance:default", scope="Namespaced"),
+    Webhook(True, GROUP, "v1", "instances", "Instance", instance.default, scope="Namespaced"),
     # ModelDeployment: both halves opt in to deletion, declining their lookup rules themselves.
     Webhook(
         True,
@@ -147,7 +139,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "modeldeployments",
         "ModelDeployment",
-        "webhooks.model_deployment:default",
+        modeldeployment.default,
         scope="Namespaced",
         handles_deletion=True,
     ),
@@ -157,11 +149,11 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "v1",
         "modeldeployments",
         "ModelDeployment",
-        "webhooks.model_deployment:validate",
+        modeldeployment.validate,
         scope="Namespaced",
         handles_deletion=True,
     ),
-    Webhook(False, GROUP, "v1", "instances", "Instance", "webhooks.instance:validate", scope="Namespaced"),
+    Webhook(False, GROUP, "v1", "instances", "Instance", instance.validate, scope="Namespaced"),
 )
 
 

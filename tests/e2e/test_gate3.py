@@ -21,9 +21,9 @@ import harness
 import pytest
 
 from api import constants as c
-from controllers import node_devices_check as ndc
-from controllers.runtime.client import Client, load_api_client
-from controllers.runtime.manager import Manager
+from controllers.nodedevices import check as ndc
+from kube.client import Client, load_api_client
+from kube.manager import Manager
 from nodeplugins.devicemanager import simulated as sim
 
 pytestmark = pytest.mark.e2e

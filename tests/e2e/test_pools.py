@@ -15,7 +15,6 @@ The module expects to own the simulated H100/A10G/generic pools of the cluster i
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import threading
@@ -29,9 +28,9 @@ import pytest
 
 from api import constants as c
 from api.naming import local_queue_name
-from controllers import CONTROLLERS
-from controllers.runtime.client import Client, load_api_client
-from controllers.runtime.manager import Manager
+from controllers.registry import CONTROLLERS
+from kube.client import Client, load_api_client
+from kube.manager import Manager
 from nodeplugins.devicemanager import simulated
 
 pytestmark = pytest.mark.e2e
@@ -59,9 +58,8 @@ TENANTS = [f"pools-team-a-{SUFFIX}", f"pools-team-b-{SUFFIX}"]
 
 def start_controllers(info: harness.ClusterInfo) -> Manager:
     manager = Manager(Client(load_api_client(str(info.kubeconfig))), leader_election=False)
-    for spec in CONTROLLERS:
-        module, name = spec.split(":")
-        manager.add(getattr(importlib.import_module(module), name))
+    for controller in CONTROLLERS:
+        manager.add(controller)
     manager.start(sync_timeout=60)
     return manager
 

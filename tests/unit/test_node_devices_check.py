@@ -1,4 +1,4 @@
-"""controllers.node_devices_check: the gate-3 reconciler over a fake API client (no cluster)."""
+"""controllers.nodedevices.check: the gate-3 reconciler over a fake API client (no cluster)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from api import constants as c
-from controllers import node_devices_check as ndc
-from controllers import node_devices_fit as nd
-from controllers.runtime.client import ApiError
-from controllers.runtime.manager import Manager
+from controllers.nodedevices import check as ndc
+from controllers.nodedevices import fit as nd
+from kube.client import ApiError
+from kube.manager import Manager
 
 try:  # tests/unit as a package, or (without its __init__) as a rootdir on sys.path
     from tests.unit import test_node_devices_fit as objects
@@ -33,7 +33,7 @@ Obj = dict[str, Any]
 
 
 class FakeClient:
-    """Just enough of ``controllers.runtime.client.Client``: objects by (kind, namespace, name)."""
+    """Just enough of ``kube.client.Client``: objects by (kind, namespace, name)."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], Obj] = {}
@@ -281,6 +281,6 @@ def test_pod_field_selector_lists_one_node_when_it_can() -> None:
 
 
 def test_registered_in_the_worker() -> None:
-    import controllers
+    from controllers.registry import CONTROLLERS
 
-    assert "controllers.node_devices_check:NodeDevicesCheck" in controllers.CONTROLLERS
+    assert ndc.NodeDevicesCheck in CONTROLLERS

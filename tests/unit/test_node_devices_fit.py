@@ -1,4 +1,4 @@
-"""controllers.node_devices_fit: gate 3's per-card verdict (devices spec §6.3, §11 items 9-15)."""
+"""controllers.nodedevices.fit: gate 3's per-card verdict (devices spec §6.3, §11 items 9-15)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from api import allocation
 from api import constants as c
-from controllers import node_devices_fit as nd
+from controllers.nodedevices import fit as nd
 from nodeplugins.devicemanager import simulated as sim
 
 M = 1_600_000

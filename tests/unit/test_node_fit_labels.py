@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from controllers.node_fit_labels import desired_fit_labels, fit_label_patch, is_fit_label
+from controllers.nodedevices.fit_labels import desired_fit_labels, fit_label_patch, is_fit_label
 from nodeplugins.devicemanager import simulated
 
 A10G = simulated.PRODUCTS["NVIDIA A10G"]

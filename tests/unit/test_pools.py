@@ -1,4 +1,4 @@
-"""controllers.pools: flavors, topologies, derived InstanceTypes and LocalQueues from labelled
+"""controllers.pools.render: flavors, topologies, derived InstanceTypes and LocalQueues from labelled
 nodes (devices spec §5, §8; topology spec B.4)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 from api import constants as c
 from api.naming import local_queue_name, topology_profile
-from controllers import pools
+from controllers.pools import render
 from tests.unit.pools_fixtures import A10G, H100, HOSTNAME, T4, M, node
 
 A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
@@ -24,7 +24,7 @@ def test_check_value_of_the_entrance_hash() -> None:
 
 
 def test_flavor_groups_by_hardware_os_arch_count_and_profile() -> None:
-    groups = pools.flavor_groups(cluster())
+    groups = render.flavor_groups(cluster())
     assert sorted(groups) == [
         "gpustack--generic--nvidia-a10g-linux-amd64-4d",
         "gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d",
@@ -37,8 +37,8 @@ def test_flavor_groups_by_hardware_os_arch_count_and_profile() -> None:
 
 
 def test_accelerated_flavor_shape() -> None:
-    group = pools.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
-    flavor = pools.render_flavor(group)
+    group = render.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
+    flavor = render.render_flavor(group)
     assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2" and flavor["kind"] == "ResourceFlavor"
     key = "acceleratable.feature.gpustack.ai/nvidia-a10g"
     assert flavor["metadata"]["labels"] == {
@@ -80,7 +80,7 @@ def test_cpu_flavor_carries_the_cpu_detail_and_cores() -> None:
         "feature.gpustack.ai/cpu-stepping": "@unknown",
     }
     nodes = [node("cpu-1", cores=32, annotations=annotations)]
-    flavor = pools.render_flavor(pools.flavor_groups(nodes)["gpustack--generic-linux-amd64-32c"])
+    flavor = render.render_flavor(render.flavor_groups(nodes)["gpustack--generic-linux-amd64-32c"])
     assert flavor["metadata"]["labels"]["feature.gpustack.ai/acceleratable"] == "false"
     assert flavor["metadata"]["labels"]["general.feature.gpustack.ai/generic.capacity"] == "32"
     assert flavor["spec"]["nodeLabels"]["general.feature.gpustack.ai/generic.count"] == "32"
@@ -90,68 +90,68 @@ def test_cpu_flavor_carries_the_cpu_detail_and_cores() -> None:
 
 def test_mixed_on_node_off_keeps_accelerated_nodes_out_of_cpu_flavors() -> None:
     nodes = [*cluster(), node("cpu-1", cores=32, labels={c.LABEL_CPU_ONLY: "true"}), node("cpu-2", cores=16)]
-    groups = pools.flavor_groups(nodes, mixed_on_node=False)
+    groups = render.flavor_groups(nodes, mixed_on_node=False)
     assert sorted(n for n in groups if n.endswith("c")) == ["gpustack--generic-linux-amd64-32c"]
-    flavor = pools.render_flavor(groups["gpustack--generic-linux-amd64-32c"], mixed_on_node=False)
+    flavor = render.render_flavor(groups["gpustack--generic-linux-amd64-32c"], mixed_on_node=False)
     assert flavor["spec"]["nodeLabels"][c.LABEL_CPU_ONLY] == "true"
 
 
 def test_nodes_that_serve_no_pool() -> None:
     unmanaged = node("u", A10G, 4, drop=(c.LABEL_MANAGED,))
     unprofiled = node("p", A10G, 4, drop=(c.LABEL_TOPOLOGY_PROFILE,))
-    assert pools.flavor_groups([unmanaged, unprofiled]) == {}
+    assert render.flavor_groups([unmanaged, unprofiled]) == {}
 
 
 def test_a_manufacturer_label_is_not_an_accelerator_group() -> None:
-    facts = pools.node_facts(node("a", A10G, 4))
+    facts = render.node_facts(node("a", A10G, 4))
     assert facts.accelerators == (("nvidia-a10g", 4),)  # not acceleratable.../nvidia (no .count)
     assert facts.general_group == "generic" and facts.cores == 64
 
 
 def test_pool_of_five_t4_cards_across_two_nodes() -> None:
     # §5: 1 + 4 T4 cards → two flavors (per-node count 1 and 4); nominal 8,000,000 in all.
-    groups = pools.flavor_groups([node("t4-one", T4, 1), node("t4-four", T4, 4)])
-    flavors = [pools.render_flavor(g) for g in groups.values() if g.key.acceleratable]
-    assert sorted(pools.flavor_count(f) for f in flavors) == [1, 4]
-    pool = pools.pool_of_flavor(flavors[0], aware_cpu=False)
-    assert sum(pools.nominal_quota(pool, pools.flavor_capacity(f)) for f in flavors) == 8_000_000 == 5 * M
+    groups = render.flavor_groups([node("t4-one", T4, 1), node("t4-four", T4, 4)])
+    flavors = [render.render_flavor(g) for g in groups.values() if g.key.acceleratable]
+    assert sorted(render.flavor_count(f) for f in flavors) == [1, 4]
+    pool = render.pool_of_flavor(flavors[0], aware_cpu=False)
+    assert sum(render.nominal_quota(pool, render.flavor_capacity(f)) for f in flavors) == 8_000_000 == 5 * M
 
 
 def test_a_profile_other_than_hostname_is_part_of_the_flavor_name_and_topology() -> None:
     levels = ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", c.LABEL_HOSTNAME]
     profile = topology_profile(levels)
     zoned = node("z", A10G, 4, labels={c.LABEL_TOPOLOGY_PROFILE: profile})
-    (name,) = [n for n in pools.flavor_groups([zoned]) if "a10g" in n]
+    (name,) = [n for n in render.flavor_groups([zoned]) if "a10g" in n]
     assert name == f"gpustack--generic--nvidia-a10g-linux-amd64-4d-{profile}"
     source = {"spec": {"levels": ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", "x/y"]}}
-    assert pools.topology_levels(profile, [source]) == levels
-    assert pools.topology_levels(profile, []) is None
-    assert pools.topology_levels(HOSTNAME, []) == [c.LABEL_HOSTNAME]
-    topology = pools.render_topology(profile, levels)
+    assert render.topology_levels(profile, [source]) == levels
+    assert render.topology_levels(profile, []) is None
+    assert render.topology_levels(HOSTNAME, []) == [c.LABEL_HOSTNAME]
+    topology = render.render_topology(profile, levels)
     assert topology["metadata"]["name"] == f"gpustack-{profile}"
     assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]] == levels
 
 
 def test_flavor_drift_is_only_about_immutable_fields() -> None:
-    flavor = pools.render_flavor(
-        pools.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
+    flavor = render.render_flavor(
+        render.flavor_groups(cluster())["gpustack--generic--nvidia-a10g-linux-amd64-4d"]
     )
     current = json.loads(json.dumps(flavor))
-    assert pools.flavor_spec_drift(flavor, current) == []
+    assert render.flavor_spec_drift(flavor, current) == []
     current["spec"]["topologyName"] = "gpustack-other"
     current["spec"]["nodeLabels"]["extra"] = "1"
-    assert pools.flavor_spec_drift(flavor, current) == ["nodeLabels", "topologyName"]
+    assert render.flavor_spec_drift(flavor, current) == ["nodeLabels", "topologyName"]
 
 
 def test_derived_instance_types_take_the_unit_preset_of_their_tier() -> None:
-    flavors = [pools.render_flavor(g) for g in pools.flavor_groups(cluster()).values()]
-    derived = pools.derived_pools(flavors, aware_cpu=False)
+    flavors = [render.render_flavor(g) for g in render.flavor_groups(cluster()).values()]
+    derived = render.derived_pools(flavors, aware_cpu=False)
     assert sorted(derived) == [
         "gpustack--generic-linux-amd64",
         A10G_POOL,
         "gpustack--nvidia-h100-80gb-hbm3-linux-amd64",
     ]
-    a10g = pools.derived_instance_type(derived[A10G_POOL], aware_cpu=False)
+    a10g = render.derived_instance_type(derived[A10G_POOL], aware_cpu=False)
     assert a10g["metadata"]["labels"] == {
         "feature.gpustack.ai/acceleratable": "true",
         "kubernetes.io/os": "linux",
@@ -169,11 +169,11 @@ def test_derived_instance_types_take_the_unit_preset_of_their_tier() -> None:
         "unitResources": {"cpu": "8", "ram": "64Gi"},
         "localStorage": "100Gi",
     }
-    h100 = pools.derived_instance_type(
+    h100 = render.derived_instance_type(
         derived["gpustack--nvidia-h100-80gb-hbm3-linux-amd64"], aware_cpu=False
     )
     assert h100["spec"]["unitResources"] == {"cpu": "12", "ram": "192Gi"}
-    cpu = pools.derived_instance_type(derived["gpustack--generic-linux-amd64"], aware_cpu=False)
+    cpu = render.derived_instance_type(derived["gpustack--generic-linux-amd64"], aware_cpu=False)
     assert (
         cpu["spec"]["unitResources"] == {"cpu": "1", "ram": "2Gi"} and "acceleratorGroup" not in cpu["spec"]
     )
@@ -193,57 +193,57 @@ def test_awareness_splits_pools_by_cpu_key() -> None:
             drop=("general.feature.gpustack.ai/generic", "general.feature.gpustack.ai/generic.count"),
         )
     ]
-    flavors = [pools.render_flavor(g, aware_cpu=True) for g in pools.flavor_groups(nodes).values()]
-    assert sorted(pools.name_of(f) for f in flavors) == [
+    flavors = [render.render_flavor(g, aware_cpu=True) for g in render.flavor_groups(nodes).values()]
+    assert sorted(render.name_of(f) for f in flavors) == [
         "gpustack--amd-epyc-7763--nvidia-a10g-linux-amd64-4d",
         "gpustack--amd-epyc-7763-linux-amd64-96c",
     ]
-    assert sorted(pools.derived_pools(flavors, aware_cpu=True)) == [
+    assert sorted(render.derived_pools(flavors, aware_cpu=True)) == [
         "gpustack--amd-epyc-7763--nvidia-a10g-linux-amd64",
         "gpustack--amd-epyc-7763-linux-amd64",
     ]
-    assert sorted(pools.derived_pools(flavors, aware_cpu=False)) == [
+    assert sorted(render.derived_pools(flavors, aware_cpu=False)) == [
         "gpustack--generic-linux-amd64",
         A10G_POOL,
     ]
 
 
 def test_admin_instance_types_match_flavors_by_schedule_labels() -> None:
-    flavors = [pools.render_flavor(g) for g in pools.flavor_groups(cluster()).values()]
+    flavors = [render.render_flavor(g) for g in render.flavor_groups(cluster()).values()]
     admin = {
         "metadata": {"name": "a10g-12c128g"},
         "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-a10g", "os": "linux", "arch": "amd64"},
     }
-    assert [pools.name_of(f) for f in pools.pool_flavors(admin, flavors, aware_cpu=False)] == [
+    assert [render.name_of(f) for f in render.pool_flavors(admin, flavors, aware_cpu=False)] == [
         "gpustack--generic--nvidia-a10g-linux-amd64-4d"
     ]
     generic = {"metadata": {"name": "cpu"}, "spec": {"acceleratable": False, "os": "linux", "arch": "amd64"}}
-    assert [pools.name_of(f) for f in pools.pool_flavors(generic, flavors, aware_cpu=False)] == [
+    assert [render.name_of(f) for f in render.pool_flavors(generic, flavors, aware_cpu=False)] == [
         "gpustack--generic-linux-amd64-64c"
     ]
     other = {
         "metadata": {"name": "x"},
         "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-l4", "os": "linux", "arch": "amd64"},
     }
-    assert pools.pool_flavors(other, flavors, aware_cpu=False) == []
+    assert render.pool_flavors(other, flavors, aware_cpu=False) == []
 
 
 def test_local_queues_in_tenant_namespaces_only() -> None:
     queues = [A10G_POOL, "gpustack--generic-linux-amd64"]
     team = {"metadata": {"name": "team-a"}, "status": {"phase": "Active"}}
-    apply, delete = pools.local_queue_plan(queues, team, [])
+    apply, delete = render.local_queue_plan(queues, team, [])
     assert [b["metadata"]["name"] for b in apply] == sorted(local_queue_name(q) for q in queues)
     a10g = next(b for b in apply if b["spec"]["clusterQueue"] == A10G_POOL)
     assert a10g["metadata"]["name"] == "gpustack-fnv64-c4680bb149644f1c"
     assert a10g["metadata"]["annotations"] == {"schedule.gpustack.ai/queue": A10G_POOL}
     assert delete == []
     for system in ("kube-system", "kube-public", "kube-node-lease", "gpustack-system", "kueue-system"):
-        assert pools.local_queue_plan(queues, {"metadata": {"name": system}}, []) == ([], [])
+        assert render.local_queue_plan(queues, {"metadata": {"name": system}}, []) == ([], [])
     terminating = {"metadata": {"name": "t"}, "status": {"phase": "Terminating"}}
-    assert pools.local_queue_plan(queues, terminating, [])[0] == []
+    assert render.local_queue_plan(queues, terminating, [])[0] == []
     # An up-to-date queue is left alone; ours for a gone ClusterQueue is deleted; others' are not ours.
-    stale = pools.render_local_queue("gpustack--gone-linux-amd64", "team-a")
+    stale = render.render_local_queue("gpustack--gone-linux-amd64", "team-a")
     foreign = {"metadata": {"name": "mine", "namespace": "team-a"}}
-    apply, delete = pools.local_queue_plan(queues, team, [a10g, stale, foreign])
+    apply, delete = render.local_queue_plan(queues, team, [a10g, stale, foreign])
     assert [b["spec"]["clusterQueue"] for b in apply] == ["gpustack--generic-linux-amd64"]
     assert delete == [stale["metadata"]["name"]]

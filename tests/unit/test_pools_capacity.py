@@ -1,11 +1,11 @@
-"""controllers.node_capacity and the Devices label mirror: gate 4's node counting keys (§3.2)."""
+"""controllers.pools.node_capacity and the Devices label mirror: gate 4's node counting keys (§3.2)."""
 
 from __future__ import annotations
 
 from api import constants as c
-from controllers.devices_labels import label_patch
-from controllers.node_capacity import capacity_patch, counting_key, node_capacity
-from controllers.node_capacity_keys import credits_enabled
+from controllers.pools.devices_labels import label_patch
+from controllers.pools.node_capacity import capacity_patch, counting_key, node_capacity
+from controllers.pools.node_capacity_keys import credits_enabled
 from tests.unit.pools_fixtures import A10G, H100, M, devices, node, partition_example
 
 

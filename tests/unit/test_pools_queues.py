@@ -1,4 +1,4 @@
-"""controllers.queue_plan: a pool's ClusterQueue — resource groups, admission checks and the
+"""controllers.pools.queue_plan: a pool's ClusterQueue — resource groups, admission checks and the
 stop-policy state machine (devices spec §8, §11.14; topology spec B.4)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 
 from api import constants as c
-from controllers import pools
-from controllers.queue_plan import (
+from controllers.pools import render
+from controllers.pools.queue_plan import (
     ANNOTATION_APPLIED_STOP,
     ANNOTATION_DRAIN_HOLD,
     MAX_FLAVORS,
@@ -24,7 +24,7 @@ SETTINGS = QueueSettings()
 
 
 def flavors_of(*nodes: dict) -> list[dict]:
-    return [pools.render_flavor(g) for g in pools.flavor_groups(nodes).values()]
+    return [render.render_flavor(g) for g in render.flavor_groups(nodes).values()]
 
 
 def instance_type(name: str = A10G_POOL, group: str = "nvidia-a10g", **spec: object) -> dict:
@@ -52,7 +52,7 @@ def kueue_wrote(queue: dict, generation: int = 1, reserving: int = 0, flavors: d
 
 def plan(it: dict | None, queue: dict | None, flavors: list[dict], **kw: object):
     return plan_queue(
-        pools.name_of(it) if it else A10G_POOL,
+        render.name_of(it) if it else A10G_POOL,
         it,
         queue,
         flavors,
@@ -191,7 +191,7 @@ def test_a_finalizing_flavor_is_dropped_in_place() -> None:
     )
     gone = copy.deepcopy(flavors)
     for f in gone:
-        if pools.name_of(f) == "gpustack--generic--nvidia-a10g-linux-amd64-8d":  # its nodes left
+        if render.name_of(f) == "gpustack--generic--nvidia-a10g-linux-amd64-8d":  # its nodes left
             f["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     result = plan(it, queue, gone).apply
     assert result["spec"]["stopPolicy"] == "None"
@@ -207,7 +207,7 @@ def test_a_live_flavor_leaving_the_plan_while_reserved_drains_then_swaps() -> No
     queue = kueue_wrote(plan(it, None, flavors).apply, reserving=1, flavors={eight: M})
     moved = copy.deepcopy(flavors)
     for f in moved:
-        if pools.name_of(f) == eight:  # relabelled away from this pool, still live
+        if render.name_of(f) == eight:  # relabelled away from this pool, still live
             f["metadata"]["labels"]["kubernetes.io/arch"] = "arm64"
     draining = plan(it, queue, moved)
     assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain"
@@ -279,7 +279,7 @@ def test_more_flavors_than_a_group_holds_is_refused() -> None:
 
 def test_overlapping_selectors_are_refused() -> None:
     flavors = flavors_of(node("a", A10G, 4))
-    twin = copy.deepcopy(flavors[0] if "a10g" in pools.name_of(flavors[0]) else flavors[1])
+    twin = copy.deepcopy(flavors[0] if "a10g" in render.name_of(flavors[0]) else flavors[1])
     twin["metadata"]["name"] += "-twin"
     del twin["spec"]["nodeLabels"]["acceleratable.feature.gpustack.ai/nvidia-a10g.count"]
     queue = kueue_wrote(plan(instance_type(), None, flavors).apply)

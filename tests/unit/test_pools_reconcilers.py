@@ -9,15 +9,15 @@ from typing import Any
 
 from api import constants as c
 from api.naming import local_queue_name
-from controllers import pools
-from controllers.cluster_queues import ClusterQueueReconciler
-from controllers.devices_labels import DevicesLabelReconciler
-from controllers.instance_types import InstanceTypeReconciler
-from controllers.local_queues import LocalQueueReconciler
-from controllers.node_capacity_keys import NodeCapacityReconciler
-from controllers.resource_flavors import ResourceFlavorReconciler
-from controllers.runtime.client import ApiError
-from controllers.runtime.manager import Manager
+from controllers.pools import render
+from controllers.pools.cluster_queues import ClusterQueueReconciler
+from controllers.pools.devices_labels import DevicesLabelReconciler
+from controllers.pools.instance_types import InstanceTypeReconciler
+from controllers.pools.local_queues import LocalQueueReconciler
+from controllers.pools.node_capacity_keys import NodeCapacityReconciler
+from controllers.pools.resource_flavors import ResourceFlavorReconciler
+from kube.client import ApiError
+from kube.manager import Manager
 from tests.unit.pools_fixtures import A10G, H100, devices, node, sliced
 
 Obj = dict[str, Any]
@@ -224,7 +224,7 @@ def test_converges_then_a_restart_writes_nothing() -> None:
             "gpustack--nvidia-h100-80gb-hbm3-linux-amd64",
         ]
     )
-    assert kinds(world, "Topology") == [f"gpustack-{pools.HOSTNAME_PROFILE}"]
+    assert kinds(world, "Topology") == [f"gpustack-{render.HOSTNAME_PROFILE}"]
     lqs = sorted((ns, name) for (k, ns, name) in world.objects if k == "LocalQueue")
     assert {ns for ns, _ in lqs} == {"team-a"} and len(lqs) == 3
     h100 = world.objects[("InstanceType", "", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")]

@@ -1,4 +1,4 @@
-"""controllers.instance_type_status: phase, entrance, detail and the four views of an InstanceType,
+"""controllers.pools.instance_type_status: phase, entrance, detail and the four views of an InstanceType,
 with both worked examples of the devices spec (§7)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 from api import constants as c
-from controllers import pools
-from controllers.instance_type_status import phase_of, pool_nodes, render_status, status_changed
-from controllers.queue_plan import QueueSettings, plan_queue
+from controllers.pools import render
+from controllers.pools.instance_type_status import phase_of, pool_nodes, render_status, status_changed
+from controllers.pools.queue_plan import QueueSettings, plan_queue
 from tests.unit.pools_fixtures import A10G, H100, HOSTNAME, T4, M, devices, node, partition_example, sliced
 
 T4_POOL = "gpustack--nvidia-tesla-t4-linux-amd64"
@@ -44,8 +44,8 @@ def worked_example_one() -> tuple[list, dict]:
     rows[2].update(mode=2, allocated=480_000, remaining=1_120_000)
     b = devices("node-b", T4, 1)
     facts = [
-        pools.node_facts(node("node-a", T4, 4, cores=48)),
-        pools.node_facts(node("node-b", T4, 1, cores=24)),
+        render.node_facts(node("node-a", T4, 4, cores=48)),
+        render.node_facts(node("node-b", T4, 1, cores=24)),
     ]
     return facts, {"node-a": a, "node-b": b}
 
@@ -61,11 +61,11 @@ def test_worked_example_unpartitioned() -> None:
     assert status["cpuSummary"] == "48/72"
     assert status["unitSummary"] == "8/64Gi/100Gi"
     assert status["phase"] == "Active" and "phaseMessage" not in status
-    assert status["entrance"] == "gpustack-fnv64-" + pools.local_queue_name(T4_POOL)[-16:]
+    assert status["entrance"] == "gpustack-fnv64-" + render.local_queue_name(T4_POOL)[-16:]
 
 
 def test_worked_example_partitioned_with_zero_profiles_kept() -> None:
-    facts = [pools.node_facts(node("h1", H100, 3, partitioned=True))]
+    facts = [render.node_facts(node("h1", H100, 3, partitioned=True))]
     ledger = partition_example()
     status = render_status(
         instance_type(H100_POOL, "nvidia-h100-80gb-hbm3"), active_queue(H100_POOL), facts, {"h1": ledger}
@@ -109,7 +109,7 @@ def test_worked_example_partitioned_with_zero_profiles_kept() -> None:
 
 
 def test_detail_comes_from_one_devices_read() -> None:
-    facts = [pools.node_facts(node("a", A10G, 4))]
+    facts = [render.node_facts(node("a", A10G, 4))]
     status = render_status(
         instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g"),
         active_queue("x"),
@@ -127,7 +127,7 @@ def test_detail_comes_from_one_devices_read() -> None:
 
 
 def test_half_sliced_cards_and_a_ledger_change() -> None:
-    facts = [pools.node_facts(node(n, H100, 8)) for n in ("h100-a", "h100-b")]
+    facts = [render.node_facts(node(n, H100, 8)) for n in ("h100-a", "h100-b")]
     it = instance_type(H100_POOL, "nvidia-h100-80gb-hbm3")
     half = {n: sliced(devices(n, H100, 8), 50) for n in ("h100-a", "h100-b")}
     status = render_status(it, active_queue(H100_POOL), facts, half)
@@ -143,7 +143,7 @@ def test_half_sliced_cards_and_a_ledger_change() -> None:
 
 
 def test_cpu_pool_status() -> None:
-    facts = [pools.node_facts(node("a", A10G, 4, cores=64)), pools.node_facts(node("c", cores=16))]
+    facts = [render.node_facts(node("a", A10G, 4, cores=64)), render.node_facts(node("c", cores=16))]
     it = instance_type("gpustack--generic-linux-amd64", unitResources={"cpu": "1", "ram": "2Gi"})
     status = render_status(it, active_queue("x"), facts, {})
     assert status["cpuSummary"] == "64/80" and status["cpu"]["capacity"] == "80"
@@ -173,15 +173,15 @@ def test_phases() -> None:
 
 def test_pool_nodes_follow_the_matching_live_flavors() -> None:
     nodes = [node("a", A10G, 4), node("b", A10G, 8), node("h", H100, 8)]
-    groups = pools.flavor_groups(nodes)
-    flavors = [pools.render_flavor(g) for g in groups.values()]
+    groups = render.flavor_groups(nodes)
+    flavors = [render.render_flavor(g) for g in groups.values()]
     it = instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g")
     assert pool_nodes(it, groups, flavors, aware_cpu=False) == ["a", "b"]
     cpu = instance_type("gpustack--generic-linux-amd64")
     assert pool_nodes(cpu, groups, flavors, aware_cpu=False) == ["a", "b", "h"]
     # And the queue that pool gets, from the same flavors.
     queue = plan_queue(
-        pools.name_of(it), it, None, flavors, {f"gpustack-{HOSTNAME}"}, set(), QueueSettings()
+        render.name_of(it), it, None, flavors, {f"gpustack-{HOSTNAME}"}, set(), QueueSettings()
     ).apply
     assert (
         sum(int(f["resources"][0]["nominalQuota"]) for f in queue["spec"]["resourceGroups"][0]["flavors"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from controllers.runtime.workqueue import WorkQueue
+from kube.workqueue import WorkQueue
 
 
 def test_a_key_is_queued_once():

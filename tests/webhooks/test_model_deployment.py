@@ -20,10 +20,10 @@ from tests.webhooks.model_deployments import (
     role,
     run,
 )
-from webhooks import chain, model_deployment
+from webhooks import chain, modeldeployment
 from webhooks.lookups import FileLookups
 
-validate = model_deployment.validate
+validate = modeldeployment.validate
 
 
 def accepted(obj, **kwargs):

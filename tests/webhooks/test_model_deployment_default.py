@@ -20,11 +20,11 @@ from tests.webhooks.model_deployments import (
     role,
     run,
 )
-from webhooks import model_deployment
+from webhooks import modeldeployment
 from webhooks import patch as jsonpatch
 from webhooks.lookups import FileLookups, LookupFailed
 
-default = model_deployment.default
+default = modeldeployment.default
 
 
 def test_accelerator_defaults_to_one_on_an_acceleratable_type():

@@ -13,7 +13,7 @@ import yaml
 
 from tests.webhooks import objects
 from tests.webhooks.model_deployments import request
-from webhooks import chain, model_deployment
+from webhooks import chain, modeldeployment
 from webhooks import patch as jsonpatch
 from webhooks.lookups import FileLookups
 
@@ -64,10 +64,10 @@ def test_the_examples_are_found():
 def test_example_is_admitted_by_both_handlers(path):
     obj = load(path)
     lookups = FileLookups(cluster_objects())
-    mutated = asyncio.run(model_deployment.default(request(obj), lookups))
+    mutated = asyncio.run(modeldeployment.default(request(obj), lookups))
     assert mutated.allowed, mutated.message
     after = jsonpatch.apply(obj, mutated.patch)
-    decision = asyncio.run(model_deployment.validate(request(after), lookups))
+    decision = asyncio.run(modeldeployment.validate(request(after), lookups))
     assert decision.allowed, decision.message
 
 

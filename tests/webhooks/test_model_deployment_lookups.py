@@ -28,10 +28,10 @@ from tests.webhooks.model_deployments import (
     role,
     run,
 )
-from webhooks import model_deployment
+from webhooks import modeldeployment
 from webhooks.lookups import FileLookups, LookupFailed
 
-validate = model_deployment.validate
+validate = modeldeployment.validate
 
 
 def accepted(obj, **kwargs):

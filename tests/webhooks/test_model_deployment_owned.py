@@ -7,9 +7,9 @@ import pytest
 
 from tests.webhooks import objects
 from tests.webhooks.model_deployments import cause, cluster, deleting, kv_cache, md, paths, role, run
-from webhooks import model_deployment
+from webhooks import modeldeployment
 
-validate = model_deployment.validate
+validate = modeldeployment.validate
 
 
 def _args(engine, *args, **fields):

@@ -22,11 +22,11 @@ from tests.webhooks.model_deployments import (
     role,
     run,
 )
-from webhooks import chain, model_deployment
+from webhooks import chain, modeldeployment
 from webhooks import patch as jsonpatch
 from webhooks.lookups import FileLookups
 
-validate = model_deployment.validate
+validate = modeldeployment.validate
 IDENTITY = "a different value is a different deployment"
 
 
@@ -204,14 +204,14 @@ def test_finalizer_clearing_update_passes_when_the_instance_type_is_gone():
     new = deleting(stored())
     new["metadata"]["finalizers"] = []
     gone = _without_types(A10G)
-    assert run(model_deployment.validate, new, old=old, objects_=gone).allowed
-    decision = run(model_deployment.default, new, old=old, objects_=gone)
+    assert run(modeldeployment.validate, new, old=old, objects_=gone).allowed
+    decision = run(modeldeployment.default, new, old=old, objects_=gone)
     assert decision.allowed and decision.patch == []
     outcome = asyncio.run(chain.run(new, FileLookups(gone), operation="UPDATE", old=old))
     assert outcome.allowed, outcome.message
     # Not deleting, the same missing type is a NotFound (joined with the rest).
     live = copy.deepcopy(stored())
-    decision = run(model_deployment.validate, live, old=stored(), objects_=gone)
+    decision = run(modeldeployment.validate, live, old=stored(), objects_=gone)
     assert paths(decision) == ["spec.roles[0].instanceType", "spec.roles[1].instanceType"]
     assert decision.causes[0].reason == "FieldValueNotFound"
 

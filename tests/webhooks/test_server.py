@@ -31,9 +31,7 @@ async def _mutate(request, lookups):
 
 
 def _webhook(handler, *, mutating=True, kind="Pod"):
-    hook = registry.Webhook(mutating, "", "v1", "pods", kind, "unused:unused")
-    hook._handler.append(handler)
-    return hook
+    return registry.Webhook(mutating, "", "v1", "pods", kind, handler)
 
 
 class _Unsynced(FileLookups):

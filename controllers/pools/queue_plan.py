@@ -28,7 +28,7 @@ from typing import Any
 
 from api import constants as c
 from api import kueue
-from controllers import pools
+from controllers.pools import render
 from fastpath import quantity
 
 Obj = dict[str, Any]
@@ -76,12 +76,13 @@ class GroupsPlan:
 
 
 def plan_groups(
-    pool: pools.Pool, flavors: Iterable[Mapping[str, Any]], topologies: Iterable[str]
+    pool: render.Pool, flavors: Iterable[Mapping[str, Any]], topologies: Iterable[str]
 ) -> GroupsPlan:
     """The resource groups over a pool's live flavors, or why no complete plan exists."""
-    resource = pools.credits_resource(pool)
+    resource = render.credits_resource(pool)
     live = sorted(
-        (f for f in flavors if not pools.deleting(f)), key=lambda f: (pools.flavor_count(f), pools.name_of(f))
+        (f for f in flavors if not render.deleting(f)),
+        key=lambda f: (render.flavor_count(f), render.name_of(f)),
     )
     if resource is None:
         return GroupsPlan(
@@ -106,14 +107,14 @@ def plan_groups(
                 False,
                 [],
                 REASON_NO_TOPOLOGY,
-                f"flavor {pools.name_of(flavor)} has no topology or node labels",
+                f"flavor {render.name_of(flavor)} has no topology or node labels",
             )
         if topology not in known:
             return GroupsPlan(
                 False,
                 [],
                 REASON_TOPOLOGY_MISSING,
-                f"flavor {pools.name_of(flavor)} references Topology {topology}, which does not exist",
+                f"flavor {render.name_of(flavor)} references Topology {topology}, which does not exist",
             )
     for i, a in enumerate(live):
         for b in live[i + 1 :]:
@@ -124,7 +125,7 @@ def plan_groups(
                     False,
                     [],
                     REASON_SELECTOR_OVERLAP,
-                    f"flavors {pools.name_of(a)} and {pools.name_of(b)} can select the same nodes",
+                    f"flavors {render.name_of(a)} and {render.name_of(b)} can select the same nodes",
                 )
     if not live:
         return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
@@ -135,9 +136,12 @@ def plan_groups(
     )
     entries = [
         {
-            "name": pools.name_of(f),
+            "name": render.name_of(f),
             "resources": [
-                {"name": resource, "nominalQuota": str(pools.nominal_quota(pool, pools.flavor_capacity(f)))},
+                {
+                    "name": resource,
+                    "nominalQuota": str(render.nominal_quota(pool, render.flavor_capacity(f))),
+                },
                 *({"name": name, "nominalQuota": quota} for name, quota in extra),
             ],
         }
@@ -329,22 +333,22 @@ def plan_queue(
     }
     ours = {k: annotations[k] for k in _OUR_ANNOTATIONS if k in annotations}
 
-    if instance_type is None or pools.deleting(instance_type) or pools.deleting(queue):
-        if queue is None or not pools.owned_cluster_queue(queue):
+    if instance_type is None or render.deleting(instance_type) or render.deleting(queue):
+        if queue is None or not render.owned_cluster_queue(queue):
             return plan
         ours[ANNOTATION_APPLIED_STOP] = STOP_DRAIN
         body = render_queue(name, labels, ours, current_groups, current_checks, STOP_DRAIN)
         plan.apply = body if needs_apply(body, queue) else None
-        plan.delete = instance_type is None and not pools.deleting(queue)
+        plan.delete = instance_type is None and not render.deleting(queue)
         if policy_now != STOP_DRAIN:
             plan.events.append(
                 ("Normal", "Draining", "the queue is being removed: HoldAndDrain evicts its workloads")
             )
         return plan
 
-    pool = pools.pool_of_instance_type(instance_type)
+    pool = render.pool_of_instance_type(instance_type)
     labels = {
-        **pools.instance_type_schedule_labels(instance_type, settings.aware_cpu),
+        **render.instance_type_schedule_labels(instance_type, settings.aware_cpu),
         c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_INSTANCE_TYPES,
     }
     inactive = bool((instance_type.get("spec") or {}).get("inactive"))
@@ -367,10 +371,10 @@ def plan_queue(
     base = STOP_HOLD if inactive else STOP_NONE
 
     flavors = list(flavors)
-    matched = pools.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
+    matched = render.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
     # A dropped flavor still live left by matching elsewhere: it may hold reservations worth a
     # drain.  One whose nodes left (deleted or finalizing) is dropped in place.
-    live_all = {pools.name_of(f) for f in flavors if not pools.deleting(f)}
+    live_all = {render.name_of(f) for f in flavors if not render.deleting(f)}
     grouping = plan_groups(pool, matched, topologies)
     desired_groups = grouping.groups if grouping.valid else current_groups
 

@@ -1,7 +1,7 @@
 """ResourceFlavors and Topologies of the pools (``NodeFlavorReconciler``, §8, B.4).
 
 One key for the whole cluster: every pass renders the flavors of all managed nodes from the Node
-cache (pure, ``controllers.pools``), applies those that differ, deletes ours that no node
+cache (pure, ``controllers.pools.render``), applies those that differ, deletes ours that no node
 contributes to any more, creates the Topology each flavor references (hostname-only, or one a
 TopologySource's levels explain) and deletes ours no flavor references.  Flavor topology fields and
 Topology levels are immutable: drift is reported as an Event, never edited.  Node events coalesce
@@ -15,13 +15,14 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from api import constants as c
-from controllers import changes, pools
-from controllers.runtime.client import ApiError
-from controllers.runtime.events import NORMAL, WARNING
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
 from controllers.settings import AWARE_CPU, MIXED_ON_NODE, SettingsReader
+from kube import changes
+from kube.client import ApiError
+from kube.events import NORMAL, WARNING
+from kube.manager import Controller, Manager, Watch
 
-log = logging.getLogger("controllers.resource_flavors")
+log = logging.getLogger("controllers.pools.resource_flavors")
 
 FIELD_MANAGER = "gpustack-operator/resource-flavors"
 KEY = "pools"
@@ -94,18 +95,18 @@ class ResourceFlavorReconciler(Controller):
         ]
 
     def _report(self, obj: dict, reason: str, message: str) -> None:
-        if (pools.name_of(obj), message) in self._reported:
+        if (render.name_of(obj), message) in self._reported:
             return
-        self._reported.add((pools.name_of(obj), message))
-        log.warning(message, extra={"object": pools.name_of(obj), "reason": reason})
+        self._reported.add((render.name_of(obj), message))
+        log.warning(message, extra={"object": render.name_of(obj), "reason": reason})
         self.recorder.event(obj, WARNING, reason, message)
 
     def reconcile(self, key: Hashable) -> float | None:
         mixed = self.settings.enabled(MIXED_ON_NODE)
         aware = self.settings.enabled(AWARE_CPU)
-        groups = pools.flavor_groups(self.nodes.list(), mixed_on_node=mixed)
+        groups = render.flavor_groups(self.nodes.list(), mixed_on_node=mixed)
         desired = {
-            name: pools.render_flavor(group, aware_cpu=aware, mixed_on_node=mixed)
+            name: render.render_flavor(group, aware_cpu=aware, mixed_on_node=mixed)
             for name, group in groups.items()
         }
         self._sync_topologies({g.key.profile for g in groups.values()})
@@ -114,7 +115,7 @@ class ResourceFlavorReconciler(Controller):
             if current is not None and not flavor_differs(body, current):
                 continue
             if current is not None:
-                drift = pools.flavor_spec_drift(body, current)
+                drift = render.flavor_spec_drift(body, current)
                 if drift:
                     self._report(
                         current,
@@ -127,8 +128,8 @@ class ResourceFlavorReconciler(Controller):
             if current is None:
                 self.recorder.event(body, NORMAL, "Created", f"flavor for {len(groups[name].nodes)} node(s)")
         for flavor in self.flavors.list():
-            name = pools.name_of(flavor)
-            if pools.owned_flavor(flavor) and name not in desired and not pools.deleting(flavor):
+            name = render.name_of(flavor)
+            if render.owned_flavor(flavor) and name not in desired and not render.deleting(flavor):
                 log.info("deleting flavor without nodes", extra={"flavor": name})
                 self.client.delete("ResourceFlavor", name)
         self._retire_topologies({body["spec"]["topologyName"] for body in desired.values()})
@@ -137,8 +138,8 @@ class ResourceFlavorReconciler(Controller):
     def _sync_topologies(self, profiles: set[str]) -> None:
         sources = self.sources.list()
         for profile in sorted(profiles):
-            levels = pools.topology_levels(profile, sources)
-            name = pools.topology_name(profile)
+            levels = render.topology_levels(profile, sources)
+            name = render.topology_name(profile)
             current = self.topologies.get(name)
             if levels is None:
                 if current is None:
@@ -146,14 +147,14 @@ class ResourceFlavorReconciler(Controller):
                         "no TopologySource explains profile; flavors wait", extra={"profile": profile}
                     )
                 continue
-            body = pools.render_topology(profile, levels)
+            body = render.render_topology(profile, levels)
             if current is None:
                 try:
                     self.client.create(body)
                 except ApiError as error:
                     if not error.conflict:
                         raise
-            elif pools.topology_drift(body, current):
+            elif render.topology_drift(body, current):
                 self._report(
                     current, "TopologyDrift", f"Topology {name} levels differ from profile {profile}'s"
                 )
@@ -163,6 +164,6 @@ class ResourceFlavorReconciler(Controller):
         for flavor in self.flavors.list():
             referenced.add((flavor.get("spec") or {}).get("topologyName") or "")
         for topology in self.topologies.list():
-            name = pools.name_of(topology)
-            if pools.owned_flavor(topology) and name not in referenced and not pools.deleting(topology):
+            name = render.name_of(topology)
+            if render.owned_flavor(topology) and name not in referenced and not render.deleting(topology):
                 self.client.delete("Topology", name)

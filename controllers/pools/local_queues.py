@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from controllers import changes, pools
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
+from kube import changes
+from kube.manager import Controller, Manager, Watch
 
 FIELD_MANAGER = "gpustack-operator/local-queues"
 
@@ -30,18 +31,18 @@ class LocalQueueReconciler(Controller):
     def watches(self) -> list[Watch]:
         def namespace(event: str, obj: dict, old: dict | None) -> list[str]:
             if changes.moved(event, obj, old, ("status", "phase"), ("metadata", "deletionTimestamp")):
-                return [pools.name_of(obj)]
+                return [render.name_of(obj)]
             return []
 
         def every_namespace(event: str, obj: dict, old: dict | None) -> list[str]:
-            if not pools.owned_cluster_queue(obj) and not pools.owned_cluster_queue(old or {}):
+            if not render.owned_cluster_queue(obj) and not render.owned_cluster_queue(old or {}):
                 return []
             if not changes.moved(event, obj, old, ("metadata", "deletionTimestamp")):
                 return []
-            return [pools.name_of(n) for n in self.namespaces.list() if pools.tenant_namespace(n)]
+            return [render.name_of(n) for n in self.namespaces.list() if render.tenant_namespace(n)]
 
         def local_queue(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [changes.namespace_of(obj)] if pools.owned_local_queue(obj) else []
+            return [changes.namespace_of(obj)] if render.owned_local_queue(obj) else []
 
         return [
             Watch("Namespace", namespace),
@@ -54,12 +55,12 @@ class LocalQueueReconciler(Controller):
         if namespace is None:
             return None  # gone: its LocalQueues went with it
         wanted = [
-            pools.name_of(q)
+            render.name_of(q)
             for q in self.queues.list()
-            if pools.owned_cluster_queue(q) and not pools.deleting(q)
+            if render.owned_cluster_queue(q) and not render.deleting(q)
         ]
         existing = self.local_queues.by_index("namespace", str(key))
-        apply, delete = pools.local_queue_plan(wanted, namespace, existing)
+        apply, delete = render.local_queue_plan(wanted, namespace, existing)
         for body in apply:
             self.client.apply(body, field_manager=FIELD_MANAGER)
         for name in delete:

@@ -14,7 +14,7 @@ Per Workload (one at a time: a verdict must see the ones written before it):
 2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods with one
    uncached list, and the other Workloads from the cache — plus every ``Ready`` this controller
    wrote that the cache does not show yet;
-3. :func:`controllers.node_devices_fit.decide` answers ``Ready`` or ``Retry`` (with
+3. :func:`controllers.nodedevices.fit.decide` answers ``Ready`` or ``Retry`` (with
    ``requeueAfterSeconds``: 30); the state is written through the status subresource by server-side
    apply, field manager ``gpustack-node-devices``, only when state or message changed, with an Event
    on the Workload saying why.
@@ -35,15 +35,15 @@ from typing import Any
 
 from api import allocation
 from api import constants as c
-from controllers import changes
-from controllers import node_devices_fit as nd
-from controllers.node_fit_labels import is_fit_label
-from controllers.runtime.client import ApiError
-from controllers.runtime.events import NORMAL, WARNING
-from controllers.runtime.informer import key_of
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.nodedevices import fit as nd
+from controllers.nodedevices.fit_labels import is_fit_label
+from kube import changes
+from kube.client import ApiError
+from kube.events import NORMAL, WARNING
+from kube.informer import key_of
+from kube.manager import Controller, Manager, Watch
 
-log = logging.getLogger("controllers.node_devices_check")
+log = logging.getLogger("controllers.nodedevices.check")
 
 FIELD_MANAGER = "gpustack-node-devices"
 CHECK = c.ADMISSION_CHECK_NODE_DEVICES

@@ -8,7 +8,7 @@ import hashlib
 import logging
 from typing import Any
 
-from controllers.runtime.client import JSON_PATCH, ApiError, Client
+from kube.client import JSON_PATCH, ApiError, Client
 
 log = logging.getLogger("controllers.events")
 NORMAL, WARNING = "Normal", "Warning"

@@ -12,7 +12,7 @@ from api import constants as c
 from api import engines
 from api.fielderrors import FieldError, forbidden, invalid
 from fastpath import argv
-from webhooks.model_deployment_view import (
+from webhooks.modeldeployment.view import (
     SERVED_NAME_FLAGS,
     TLS_FLAGS,
     Deployment,

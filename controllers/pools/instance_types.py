@@ -6,7 +6,7 @@ Keys are InstanceType names, plus :data:`DERIVE` for authoring:
 - **derive** — under ``instance-type-derived-from-node`` every pool a live generated flavor calls
   for gets its InstanceType, created once (a POST; an existing type, admin- or operator-authored,
   is never touched) with the unit preset of its product tier; a deleted one is authored again;
-- **status** — phase, entrance, detail and the four views (``controllers.instance_type_status``),
+- **status** — phase, entrance, detail and the four views (``controllers.pools.instance_type_status``),
   written through the status subresource only when it changed;
 - **finalizer** ``gpustack.ai/controlled`` on every type; on deletion the type reads ``Inactive``,
   its ClusterQueue is deleted once (the queue reconciler drains it), and the finalizer goes when an
@@ -21,14 +21,15 @@ from typing import Any
 
 from api import API_VERSION
 from api import constants as c
-from controllers import changes, pools
-from controllers.instance_type_status import pool_nodes, render_status, status_changed
-from controllers.runtime.client import ApiError
-from controllers.runtime.events import NORMAL
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
+from controllers.pools.instance_type_status import pool_nodes, render_status, status_changed
 from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, MIXED_ON_NODE, SettingsReader
+from kube import changes
+from kube.client import ApiError
+from kube.events import NORMAL
+from kube.manager import Controller, Manager, Watch
 
-log = logging.getLogger("controllers.instance_types")
+log = logging.getLogger("controllers.pools.instance_types")
 
 FIELD_MANAGER = "gpustack-operator/instance-types"
 DERIVE = "*derive*"  # not a valid object name: cannot collide with an InstanceType's
@@ -55,13 +56,13 @@ class InstanceTypeReconciler(Controller):
 
     def watches(self) -> list[Watch]:
         def types(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [pools.name_of(obj), DERIVE] if event == "DELETED" else [pools.name_of(obj)]
+            return [render.name_of(obj), DERIVE] if event == "DELETED" else [render.name_of(obj)]
 
         def every_type(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [DERIVE, *(pools.name_of(t) for t in self.types.list())]
+            return [DERIVE, *(render.name_of(t) for t in self.types.list())]
 
         def flavors(event: str, obj: dict, old: dict | None) -> list[str]:
-            if not pools.owned_flavor(obj):
+            if not render.owned_flavor(obj):
                 return []
             if not changes.moved(event, obj, old, ("metadata", "labels"), ("metadata", "deletionTimestamp")):
                 return []
@@ -79,7 +80,7 @@ class InstanceTypeReconciler(Controller):
                 ("status", "reservingWorkloads"),
                 ("status", "admittedWorkloads"),
             ):
-                return [pools.name_of(obj)]
+                return [render.name_of(obj)]
             return []
 
         def devices(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -90,7 +91,7 @@ class InstanceTypeReconciler(Controller):
             for t in self.types.list():
                 spec = t.get("spec") or {}
                 if spec.get("acceleratable") and spec.get("acceleratorGroup") in groups:
-                    out.append(pools.name_of(t))
+                    out.append(render.name_of(t))
             return out
 
         return [
@@ -108,7 +109,7 @@ class InstanceTypeReconciler(Controller):
         instance_type = self.types.get(str(key))
         if instance_type is None:
             return None
-        if pools.deleting(instance_type):
+        if render.deleting(instance_type):
             return self.teardown(instance_type)
         self._ensure_finalizer(instance_type)
         self.write_status(instance_type)
@@ -120,10 +121,10 @@ class InstanceTypeReconciler(Controller):
         if not self.settings.enabled(DERIVED_FROM_NODE):
             return
         aware = self.settings.enabled(AWARE_CPU)
-        for name, pool in sorted(pools.derived_pools(self.flavors.list(), aware_cpu=aware).items()):
+        for name, pool in sorted(render.derived_pools(self.flavors.list(), aware_cpu=aware).items()):
             if self.types.get(name) is not None:
                 continue
-            body = pools.derived_instance_type(pool, aware_cpu=aware)
+            body = render.derived_instance_type(pool, aware_cpu=aware)
             try:
                 created = self.client.create(body)
             except ApiError as error:
@@ -162,7 +163,7 @@ class InstanceTypeReconciler(Controller):
         self.write_status(instance_type)
         queue = self.client.get("ClusterQueue", name)
         if queue is not None:
-            if not pools.deleting(queue):
+            if not render.deleting(queue):
                 self.client.delete("ClusterQueue", name)
                 self.recorder.event(
                     instance_type, NORMAL, "TearingDown", f"deleted ClusterQueue {name}; waiting for it to go"
@@ -185,12 +186,12 @@ class InstanceTypeReconciler(Controller):
     def desired_status(self, instance_type: dict) -> dict[str, Any]:
         aware = self.settings.enabled(AWARE_CPU)
         mixed = self.settings.enabled(MIXED_ON_NODE)
-        nodes = {pools.name_of(n): n for n in self.nodes.list()}
-        groups = pools.flavor_groups(nodes.values(), mixed_on_node=mixed)
+        nodes = {render.name_of(n): n for n in self.nodes.list()}
+        groups = render.flavor_groups(nodes.values(), mixed_on_node=mixed)
         names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware)
-        facts = [pools.node_facts(nodes[n]) for n in names if n in nodes]
+        facts = [render.node_facts(nodes[n]) for n in names if n in nodes]
         devices = {n: d for n in names if (d := self.devices.get(n)) is not None}
-        return render_status(instance_type, self.queues.get(pools.name_of(instance_type)), facts, devices)
+        return render_status(instance_type, self.queues.get(render.name_of(instance_type)), facts, devices)
 
     def write_status(self, instance_type: dict) -> None:
         status = self.desired_status(instance_type)
@@ -199,7 +200,7 @@ class InstanceTypeReconciler(Controller):
         body = {
             "apiVersion": API_VERSION,
             "kind": "InstanceType",
-            "metadata": {"name": pools.name_of(instance_type)},
+            "metadata": {"name": render.name_of(instance_type)},
             "status": status,
         }
         try:

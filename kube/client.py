@@ -14,7 +14,7 @@ import orjson
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from controllers.runtime.resources import resource
+from kube.resources import resource
 
 Obj = dict[str, Any]
 JSON = "application/json"

@@ -23,8 +23,8 @@ from api.fielderrors import FieldError
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, allow, reject, retry_later
 from webhooks.lookups import Lookups
-from webhooks.model_deployment_identity import identity, transport_changed
-from webhooks.model_deployment_lookups import (
+from webhooks.modeldeployment.identity import identity, transport_changed
+from webhooks.modeldeployment.lookups import (
     KVChain,
     Types,
     barrier,
@@ -33,8 +33,8 @@ from webhooks.model_deployment_lookups import (
     type_not_found,
     type_rules,
 )
-from webhooks.model_deployment_owned import owned_key_errors
-from webhooks.model_deployment_rules import (
+from webhooks.modeldeployment.owned import owned_key_errors
+from webhooks.modeldeployment.rules import (
     degrees,
     duplicate_names,
     engine_version,
@@ -49,8 +49,8 @@ from webhooks.model_deployment_rules import (
     topology,
     volumes,
 )
-from webhooks.model_deployment_serving import ports, served_names, weight_mounts
-from webhooks.model_deployment_view import DEFAULT_CONNECTOR, KIND, Deployment, Role, as_dict, as_list, as_str
+from webhooks.modeldeployment.serving import ports, served_names, weight_mounts
+from webhooks.modeldeployment.view import DEFAULT_CONNECTOR, KIND, Deployment, Role, as_dict, as_list, as_str
 from webhooks.review import AdmissionRequest
 
 __all__ = ["default", "validate"]

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from controllers.runtime.client import ApiError, Client
+from kube.client import ApiError, Client
 
 log = logging.getLogger("controllers.leader")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from api import constants as c
 from api.naming import local_queue_name
-from controllers import pools
-from controllers.queue_plan import STOP_DRAIN, STOP_HOLD
+from controllers.pools import render
+from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
 from fastpath import fit
 
 Obj = dict[str, Any]
@@ -24,7 +24,7 @@ Obj = dict[str, Any]
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining."""
-    if pools.deleting(instance_type):
+    if render.deleting(instance_type):
         return c.PHASE_INACTIVE, "being deleted: its queue is torn down"
     if queue is None:
         return c.PHASE_INACTIVE, "waiting for its ClusterQueue"
@@ -45,7 +45,7 @@ def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) 
 
 
 def _memory(mib: Any) -> str:
-    value = pools._int(mib)
+    value = render._int(mib)
     if value <= 0:
         return ""
     return f"{value // 1024}Gi" if value % 1024 == 0 else f"{value}Mi"
@@ -83,7 +83,7 @@ def accelerator_detail(devices: Mapping[str, Any] | None, accelerator_group: str
     return detail
 
 
-def cpu_detail(node_facts: pools.NodeFacts | None, general_group: str) -> Obj:
+def cpu_detail(node_facts: render.NodeFacts | None, general_group: str) -> Obj:
     """The CPU descriptor from the ``feature.gpustack.ai/cpu-*`` node annotations."""
     if node_facts is None:
         return {}
@@ -117,17 +117,17 @@ def cpu_detail(node_facts: pools.NodeFacts | None, general_group: str) -> Obj:
 
 def pool_nodes(
     instance_type: Mapping[str, Any],
-    groups: Mapping[str, pools.FlavorGroup],
+    groups: Mapping[str, render.FlavorGroup],
     flavors: Iterable[Mapping[str, Any]],
     *,
     aware_cpu: bool,
 ) -> list[str]:
     """The nodes serving an InstanceType: contributors of its live matching flavors, by name."""
     names: set[str] = set()
-    for flavor in pools.pool_flavors(instance_type, flavors, aware_cpu=aware_cpu):
-        if pools.deleting(flavor):
+    for flavor in render.pool_flavors(instance_type, flavors, aware_cpu=aware_cpu):
+        if render.deleting(flavor):
             continue
-        group = groups.get(pools.name_of(flavor))
+        group = groups.get(render.name_of(flavor))
         if group is not None:
             names.update(group.nodes)
     return sorted(names)
@@ -136,12 +136,12 @@ def pool_nodes(
 def render_status(
     instance_type: Mapping[str, Any],
     queue: Mapping[str, Any] | None,
-    nodes: Iterable[pools.NodeFacts],
+    nodes: Iterable[render.NodeFacts],
     devices: Mapping[str, Mapping[str, Any]],
 ) -> Obj:
     """The whole ``status`` of an InstanceType from its pool's nodes (facts) and their Devices."""
     spec = instance_type.get("spec") or {}
-    name = pools.name_of(instance_type)
+    name = render.name_of(instance_type)
     accelerated = bool(spec.get("acceleratable"))
     group = (spec.get("acceleratorGroup") or "") if accelerated else ""
     facts = sorted(nodes, key=lambda f: f.name)

@@ -13,12 +13,13 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from api import constants as c
-from controllers import changes, pools
-from controllers.runtime.client import ApiError
-from controllers.runtime.events import NORMAL
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
+from kube import changes
+from kube.client import ApiError
+from kube.events import NORMAL
+from kube.manager import Controller, Manager, Watch
 
-log = logging.getLogger("controllers.devices_labels")
+log = logging.getLogger("controllers.pools.devices_labels")
 
 MIRRORED = (c.LABEL_MANAGED, c.LABEL_TOPOLOGY_PROFILE)
 
@@ -42,14 +43,14 @@ class DevicesLabelReconciler(Controller):
     def watches(self) -> list[Watch]:
         def nodes(event: str, obj: dict, old: dict | None) -> list[str]:
             if event == "DELETED" or changes.labels_moved(obj, old, lambda k: k in MIRRORED):
-                return [pools.name_of(obj)]
-            return [pools.name_of(obj)] if event == "ADDED" or changes.resync(obj, old) else []
+                return [render.name_of(obj)]
+            return [render.name_of(obj)] if event == "ADDED" or changes.resync(obj, old) else []
 
         def devices(event: str, obj: dict, old: dict | None) -> list[str]:
             if event == "DELETED":
                 return []
             if changes.moved(event, obj, old) or changes.labels_moved(obj, old, lambda k: k in MIRRORED):
-                return [pools.name_of(obj)]
+                return [render.name_of(obj)]
             return []
 
         return [Watch("Node", nodes), Watch("Devices", devices)]

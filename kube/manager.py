@@ -17,11 +17,11 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from controllers.runtime.client import Client
-from controllers.runtime.events import Recorder
-from controllers.runtime.informer import IndexFunc, Informer
-from controllers.runtime.leader import LeaderElector
-from controllers.runtime.workqueue import WorkQueue
+from kube.client import Client
+from kube.events import Recorder
+from kube.informer import IndexFunc, Informer
+from kube.leader import LeaderElector
+from kube.workqueue import WorkQueue
 
 log = logging.getLogger("controllers.manager")
 

@@ -1,11 +1,11 @@
 """Node counting keys on ``Node.status`` (``NodeCapacityReconciler``, §3.2, gate 4), keyed by node.
 
-The keys are decided by ``controllers.node_capacity`` from the node's capacity and its ``Devices``
+The keys are decided by ``controllers.pools.node_capacity`` from the node's capacity and its ``Devices``
 object and written with a merge patch of the status subresource (capacity and allocatable alike,
 as a kubelet would mirror them), only when something changed; stale keys are removed.
 
 ``GPUSTACK_NODE_CREDITS_CAPACITY`` (default ``true``, read at start) adds the Kueue v0.17
-compatibility credits capacity; see ``controllers.node_capacity``.
+compatibility credits capacity; see ``controllers.pools.node_capacity``.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable
 
-from controllers import changes, pools
-from controllers.node_capacity import capacity_patch, node_capacity
-from controllers.runtime.client import ApiError
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
+from controllers.pools.node_capacity import capacity_patch, node_capacity
+from kube import changes
+from kube.client import ApiError
+from kube.manager import Controller, Manager, Watch
 
 FIELD_MANAGER = "gpustack-operator/node-capacity"
 ENV_CREDITS = "GPUSTACK_NODE_CREDITS_CAPACITY"
@@ -42,12 +43,12 @@ class NodeCapacityReconciler(Controller):
             if event == "DELETED":
                 return []
             if changes.moved(event, obj, old, ("status", "capacity"), ("status", "allocatable")):
-                return [pools.name_of(obj)]
+                return [render.name_of(obj)]
             return []
 
         def devices(event: str, obj: dict, old: dict | None) -> list[str]:
             if event != "DELETED" and changes.moved(event, obj, old, ("spec",), ("status",)):
-                return [pools.name_of(obj)]
+                return [render.name_of(obj)]
             return []
 
         return [Watch("Node", nodes), Watch("Devices", devices)]

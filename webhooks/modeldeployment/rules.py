@@ -1,8 +1,8 @@
 """ModelDeployment object rules: what the submitted object alone decides (model-deployment.md §5).
 
 Each function covers a numbered row of the refusal table and returns field errors; the handler in
-``webhooks.model_deployment`` calls them in the table's order and aggregates one 422.  The rules
-read :class:`~webhooks.model_deployment_view.Deployment`, never the raw object, so a role's argv is
+``webhooks.modeldeployment.handlers`` calls them in the table's order and aggregates one 422.  The rules
+read :class:`~webhooks.modeldeployment.view.Deployment`, never the raw object, so a role's argv is
 parsed once whichever rule asks first.
 """
 
@@ -15,7 +15,7 @@ from api import engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
 from fastpath import argv
 from webhooks.lookups import Lookups
-from webhooks.model_deployment_view import (
+from webhooks.modeldeployment.view import (
     ENGINE_KINDS,
     KINDS,
     MAX_ROLES,

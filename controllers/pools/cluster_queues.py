@@ -1,7 +1,7 @@
 """ClusterQueues of the pools (``InstanceTypeReconciler``'s queue half and ``NodeQueueReconciler``,
 §8, B.4): one per InstanceType, keyed by name.
 
-The whole queue is decided by ``controllers.queue_plan.plan_queue`` — existence, labels, isolation,
+The whole queue is decided by ``controllers.pools.queue_plan.plan_queue`` — existence, labels, isolation,
 resource groups, admission checks, the stop policy (``Hold``↔``None`` mirroring ``inactive``, the
 empty-plan hold, ``HoldAndDrain`` before emptying or on removal) — and applied with one field
 manager, so no two writers race over the stop policy.  ``TopologyReady`` goes to the queue's
@@ -15,13 +15,14 @@ import logging
 from collections.abc import Hashable
 
 from api import constants as c
-from controllers import changes, pools
-from controllers.queue_plan import QueueSettings, plan_queue
-from controllers.runtime.client import ApiError
-from controllers.runtime.manager import Controller, Manager, Watch
+from controllers.pools import render
+from controllers.pools.queue_plan import QueueSettings, plan_queue
 from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, DRAIN_WHEN_NO_FLAVORS, SettingsReader
+from kube import changes
+from kube.client import ApiError
+from kube.manager import Controller, Manager, Watch
 
-log = logging.getLogger("controllers.cluster_queues")
+log = logging.getLogger("controllers.pools.cluster_queues")
 
 FIELD_MANAGER = "gpustack-operator/cluster-queues"
 
@@ -47,15 +48,15 @@ class ClusterQueueReconciler(Controller):
 
     def watches(self) -> list[Watch]:
         def by_name(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [pools.name_of(obj)]
+            return [render.name_of(obj)]
 
         def every_queue(event: str, obj: dict, old: dict | None) -> list[str]:
-            names = {pools.name_of(t) for t in self.types.list()}
-            names.update(pools.name_of(q) for q in self.queues.list() if pools.owned_cluster_queue(q))
+            names = {render.name_of(t) for t in self.types.list()}
+            names.update(render.name_of(q) for q in self.queues.list() if render.owned_cluster_queue(q))
             return sorted(names)
 
         def flavors(event: str, obj: dict, old: dict | None) -> list[str]:
-            if not pools.owned_flavor(obj):
+            if not render.owned_flavor(obj):
                 return []
             if not changes.moved(event, obj, old, ("metadata",), ("spec",)):
                 return []
@@ -89,8 +90,8 @@ class ClusterQueueReconciler(Controller):
             instance_type,
             queue,
             self.flavors.list(),
-            {pools.name_of(t) for t in self.topologies.list() if not pools.deleting(t)},
-            {pools.name_of(a) for a in self.checks.list() if active_check(a)},
+            {render.name_of(t) for t in self.topologies.list() if not render.deleting(t)},
+            {render.name_of(a) for a in self.checks.list() if active_check(a)},
             settings,
         )
         if plan.backfill_inactive and instance_type is not None:
@@ -125,7 +126,7 @@ class ClusterQueueReconciler(Controller):
         body = {
             "apiVersion": c.KUEUE_API_VERSION,
             "kind": "ClusterQueue",
-            "metadata": {"name": pools.name_of(queue)},
+            "metadata": {"name": render.name_of(queue)},
             "status": {"conditions": [{**condition, "lastTransitionTime": stamp}]},
         }
         try:

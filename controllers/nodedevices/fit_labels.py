@@ -15,10 +15,10 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from api import constants as c
-from controllers import changes
-from controllers.runtime.client import ApiError
-from controllers.runtime.manager import Controller, Manager, Watch
 from fastpath import fit
+from kube import changes
+from kube.client import ApiError
+from kube.manager import Controller, Manager, Watch
 
 FIELD_MANAGER = "gpustack-operator/node-fit-labels"
 COALESCE_SECONDS = 3.0

@@ -14,7 +14,7 @@ from api import engines
 from api.fielderrors import FieldError, forbidden, invalid, not_found
 from api.manufacturers import BY_NAME, manufacturer_of_group
 from webhooks.lookups import Lookups
-from webhooks.model_deployment_view import (
+from webhooks.modeldeployment.view import (
     DECODE,
     FABRIC_PROTOCOLS,
     PREFILL,

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controllers.runtime.client import ApiError, Client
+from kube.client import ApiError, Client
 
 log = logging.getLogger("controllers.informer")
 

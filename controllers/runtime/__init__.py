@@ -1,1 +1,0 @@
-"""The controller runtime: REST access, informer caches, work queues, leader election."""
