@@ -97,3 +97,14 @@ def resource(kind: str) -> Resource:
         return BY_KIND[kind]
     except KeyError:
         raise KeyError(f"no REST mapping for kind {kind!r}") from None
+
+
+BY_PLURAL: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in _TABLE}
+
+
+def by_plural(group: str, plural: str) -> Resource:
+    """The kind served at ``/apis/<group>/<version>/<plural>`` (``/api/v1/<plural>`` for core)."""
+    try:
+        return BY_PLURAL[(group, plural)]
+    except KeyError:
+        raise KeyError(f"no kind is served as {group or 'core'}/{plural}") from None
