@@ -44,13 +44,13 @@ with the Pod — unless ``GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS=false``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from api import constants as c
+from api.booleans import env_bool
 from api.manufacturers import UNITS_PER_CARD, UNITS_PER_SHARE
 from fastpath import requests as rq
 
@@ -78,8 +78,7 @@ class RecordError(ValueError):
 
 def release_terminated_from_env(env: Mapping[str, str] | None = None) -> bool:
     """``GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS`` (default true); set it alike on worker and DMs."""
-    value = (env if env is not None else os.environ).get(ENV_RELEASE_TERMINATED, "true")
-    return value.strip().lower() not in ("false", "0", "no", "off")
+    return env_bool(ENV_RELEASE_TERMINATED, True, env)
 
 
 # --- Codec -----------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from api import constants as c
+from api.booleans import parse_bool
 
 Obj = dict[str, Any]
 
@@ -66,7 +67,14 @@ class Lookups:
         return definition(name).default
 
     async def setting_enabled(self, name: str) -> bool:
-        return (await self.setting(name)).strip().lower() == "true"
+        """A boolean Setting, read with the one parser controllers use too; a stored value that is
+        not a boolean reads as the registered default (the Setting webhook refuses such writes)."""
+        from api.settings import definition
+
+        try:
+            return parse_bool(await self.setting(name))
+        except ValueError:
+            return parse_bool(definition(name).default)
 
 
 class FileLookups(Lookups):
