@@ -113,6 +113,32 @@ def parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
     )
+    worker.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=64 * 1024,
+        help="largest request line and headers of one request; more is answered 431 (default 65536)",
+    )
+    worker.add_argument(
+        "--max-headers",
+        type=int,
+        default=100,
+        help="most header fields in one request; more is 431 (default 100)",
+    )
+    worker.add_argument(
+        "--request-deadline",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to deliver a whole request (TLS handshake, headers, body), "
+        "and to send its first one (default 10)",
+    )
+    worker.add_argument(
+        "--max-connections",
+        type=int,
+        default=0,
+        help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
+        "limit, raised to its hard limit, minus 64)",
+    )
     worker.set_defaults(func=_worker)
 
     admit = sub.add_parser(

@@ -11,6 +11,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 
 from webhooks import server
+from webhooks.connections import ConnectionLimits
 from webhooks.lookups import FileLookups, Lookups
 
 log = logging.getLogger("worker")
@@ -124,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
             cert_file=cert,
             key_file=key,
             workers=args.workers,
+            limits=ConnectionLimits(
+                max_header_bytes=args.max_header_bytes,
+                max_headers=args.max_headers,
+                request_deadline=args.request_deadline,
+                max_connections=args.max_connections,
+            ),
         )
     finally:
         if manager is not None:
