@@ -16,10 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from api import constants as c
 from api.booleans import parse_bool
+from webhooks import documents
 
 Obj = dict[str, Any]
 
@@ -94,15 +93,7 @@ class FileLookups(Lookups):
             raise FileNotFoundError(f"{root}: not a directory of cluster objects")
         objects: list[Obj] = []
         for path in sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml", ".json")):
-            for doc in yaml.safe_load_all(path.read_text()):
-                if not doc:
-                    continue
-                if not isinstance(doc, dict) or "kind" not in doc:
-                    raise ValueError(f"{path}: every document must be a Kubernetes object with a kind")
-                if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
-                    objects.extend(doc["items"])
-                else:
-                    objects.append(doc)
+            objects.extend(documents.read_objects(str(path)))
         return cls(objects)
 
     def add(self, obj: Obj) -> None:

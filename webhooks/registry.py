@@ -45,6 +45,10 @@ class Webhook:
     # may then only refuse what a finalizer-only change cannot trip); see the deletion guard.
     handles_deletion: bool = False
     match_policy: str = "Equivalent"
+    # Core Pod entries only: skip the operator's own namespace and kube-system, so a down worker
+    # can always be restarted.  Every other entry sees every namespace (a worker.gpustack.ai
+    # object in a reserved namespace must still meet its rules, e.g. A.5's refusal).
+    exempts_system_namespaces: bool = False
 
     @property
     def name(self) -> str:
@@ -84,6 +88,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
         reinvocation="IfNeeded",
+        exempts_system_namespaces=True,
     ),
     Webhook(
         False,
@@ -94,6 +99,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         pod.validate,
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
+        exempts_system_namespaces=True,
     ),
     # The Workload fit pin: advisory, so it can never block Kueue.
     Webhook(
