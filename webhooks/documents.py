@@ -110,7 +110,7 @@ def parse(text: str, label: str) -> list[Any]:
             documents.append(loader.construct_document(node))
     except yaml.YAMLError as error:
         raise DocumentError(
-            f"{label}: document {len(documents)}: YAML does not parse: {_one_line(error)}"
+            f"{label}: document {len(documents)}: YAML does not parse: {_one_line(str(error))}"
         ) from None
     except RecursionError:
         raise DocumentError(f"{label}: document {len(documents)}: nested too deeply to read") from None
