@@ -13,6 +13,7 @@ import re
 from api import constants as c
 from api import engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
+from api.naming import is_qualified_name
 from fastpath import argv
 from webhooks.lookups import Lookups
 from webhooks.modeldeployment.view import (
@@ -35,8 +36,6 @@ SETTING_HOST_PATH = "model-deployment-host-path-volume-allowed"
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
 # --- Names and kinds (#1, #3, #6–#13) --------------------------------------------------------------
@@ -326,15 +325,6 @@ def volumes(md: Deployment) -> list[FieldError]:
     return errors
 
 
-def _qualified(key: str) -> bool:
-    parts = key.split("/")
-    if len(parts) > 2:
-        return False
-    if len(parts) == 2 and (not parts[0] or len(parts[0]) > 253 or not _DNS_SUBDOMAIN.match(parts[0])):
-        return False
-    return len(parts[-1]) <= 63 and bool(_QUALIFIED_NAME.match(parts[-1]))
-
-
 def topology(md: Deployment) -> list[FieldError]:
     """#27: ``requiredLevel`` is a qualified label key and not the implicit hostname."""
     errors: list[FieldError] = []
@@ -352,7 +342,7 @@ def topology(md: Deployment) -> list[FieldError]:
                     "explicitly; name a wider level (e.g. topology.kubernetes.io/zone) or leave it empty",
                 )
             )
-        elif not _qualified(level):
+        elif not is_qualified_name(level):
             errors.append(
                 invalid(
                     path,
