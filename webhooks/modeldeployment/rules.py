@@ -298,7 +298,14 @@ def volumes(md: Deployment) -> list[FieldError]:
             path = f"{role.path}.additionalVolumes[{k}]"
             sources = [s for s in ("configMap", "secret", "hostPath") if volume.get(s) is not None]
             if not sources:
-                errors.append(required(path, "a volume needs one source: configMap, secret or hostPath"))
+                mount = as_str(volume.get("mountPath"))
+                errors.append(
+                    required(
+                        path,
+                        f"the volume mounted at {mount or '(no mountPath)'} has no source: give it one of "
+                        "configMap, secret or hostPath",
+                    )
+                )
             elif len(sources) > 1:
                 errors.append(forbidden(path, f"a volume takes exactly one source, not {', '.join(sources)}"))
             mount = as_str(volume.get("mountPath"))
