@@ -17,6 +17,7 @@ from typing import Any
 from api import constants as c
 from api import units
 from api.manufacturers import BY_NAME, manufacturer_of_group
+from api.naming import is_dns_subdomain
 from fastpath import quantity
 from webhooks import patch as jsonpatch
 from webhooks.decision import (
@@ -394,7 +395,32 @@ def _cap_errors(
                             f"InstanceType {offer.name!r} provides",
                         )
                     )
-    elif "cpu" in values:
+    else:
+        errors += _general_cap_errors(resources, offer, values)
+    return errors
+
+
+def _general_cap_errors(
+    resources: dict[str, Any], offer: Offer, values: dict[str, tuple[int, int]]
+) -> list[FieldError]:
+    """A CPU-only type: CPU within the largest node, RAM within unit RAM × the requested cores."""
+    errors: list[FieldError] = []
+    cores_num, cores_den = values.get("cpu", (1, 1))
+    if cores_num < cores_den:  # fewer than one core still counts as one unit
+        cores_num, cores_den = 1, 1
+    if "ram" in values and offer.unit_ram:
+        num, den = values["ram"]
+        if num * cores_den > offer.unit_ram * cores_num * den:
+            cap = offer.unit_ram * cores_num // cores_den
+            errors.append(
+                invalid(
+                    f"{RES}.ram",
+                    resources["ram"],
+                    f"exceeds the {units.size(cap)} that InstanceType {offer.name!r} gives "
+                    f"{units.cores(cores_num * 1000 // cores_den)} CPU ({units.size(offer.unit_ram)} per core)",
+                )
+            )
+    if "cpu" in values:
         num, den = values["cpu"]
         once = offer.cpu_view.get("onceMaxRequest")
         cores = quantity.whole(once) if once not in (None, "") else None
@@ -465,11 +491,57 @@ def _volume_errors(spec: dict[str, Any]) -> list[FieldError]:
         sub = entry.get("subPath") or ""
         if sub and (sub.startswith("/") or ".." in sub.split("/")):
             errors.append(invalid(f"{path}.subPath", sub, "must be relative and contain no '..' element"))
+        errors += _source_errors(entry, path)
     return errors
 
 
+def _source_errors(entry: dict[str, Any], path: str) -> list[FieldError]:
+    """A named reference names a valid object; a host path is absolute, non-empty, without ``..``."""
+    errors: list[FieldError] = []
+    for source in ("persistent", "configMap", "secret"):
+        ref = entry.get(source)
+        if not isinstance(ref, dict):
+            continue
+        name = ref.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append(required(f"{path}.{source}.name", f"name the {source} to mount"))
+        elif not is_dns_subdomain(name):
+            errors.append(
+                invalid(
+                    f"{path}.{source}.name",
+                    name,
+                    "must be a valid object name: lower-case letters, digits, '-' and '.', at most 253",
+                )
+            )
+    host = entry.get("hostPath")
+    if isinstance(host, dict):
+        where = host.get("path")
+        if not isinstance(where, str) or not where:
+            errors.append(required(f"{path}.hostPath.path", "name the absolute path on the node"))
+        elif not where.startswith("/") or ".." in where.split("/"):
+            errors.append(
+                invalid(f"{path}.hostPath.path", where, "must be an absolute path with no '..' segment")
+            )
+    return errors
+
+
+def _held_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A hostPath volume entry as a grant compares it: the whole entry (mount path, read-only flag,
+    subPath, source), with an empty ``type`` and an absent one the same."""
+    held = {k: v for k, v in entry.items() if v not in (None, "", False)}
+    source = dict(held.get("hostPath") or {})
+    if not source.get("type"):
+        source.pop("type", None)
+    held["hostPath"] = source
+    return held
+
+
 def _host_paths(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e["hostPath"] for e in spec.get("additionalVolumes") or [] if e.get("hostPath")]
+    return [
+        _held_entry(e)
+        for e in spec.get("additionalVolumes") or []
+        if isinstance(e, dict) and e.get("hostPath")
+    ]
 
 
 async def _grant_errors(
@@ -487,8 +559,8 @@ async def _grant_errors(
         )
     held = _host_paths(old or {})
     for index, entry in enumerate(spec.get("additionalVolumes") or []):
-        host = entry.get("hostPath")
-        if host and host not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
+        host = entry.get("hostPath") if isinstance(entry, dict) else None
+        if host and _held_entry(entry) not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
             errors.append(
                 forbidden(
                     f"spec.additionalVolumes[{index}].hostPath",
@@ -544,6 +616,19 @@ async def _resources_or_retry(
     resources = spec.get("resources") or {}
     if _share_request(resources) and offer.acceleratable and not offer.observed:
         return retry_later(f"InstanceType {name!r} has not observed its accelerators yet")
+    profile = resources.get("acceleratorPartitionedProfile") or ""
+    if (
+        required_to_exist
+        and offer.acceleratable
+        and profile in offer.profiles
+        and not (offer.profiles[profile] and offer.card_mib)
+    ):
+        # Offered, but its memory or the card's VRAM is not observed yet: sizing would leave the
+        # Instance without CPU and RAM, so the apiserver is asked to retry instead.
+        return retry_later(
+            f"InstanceType {name!r} offers profile {profile} but has not observed "
+            f"{'its memory' if not offer.profiles[profile] else 'the card VRAM'} yet, which sizes the Instance"
+        )
     try:
         return _resource_errors(resources, offer)
     except _Invalid as bad:
