@@ -13,8 +13,8 @@ from typing import Any
 
 from api import GROUP
 from api import constants as c
-from webhooks import instance, instance_type, modeldeployment, pod, workload
-from webhooks.decision import Decision, allow
+from webhooks import instance, instance_type, modeldeployment, pod, shapes, workload
+from webhooks.decision import Decision, allow, reject
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
@@ -71,6 +71,9 @@ class Webhook:
     async def __call__(self, request: AdmissionRequest, lookups: Lookups) -> Decision:
         if request.deleting and not self.handles_deletion:
             return allow()
+        wrong = shapes.errors(request)
+        if wrong:  # the handler is written for the shape its kind has; anything else is refused here
+            return reject(self.kind, request.display_name, wrong)
         return await self.handler(request, lookups)
 
 
