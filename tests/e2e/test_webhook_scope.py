@@ -34,7 +34,8 @@ def test_an_instance_in_the_operator_namespace_is_refused(cluster, webhooks):
         "apiVersion": "worker.gpustack.ai/v1",
         "kind": "Instance",
         "metadata": {"name": "in-system", "namespace": "gpustack-system"},
-        "spec": {"type": "gpustack--generic-linux-amd64", "image": "ubuntu:24.04"},
+        # Created stopped, so no InstanceType need exist: the namespace alone is refused.
+        "spec": {"type": "gpustack--generic-linux-amd64", "image": "ubuntu:24.04", "stop": True},
     }
     created = cluster.kubectl("create", "-f", "-", input=json.dumps(instance), check=False)
     assert created.returncode != 0
