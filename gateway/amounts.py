@@ -51,11 +51,11 @@ def text(value: Num) -> str:
 
 def profiles(entries: Any) -> Profiles:
     """A ``[{name, count}]`` list as pairs, in the order given; malformed entries are skipped."""
-    if not isinstance(entries, list):
+    if type(entries) is not list:
         return ()
     out: list[tuple[str, int]] = []
     for entry in entries:
-        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+        if type(entry) is dict and type(entry.get("name")) is str:
             count = entry.get("count") or 0
             out.append((entry["name"], count if type(count) is int else 0))
     return tuple(out)
@@ -79,59 +79,88 @@ def profiles_json(ledger: Profiles) -> list[Obj]:
     return [{"name": name, "count": count} for name, count in ledger]
 
 
-class SlicedSum:
-    """Σ of ``slicedDetail`` capabilities: counts add, physical profiles add by name (first-seen
-    order), the logical overcommit flag is set by any logically sliceable contributor."""
+Sliced = tuple[int, bool, int, tuple[tuple[str, int, Any], ...]]
+"""A ``slicedDetail`` read once: logical count, overcommit, physical count, (profile, count, MiB)."""
 
-    __slots__ = ("logical", "memory", "overcommit", "physical", "profiles")
+NO_SLICING: Sliced = (0, False, 0, ())
+
+
+def sliced(detail: Any) -> Sliced:
+    """Read a ``slicedDetail`` (malformed parts count as absent)."""
+    if type(detail) is not dict or not detail:
+        return NO_SLICING
+    logical_count, overcommit, physical_count = 0, False, 0
+    profiles: list[tuple[str, int, Any]] = []
+    logical = detail.get("logical")
+    if type(logical) is dict:
+        logical_count = _int(logical.get("count"))
+        overcommit = logical_count > 0 and logical.get("coresPercentageOvercommit") is True
+    physical = detail.get("physical")
+    if type(physical) is dict:
+        physical_count = _int(physical.get("count"))
+        entries = physical.get("profiles")
+        for entry in entries if type(entries) is list else ():
+            if type(entry) is dict and type(entry.get("name")) is str:
+                profiles.append((entry["name"], _int(entry.get("count")), entry.get("memoryMib")))
+    return (logical_count, overcommit, physical_count, tuple(profiles))
+
+
+class SlicedSum:
+    """Σ of slicing capabilities, kept as members come and go: counts add, physical profiles add by
+    name (listed by name), the logical overcommit flag is set by any logically sliceable member."""
+
+    __slots__ = ("logical", "memory", "overcommitting", "physical", "profiles")
 
     def __init__(self) -> None:
         self.logical = 0
-        self.overcommit = False
+        self.overcommitting = 0  # members that overcommit
         self.physical = 0
-        self.profiles: dict[str, int] = {}
+        self.profiles: dict[str, list[int]] = {}  # name -> [Σ count, members listing it]
         self.memory: dict[str, Any] = {}
 
-    def add(self, detail: Any) -> None:
-        if not isinstance(detail, Mapping):
+    def add(self, parts: Sliced, sign: int = 1) -> None:
+        """Count one member in (``sign`` 1) or out (-1)."""
+        if parts is NO_SLICING:
             return
-        logical = detail.get("logical")
-        if isinstance(logical, Mapping):
-            count = _int(logical.get("count"))
-            self.logical += count
-            if count > 0 and logical.get("coresPercentageOvercommit") is True:
-                self.overcommit = True
-        physical = detail.get("physical")
-        if isinstance(physical, Mapping):
-            self.physical += _int(physical.get("count"))
-            for entry in physical.get("profiles") or ():
-                if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-                    continue
-                name = entry["name"]
-                self.profiles[name] = self.profiles.get(name, 0) + _int(entry.get("count"))
-                if "memoryMib" in entry and name not in self.memory:
-                    self.memory[name] = entry["memoryMib"]
+        logical, overcommit, physical, profiles = parts
+        self.logical += sign * logical
+        self.overcommitting += sign if overcommit else 0
+        self.physical += sign * physical
+        for name, count, memory in profiles:
+            entry = self.profiles.get(name)
+            if entry is None:
+                entry = self.profiles[name] = [0, 0]
+            entry[0] += sign * count
+            entry[1] += sign
+            if entry[1] == 0:
+                del self.profiles[name]
+            elif memory is not None and sign > 0:
+                self.memory.setdefault(name, memory)
 
     def add_sum(self, other: SlicedSum) -> None:
         self.logical += other.logical
-        self.overcommit = self.overcommit or other.overcommit
+        self.overcommitting += other.overcommitting
         self.physical += other.physical
-        for name, count in other.profiles.items():
-            self.profiles[name] = self.profiles.get(name, 0) + count
-        for name, memory in other.memory.items():
-            self.memory.setdefault(name, memory)
+        for name, (count, members) in other.profiles.items():
+            entry = self.profiles.get(name)
+            if entry is None:
+                entry = self.profiles[name] = [0, 0]
+            entry[0] += count
+            entry[1] += members
+            if name in other.memory:
+                self.memory.setdefault(name, other.memory[name])
 
     def to_json(self) -> Obj:
         logical: Obj = {}
-        if self.overcommit:
+        if self.overcommitting:
             logical["coresPercentageOvercommit"] = True
         if self.logical:
             logical["count"] = self.logical
         physical: Obj = {}
         if self.profiles:
             physical["profiles"] = [
-                {"name": n, "count": c, **({"memoryMib": self.memory[n]} if n in self.memory else {})}
-                for n, c in self.profiles.items()
+                {"name": n, "count": e[0], **({"memoryMib": self.memory[n]} if n in self.memory else {})}
+                for n, e in sorted(self.profiles.items())
             ]
         if self.physical:
             physical["count"] = self.physical
@@ -157,10 +186,21 @@ def _normalized(value: Any) -> Any:
     return out
 
 
+_KEYS: dict[tuple[bytes, tuple[str, ...]], bytes] = {}
+_KEYS_LIMIT = 4096  # distinct specs remembered; a fleet has one per pool and cluster at most
+
+
 def spec_key(spec: Any, blanked: tuple[str, ...] = ()) -> bytes:
     """A hashable identity of a spec: the ``blanked`` fields dropped, and an empty value (``""``,
     ``false``, ``null``, ``{}``) equal to an absent one, as Go compares the same struct."""
     if not isinstance(spec, Mapping):
         return b"{}"
-    kept = {k: v for k, v in spec.items() if k not in blanked}
-    return orjson.dumps(_normalized(kept), option=orjson.OPT_SORT_KEYS)
+    raw = (orjson.dumps(spec), blanked)
+    key = _KEYS.get(raw)
+    if key is None:
+        kept = {k: v for k, v in spec.items() if k not in blanked}
+        key = orjson.dumps(_normalized(kept), option=orjson.OPT_SORT_KEYS)
+        if len(_KEYS) >= _KEYS_LIMIT:
+            _KEYS.clear()
+        _KEYS[raw] = key
+    return key

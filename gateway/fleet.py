@@ -27,15 +27,17 @@ change with the deltas a watcher sees.  The shape follows the reference's aggreg
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import orjson
 
 from api.constants import PHASE_ACTIVE
 from gateway import amounts
 from gateway.amounts import Num, Obj, Profiles, SlicedSum
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
-Change = tuple[str, Obj]  # (event type, aggregated object)
+Change = tuple[str, Any]  # (event type, aggregated object: a dict, or JSON text when encoded)
 
 SCALARS = ("accelerator", "acceleratorShared", "acceleratorSliced", "cpu")
 PARTITIONED = "acceleratorPartitioned"
@@ -62,16 +64,23 @@ BLANKED = ("inactive", "displayName", "description")
 class Bundle:
     """One overview: the four scalar dimensions (in :data:`SCALARS` order) and the profiles."""
 
-    __slots__ = ("profiles", "values")
+    __slots__ = ("_json", "profiles", "values")
 
     def __init__(self, values: tuple[Num, Num, Num, Num], profiles: Profiles = ()) -> None:
         self.values = values
         self.profiles = profiles
+        self._json: Obj | None = None
 
     def is_zero(self) -> bool:
         return not any(self.values) and not any(count for _, count in self.profiles)
 
     def to_json(self) -> Obj:
+        """The overview as JSON (rendered once; treat it as read-only)."""
+        if self._json is None:
+            self._json = self._render()
+        return self._json
+
+    def _render(self) -> Obj:
         a, shared, sliced, cpu = self.values
         out: Obj = {
             "accelerator": amounts.text(a),
@@ -89,13 +98,14 @@ ZERO = Bundle((0, 0, 0, 0))
 
 def _view(status: Mapping[str, Any], name: str) -> Obj:
     view = status.get(name)
-    return view if isinstance(view, dict) else {}
+    return view if type(view) is dict else {}
 
 
 class Candidate:
-    """One cluster's InstanceType as the fleet view sees it."""
+    """One cluster's InstanceType as the fleet view sees it (read once, never changed)."""
 
     __slots__ = (
+        "_encoded",
         "active",
         "cluster",
         "json",
@@ -112,7 +122,7 @@ class Candidate:
         self.cluster = cluster
         self.name = name
         phase = status.get("phase")
-        self.phase = phase if isinstance(phase, str) else ""
+        self.phase = phase if type(phase) is str else ""
         self.active = self.phase == PHASE_ACTIVE
         views = {view: _view(status, view) for view in VIEWS}
         number = amounts.number
@@ -132,61 +142,125 @@ class Candidate:
         self.tier: Num = self.once[0]
         self.ledger = amounts.profiles(views[PARTITIONED].get("remainingProfiles"))
         detail = status.get("detail")
-        sliced_detail = detail.get("slicedDetail") if isinstance(detail, Mapping) else None
-        self.sliced: Obj = sliced_detail if isinstance(sliced_detail, dict) else {}
+        raw = detail.get("slicedDetail") if type(detail) is dict else None
+        sliced_detail: Obj = raw if type(raw) is dict else {}
+        self.sliced = amounts.sliced(sliced_detail)
         self.json: Obj = {
             "cluster": cluster,
             "name": name,
             "phase": self.phase,
             **views,
-            "acceleratorSlicedDetail": self.sliced,
+            "acceleratorSlicedDetail": sliced_detail,
         }
+        self._encoded: bytes | None = None
+
+    @property
+    def encoded(self) -> bytes:
+        """``json`` as JSON text, encoded once: an item is re-sent whole on every change."""
+        if self._encoded is None:
+            self._encoded = orjson.dumps(self.json)
+        return self._encoded
 
     def same_as(self, other: Candidate) -> bool:
         return self.json == other.json
 
 
 class Tier:
-    """Candidates sharing one accelerator ``onceMaxRequest``, with their bundles."""
+    """Candidates sharing one accelerator ``onceMaxRequest``, with their bundles.
 
-    __slots__ = ("candidates", "key", "once", "remaining", "sliced")
+    The Σ over Active candidates is kept as candidates come, change and go (exact: quantities are
+    whole numbers or fractions), so a change costs what it touches, not the tier's size; the
+    winner is found again in :meth:`settle`."""
+
+    __slots__ = ("_bytes", "_json", "candidates", "key", "ledger", "once", "remaining", "sliced", "totals")
 
     def __init__(self, key: Num) -> None:
         self.key = key
         self.candidates: list[Candidate] = []
+        self.totals: tuple[Num, Num, Num, Num] = (0, 0, 0, 0)
+        self.ledger: dict[str, list[int]] = {}  # profile -> [Σ count, Active candidates listing it]
         self.once = ZERO
         self.remaining = ZERO
-        self.sliced = SlicedSum()
+        self.sliced = SlicedSum()  # capability: every candidate, whatever its phase
+        self._json: Obj | None = None
+        self._bytes: bytes | None = None
 
-    def recompute(self, primary: int) -> None:
+    def _count(self, candidate: Candidate, sign: int) -> None:
+        self._json = self._bytes = None
+        self.sliced.add(candidate.sliced, sign)
+        if not candidate.active:
+            return
+        t, r = self.totals, candidate.remaining
+        if sign > 0:
+            self.totals = (t[0] + r[0], t[1] + r[1], t[2] + r[2], t[3] + r[3])
+        else:
+            self.totals = (t[0] - r[0], t[1] - r[1], t[2] - r[2], t[3] - r[3])
+        for name, count in candidate.ledger:
+            entry = self.ledger.get(name)
+            if entry is None:
+                entry = self.ledger[name] = [0, 0]
+            entry[0] += sign * count
+            entry[1] += sign
+            if entry[1] == 0:
+                del self.ledger[name]
+
+    def add(self, candidate: Candidate) -> None:
+        self.candidates.append(candidate)
+        self._count(candidate, 1)
+
+    def remove(self, candidate: Candidate) -> None:
+        self.candidates.remove(candidate)
+        self._count(candidate, -1)
+
+    def replace(self, old: Candidate, new: Candidate) -> None:
+        self.candidates[self.candidates.index(old)] = new
+        self._count(old, -1)
+        self._count(new, 1)
+
+    def settle(self, primary: int) -> None:
+        """Find the winning bundle again and take the Σ as a bundle."""
+        self._json = self._bytes = None
+        self.remaining = Bundle(self.totals, tuple(sorted((name, e[0]) for name, e in self.ledger.items())))
         best: Candidate | None = None
-        a = shared = sliced = cpu = 0
-        ledgers: list[Profiles] = []
-        detail = SlicedSum()
         for candidate in self.candidates:
-            detail.add(candidate.sliced)  # capability: every candidate, whatever its phase
-            if not candidate.active:
-                continue
-            if best is None or candidate.once[primary] > best.once[primary]:
+            if candidate.active and (best is None or candidate.once[primary] > best.once[primary]):
                 best = candidate
-            r = candidate.remaining
-            a += r[0]
-            shared += r[1]
-            sliced += r[2]
-            cpu += r[3]
-            if candidate.ledger:
-                ledgers.append(candidate.ledger)
+                if primary == 0:  # one tier, one accelerator onceMaxRequest: the first Active wins
+                    break
         self.once = ZERO if best is None else Bundle(best.once, amounts.cap_at_one(best.ledger))
-        self.remaining = Bundle((a, shared, sliced, cpu), amounts.sum_profiles(ledgers))
-        self.sliced = detail
 
     def to_json(self) -> Obj:
-        return {
-            "onceMaxRequest": self.once.to_json(),
-            "remaining": self.remaining.to_json(),
-            "candidates": [c.json for c in self.candidates],
-            "acceleratorSlicedDetail": self.sliced.to_json(),
-        }
+        """The tier as JSON (rendered once per change; treat it as read-only)."""
+        if self._json is None:
+            self._json = {
+                "onceMaxRequest": self.once.to_json(),
+                "remaining": self.remaining.to_json(),
+                "candidates": [c.json for c in self.candidates],
+                "acceleratorSlicedDetail": self.sliced.to_json(),
+            }
+        return self._json
+
+    def to_bytes(self) -> bytes:
+        """:meth:`to_json` as JSON text, splicing in each candidate's cached encoding."""
+        if self._bytes is None:
+            self._bytes = self._encode()
+        return self._bytes
+
+    def _encode(self) -> bytes:
+        dumps = orjson.dumps
+        return b"".join(
+            (
+                b'{"onceMaxRequest":',
+                dumps(self.once.to_json()),
+                b',"remaining":',
+                dumps(self.remaining.to_json()),
+                b',"candidates":[',
+                b",".join([c.encoded for c in self.candidates]),
+                b'],"acceleratorSlicedDetail":',
+                dumps(self.sliced.to_json()),
+                b"}",
+            )
+        )
 
 
 def item_name(spec: Mapping[str, Any]) -> str:
@@ -205,7 +279,7 @@ def item_name(spec: Mapping[str, Any]) -> str:
 
 def _identity(detail: Any) -> Obj | None:
     """The descriptor without ``slicedDetail`` when it is ready (non-empty manufacturer)."""
-    if isinstance(detail, Mapping) and detail.get("manufacturer"):
+    if type(detail) is dict and detail.get("manufacturer"):
         return {k: v for k, v in detail.items() if k != "slicedDetail"}
     return None
 
@@ -219,7 +293,7 @@ class Item:
         self.name = item_name(spec)
         self.spec = spec
         self.acceleratable = bool(spec.get("acceleratable"))
-        first = detail if isinstance(detail, Mapping) else {}
+        first = detail if type(detail) is dict else {}
         self.identity: Obj = {k: v for k, v in first.items() if k != "slicedDetail"}
         self.tiers: dict[Num, Tier] = {}
         self.once = ZERO
@@ -242,21 +316,31 @@ class Item:
         tier = self.tiers.get(candidate.tier)
         if tier is None:
             tier = self.tiers[candidate.tier] = Tier(candidate.tier)
-        tier.candidates.append(candidate)
+        tier.add(candidate)
         return tier
 
-    def remove(self, candidate: Candidate) -> Tier | None:
-        """Take ``candidate`` out; returns its tier, or None when the tier went with it."""
+    def remove(self, candidate: Candidate) -> Tier:
+        """Take ``candidate`` out (its tier too, when it was the last); returns the tier."""
         tier = self.tiers[candidate.tier]
-        tier.candidates.remove(candidate)
-        if tier.candidates:
-            return tier
-        del self.tiers[candidate.tier]
-        return None
+        tier.remove(candidate)
+        if not tier.candidates:
+            del self.tiers[candidate.tier]
+        return tier
 
-    def recompute(self) -> None:
-        """Sort the tiers and fold them into the item bundles and the slicing Σ."""
+    def replace(self, old: Candidate, new: Candidate) -> list[Tier]:
+        """Put ``new`` where ``old`` was, moving tiers when its accelerator once changed."""
+        if old.tier == new.tier:
+            tier = self.tiers[old.tier]
+            tier.replace(old, new)
+            return [tier]
+        return [self.remove(old), self.add(new)]
+
+    def settle(self, touched: Iterable[Tier]) -> None:
+        """Settle the ``touched`` tiers, sort the tiers, fold them into the item's bundles."""
         p = self.primary
+        for tier in touched:
+            if self.tiers.get(tier.key) is tier:
+                tier.settle(p)
         self.tiers = dict(sorted(self.tiers.items(), key=lambda kv: (kv[1].once.values[p], kv[0])))
         best: Bundle | None = None
         a = shared = sliced = cpu = 0
@@ -266,13 +350,14 @@ class Item:
             once = tier.once
             if not once.is_zero() and (best is None or once.values[p] > best.values[p]):
                 best = once
-            r = tier.remaining.values
+            remaining = tier.remaining
+            r = remaining.values
             a += r[0]
             shared += r[1]
             sliced += r[2]
             cpu += r[3]
-            if tier.remaining.profiles:
-                ledgers.append(tier.remaining.profiles)
+            if remaining.profiles:
+                ledgers.append(remaining.profiles)
             detail.add_sum(tier.sliced)
         self.once = best or ZERO
         self.remaining = Bundle((a, shared, sliced, cpu), amounts.sum_profiles(ledgers))
@@ -290,6 +375,28 @@ class Item:
             },
         }
 
+    def to_bytes(self) -> bytes:
+        """:meth:`to_json` as JSON text, without re-encoding unchanged candidates."""
+        dumps = orjson.dumps
+        head = {
+            "detail": {**self.identity, "slicedDetail": self.sliced.to_json()},
+            "onceMaxRequest": self.once.to_json(),
+            "remaining": self.remaining.to_json(),
+        }
+        return b"".join(
+            (
+                b'{"name":',
+                dumps(self.name),
+                b',"spec":',
+                dumps(self.spec),
+                b',"status":',
+                dumps(head)[:-1],
+                b',"tiers":[',
+                b",".join([tier.to_bytes() for tier in self.tiers.values()]),
+                b"]}}",
+            )
+        )
+
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
@@ -301,39 +408,40 @@ def _mapping(value: Any) -> Obj:
 
 
 class Fleet:
-    """The fleet view of InstanceTypes, folded from clusters and kept current by their changes."""
+    """The fleet view of InstanceTypes, folded from clusters and kept current by their changes.
 
-    def __init__(self) -> None:
+    A delta carries the item as a dict, or with ``encoded=True`` as JSON text (what a watch sends;
+    cheaper, because each candidate is encoded once however often its item is re-sent)."""
+
+    def __init__(self, *, encoded: bool = False) -> None:
+        self._render: Callable[[Item], Any] = Item.to_bytes if encoded else Item.to_json
+        self._encoded = encoded
         self._items: dict[bytes, Item] = {}
         self._where: dict[tuple[str, str], tuple[bytes, Candidate]] = {}
 
     # Folding ------------------------------------------------------------------------------------
 
     def load(self, pairs: Iterable[tuple[str, Mapping[str, Any]]]) -> Fleet:
-        """Fold a snapshot (no deltas), recomputing each tier and item once at the end."""
+        """Fold a snapshot (no deltas), settling each item once at the end."""
         for cluster, obj in pairs:
-            if _meta(obj).get("deletionTimestamp"):
+            meta = _meta(obj)
+            if meta.get("deletionTimestamp"):
                 continue
-            self._place(cluster, obj)
+            name = str(meta.get("name") or "")
+            if (cluster, name) in self._where:  # a snapshot names each object once; stay whole if not
+                self.delete(cluster, name)
+            spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
+            key = amounts.spec_key(spec, BLANKED)
+            item = self._items.get(key)
+            if item is None:
+                item = self._items[key] = Item(spec, status.get("detail"))
+            item.adopt(status.get("detail"))
+            candidate = Candidate(cluster, name, status)
+            item.add(candidate)
+            self._where[(cluster, name)] = (key, candidate)
         for item in self._items.values():
-            for tier in item.tiers.values():
-                tier.recompute(item.primary)
-            item.recompute()
+            item.settle(list(item.tiers.values()))
         return self
-
-    def _place(self, cluster: str, obj: Mapping[str, Any]) -> None:
-        name = str(_meta(obj).get("name") or "")
-        if (cluster, name) in self._where:  # a snapshot names each object once; stay whole if not
-            self.delete(cluster, name)
-        spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
-        key = amounts.spec_key(spec, BLANKED)
-        item = self._items.get(key)
-        if item is None:
-            item = self._items[key] = Item(spec, status.get("detail"))
-        item.adopt(status.get("detail"))
-        candidate = Candidate(cluster, name, status)
-        item.add(candidate)
-        self._where[(cluster, name)] = (key, candidate)
 
     # Deltas -------------------------------------------------------------------------------------
 
@@ -358,29 +466,19 @@ class Fleet:
         item = self._items.get(key)
         if item is None:
             item = self._items[key] = Item(spec, status.get("detail"))
-            item.add(candidate).recompute(item.primary)
-            item.recompute()
+            item.settle([item.add(candidate)])
             self._where[(cluster, name)] = (key, candidate)
-            return [*changes, (ADDED, item.to_json())]
+            return [*changes, (ADDED, self._render(item))]
         adopted = item.adopt(status.get("detail"))
         if previous is None:
-            item.add(candidate).recompute(item.primary)
+            touched = [item.add(candidate)]
+        elif previous[1].same_as(candidate) and not adopted:
+            return changes
         else:
-            old = previous[1]
-            if old.same_as(candidate) and not adopted:
-                return changes
-            if old.tier == candidate.tier:
-                tier = item.tiers[old.tier]
-                tier.candidates[tier.candidates.index(old)] = candidate
-                tier.recompute(item.primary)
-            else:
-                left = item.remove(old)
-                if left is not None:
-                    left.recompute(item.primary)
-                item.add(candidate).recompute(item.primary)
+            touched = item.replace(previous[1], candidate)
         self._where[(cluster, name)] = (key, candidate)
-        item.recompute()
-        return [*changes, (MODIFIED, item.to_json())]
+        item.settle(touched)
+        return [*changes, (MODIFIED, self._render(item))]
 
     def delete(self, cluster: str, name: str) -> list[Change]:
         previous = self._where.pop((cluster, name), None)
@@ -388,8 +486,7 @@ class Fleet:
             return []
         key, candidate = previous
         item = self._items[key]
-        left = item.remove(candidate)
-        return [self._settle(key, item, [left] if left is not None else [])]
+        return [self._settle(key, item, [item.remove(candidate)])]
 
     def drop_cluster(self, cluster: str) -> list[Change]:
         """Remove every candidate of ``cluster``: one delta per item it was part of."""
@@ -398,21 +495,17 @@ class Fleet:
             if member != cluster:
                 continue
             del self._where[(member, name)]
-            left = self._items[key].remove(candidate)
-            tiers = touched.setdefault(key, {})
-            if left is not None:
-                tiers[id(left)] = left
-        return [self._settle(key, self._items[key], list(left.values())) for key, left in touched.items()]
+            tier = self._items[key].remove(candidate)
+            touched.setdefault(key, {})[id(tier)] = tier
+        return [self._settle(key, self._items[key], list(tiers.values())) for key, tiers in touched.items()]
 
     def _settle(self, key: bytes, item: Item, tiers: list[Tier]) -> Change:
         if not item.tiers:
             del self._items[key]
-            return (DELETED, {"name": item.name})
-        for tier in tiers:
-            if tier.key in item.tiers:
-                tier.recompute(item.primary)
-        item.recompute()
-        return (MODIFIED, item.to_json())
+            gone = {"name": item.name}
+            return (DELETED, orjson.dumps(gone) if self._encoded else gone)
+        item.settle(tiers)
+        return (MODIFIED, self._render(item))
 
     # Reading ------------------------------------------------------------------------------------
 

@@ -406,3 +406,20 @@ def test_watch_deltas_reach_the_same_state_as_a_fresh_list():
             state[(cluster, obj["metadata"]["name"])] = obj
     fresh = Fleet().load([(cluster, obj) for (cluster, _), obj in sorted(state.items())])
     assert live.to_json() == fresh.to_json()
+
+
+def test_encoded_deltas_are_the_same_json_as_the_dicts():
+    import orjson
+
+    steps = [
+        (ADDED, "a", instance_type("t", ex=(1, 2, 8), detail=H100_DETAIL)),
+        (ADDED, "b", instance_type("t", ex=(4, 4, 8), remaining_profiles=[("1g.10gb", 3)])),
+        (MODIFIED, "a", instance_type("t", ex=(4, 6, 8))),
+        (DELETED, "a", None),
+        (DELETED, "b", instance_type("t")),
+    ]
+    plain, encoded = Fleet(), Fleet(encoded=True)
+    for kind, cluster, obj in steps:
+        want = plain.apply(kind, cluster, obj)
+        got = encoded.apply(kind, cluster, obj)
+        assert [(k, orjson.loads(item)) for k, item in got] == want
