@@ -93,6 +93,13 @@ class Bus:
                 if subscription.overflowed:
                     self.dropped += 1
 
+    def close_all(self) -> None:
+        """End every watch (the gateway is stopping)."""
+        for subscriptions in self._subscriptions.values():
+            for subscription in subscriptions:
+                subscription.close()
+        self._subscriptions.clear()
+
     def watchers(self, kind: str) -> int:
         return len(self._subscriptions.get(kind, ()))
 

@@ -122,7 +122,7 @@ class LoopbackSource:
                         k8s_config.load_incluster_config(client_configuration=configuration)
                     except k8s_config.ConfigException:
                         k8s_config.load_kube_config(client_configuration=configuration)
-            except (k8s_config.ConfigException, OSError) as error:
+            except Exception as error:  # YAML, missing keys, bad certificates: the loader raises them all
                 raise SourceError(500, f"loopback: cannot load a kubeconfig: {error}") from None
             self._configuration = configuration
         return self._configuration
@@ -164,7 +164,7 @@ class KubeconfigDirSource:
         configuration = k8s.Configuration()
         try:
             k8s_config.load_kube_config(config_file=str(path), client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, ValueError) as error:
+        except Exception as error:  # YAML, missing keys, bad certificates: the loader raises them all
             raise SourceError(
                 400, f"cluster {cluster!r}: {path} is not a usable kubeconfig: {error}"
             ) from None

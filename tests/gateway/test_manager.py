@@ -194,6 +194,7 @@ def test_failures_are_retried_with_growing_gaps_until_unsubscribe(upstream, capl
         claim = m.claim("a")
         assert claim is not None and "is the operator installed" in claim.reason
         await m.unsubscribe("a")
+        await asyncio.sleep(0.2)  # a check already on the wire may still land
         count = a.discovery_calls
         await asyncio.sleep(0.5)
         assert a.discovery_calls == count  # no check after the unsubscribe
