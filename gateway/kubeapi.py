@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
-from controllers.runtime.client import ApiError, Client
-from controllers.runtime.informer import Informer
+from kube.client import ApiError, Client
+from kube.informer import Informer
 
 __all__ = ["ApiError", "ClusterClient", "Informer", "RateLimit"]
 
