@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import stat
 import sys
@@ -145,11 +146,11 @@ class Served:
             self.close()
 
     def close(self) -> None:
+        """Close the socket and undo what the app's shutdown did not (it does, when it ran)."""
         with contextlib.suppress(OSError):
             self.sock.close()
         for undo in self.cleanup:
             undo()
-        self.cleanup.clear()
 
 
 def prepare(options: Options, *, settings: Settings | None = None) -> Served:
@@ -166,7 +167,6 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
     settings = settings or Settings(readiness_timeout=options.readiness_timeout, resync=options.resync)
     gateway = Gateway(Manager(source, bus, settings), bus, watch_buffer=options.watch_buffer)
     watch_files = [tls.watch] if options.cert_dir else []
-    app = create_app(gateway, on_startup=watch_files)
     sock = listen(options)
     if options.unix_path:
         path = Path(options.unix_path)
@@ -174,6 +174,7 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
         where = f"unix:{path}"
     else:
         where = f"https://{options.bind_address}:{options.secure_port}"
+    app = create_app(gateway, on_startup=watch_files, on_shutdown=cleanup)
     config = _Config(
         app,
         lifespan="on",
@@ -191,9 +192,15 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
     return Served(server, sock, gateway, where, cleanup)
 
 
+def _stop_early(signum: int, _: Any) -> None:
+    """Until uvicorn takes the signals over: stop, running the cleanups on the way out."""
+    raise SystemExit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
     from gpustack_operator import logs
 
+    signal.signal(signal.SIGTERM, _stop_early)
     try:
         options = validate(args)
         logs.configure(options.verbosity)
@@ -201,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as error:
         print(f"gpustack-operator worker-gateway: {error}", file=sys.stderr)
         return 2
-    log.info("worker-gateway serving", extra={"listen": served.where})
-    served.run()
+    try:
+        log.info("worker-gateway serving", extra={"listen": served.where})
+        served.run()
+    finally:
+        served.close()
     return 0

@@ -317,7 +317,16 @@ class WatchStream(Response):
             metrics.WATCHES_CLOSED.labels(reason).inc()
 
 
-def create_app(gateway: Gateway, *, on_startup: list[Callable[[], Any]] | None = None) -> Starlette:
+def create_app(
+    gateway: Gateway,
+    *,
+    on_startup: list[Callable[[], Any]] | None = None,
+    on_shutdown: list[Callable[[], None]] | None = None,
+) -> Starlette:
+    """The app; ``on_startup`` coroutines run beside it, ``on_shutdown`` callables after it.
+
+    (Shutdown work belongs here: uvicorn re-raises the SIGTERM it caught once the app is down, so
+    nothing after its ``run`` returns is sure to run.)"""
     routes = [
         Route("/apis/workers", gateway.workers, methods=["GET", "POST", "DELETE"]),
         Route("/apis/{collection}", gateway.collection, methods=["GET"]),
@@ -338,5 +347,10 @@ def create_app(gateway: Gateway, *, on_startup: list[Callable[[], Any]] | None =
             for task in tasks:
                 task.cancel()
             await gateway.manager.close()
+            for undo in on_shutdown or ():
+                try:
+                    undo()
+                except Exception:
+                    log.exception("cleanup at shutdown failed")
 
     return Starlette(routes=routes, lifespan=lifespan)

@@ -4,10 +4,14 @@ the loopback and kubeconfig-directory connection modes."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -208,3 +212,35 @@ def test_loopback_mode_answers_every_cluster_name_from_one_kubeconfig(upstream, 
     items = client.get("/apis/instancetypes").json()["items"]
     assert [i["cluster"] for i in items] == ["one", "two"]
     running.stop()
+
+
+def test_sigterm_removes_the_socket_and_the_generated_certificate(tmp_path):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    path = tmp_path / "gw.sock"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpustack_operator", "wg", "--bind-unix-path", str(path)],
+        env={**os.environ, "TMPDIR": str(scratch)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(path) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert _answers(path) and [p.name[:21] for p in scratch.iterdir()] == ["gpustack-gateway-tls-"]
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not path.exists()
+    assert list(scratch.iterdir()) == []
+
+
+def _answers(path: Path) -> bool:
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path), verify=False)) as client:
+            return client.get("https://gw/livez").status_code == 200
+    except httpx.TransportError:
+        return False
