@@ -343,7 +343,10 @@ class Item:
                 tier.settle(p)
         self.tiers = dict(sorted(self.tiers.items(), key=lambda kv: (kv[1].once.values[p], kv[0])))
         best: Bundle | None = None
-        a = shared = sliced = cpu = 0
+        a: Num = 0
+        shared: Num = 0
+        sliced: Num = 0
+        cpu: Num = 0
         ledgers: list[Profiles] = []
         detail = SlicedSum()
         for tier in self.tiers.values():

@@ -62,4 +62,4 @@ def check(client: ClusterClient, timeout: float) -> Readiness:
 
 def delay(attempt: int, first: float = FIRST_DELAY, cap: float = MAX_DELAY) -> float:
     """Seconds before check ``attempt + 1`` after ``attempt + 1`` failures: 5, 10, 20, 40, 60, 60…"""
-    return min(first * 2 ** min(attempt, 32), cap)
+    return float(min(first * 2 ** min(attempt, 32), cap))

@@ -166,7 +166,7 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
     bus = Bus()
     settings = settings or Settings(readiness_timeout=options.readiness_timeout, resync=options.resync)
     gateway = Gateway(Manager(source, bus, settings), bus, watch_buffer=options.watch_buffer)
-    watch_files = [tls.watch] if options.cert_dir else []
+    watch_files = [tls.watch] if options.cert_dir else []  # watch() with its default interval
     sock = listen(options)
     if options.unix_path:
         path = Path(options.unix_path)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import orjson
@@ -320,8 +320,8 @@ class WatchStream(Response):
 def create_app(
     gateway: Gateway,
     *,
-    on_startup: list[Callable[[], Any]] | None = None,
-    on_shutdown: list[Callable[[], None]] | None = None,
+    on_startup: Sequence[Callable[[], Coroutine[Any, Any, Any]]] = (),
+    on_shutdown: Sequence[Callable[[], None]] = (),
 ) -> Starlette:
     """The app; ``on_startup`` coroutines run beside it, ``on_shutdown`` callables after it.
 
@@ -338,7 +338,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(start()) for start in on_startup or ()]
+        tasks = [asyncio.create_task(start()) for start in on_startup]
         gateway.started = True
         try:
             yield
@@ -347,7 +347,7 @@ def create_app(
             for task in tasks:
                 task.cancel()
             await gateway.manager.close()
-            for undo in on_shutdown or ():
+            for undo in on_shutdown:
                 try:
                     undo()
                 except Exception:
