@@ -231,30 +231,54 @@ class Manager:
 
     # Reads --------------------------------------------------------------------------------------
 
-    async def snapshot(self, kind: Kind, clusters: Sequence[str] = ()) -> Snapshot:
-        """Every object of ``kind`` in the named clusters (all registered ones when none are)."""
+    async def prepare(self, kind: Kind, clusters: Sequence[str] = ()) -> Reading:
+        """Make the named clusters' caches of ``kind`` ready to read (all registered clusters when
+        none are named): watch the kind where it is not watched yet, and wait up to ``sync_wait``
+        for a new watch to list.  Nothing is read yet: :meth:`Reading.pairs` reads, without
+        waiting, so a watcher can subscribe between the two and miss nothing."""
         names = sorted(set(clusters)) if clusters else sorted(self._claims)
-        snapshot = Snapshot()
-        reading: list[tuple[Claim, Informer]] = []
+        reading = Reading(self, kind)
         for name in names:
             claim = self._claims.get(name)
             if claim is None:
-                snapshot.warnings.append(f"cluster {name!r} is not subscribed")
+                reading.warnings.append(f"cluster {name!r} is not subscribed")
             elif not claim.registered:
-                snapshot.warnings.append(f"cluster {name!r} is not ready: {claim.reason}")
+                reading.warnings.append(f"cluster {name!r} is not ready: {claim.reason}")
             elif kind.plural not in claim.served:
-                snapshot.warnings.append(f"cluster {name!r} does not serve {kind.plural}")
+                reading.warnings.append(f"cluster {name!r} does not serve {kind.plural}")
             else:
-                reading.append((claim, self._inform(claim, kind)))
+                reading.sources.append((claim, self._inform(claim, kind)))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.sync_wait
-        while any(not informer.synced() for _, informer in reading) and loop.time() < deadline:
+        while any(not informer.synced() for _, informer in reading.sources) and loop.time() < deadline:
             await asyncio.sleep(0.05)
-        for claim, informer in reading:
-            if self._claims.get(claim.cluster) is not claim:
-                snapshot.warnings.append(f"cluster {claim.cluster!r} was unsubscribed during the read")
-            elif not informer.synced():
-                snapshot.warnings.append(f"cluster {claim.cluster!r}: its {kind.plural} are not listed yet")
-            else:
-                snapshot.pairs.extend((claim.cluster, obj) for obj in sorted(informer.list(), key=_order))
-        return snapshot
+        for claim, informer in reading.sources:
+            if not informer.synced():
+                reading.warnings.append(f"cluster {claim.cluster!r}: its {kind.plural} are not listed yet")
+        return reading
+
+    async def snapshot(self, kind: Kind, clusters: Sequence[str] = ()) -> Snapshot:
+        """Every object of ``kind`` in the named clusters (all registered ones when none are)."""
+        reading = await self.prepare(kind, clusters)
+        return Snapshot(reading.pairs(), reading.warnings)
+
+    def current(self, claim: Claim) -> bool:
+        return self._claims.get(claim.cluster) is claim
+
+
+class Reading:
+    """Caches made ready by :meth:`Manager.prepare`, and who is left out, why."""
+
+    def __init__(self, manager: Manager, kind: Kind) -> None:
+        self.manager = manager
+        self.kind = kind
+        self.sources: list[tuple[Claim, Informer]] = []
+        self.warnings: list[str] = []
+
+    def pairs(self) -> list[tuple[str, Obj]]:
+        """``(cluster, object)`` from every listed cache, clusters in order, objects by name."""
+        out: list[tuple[str, Obj]] = []
+        for claim, informer in self.sources:
+            if self.manager.current(claim) and informer.synced():
+                out.extend((claim.cluster, obj) for obj in sorted(informer.list(), key=_order))
+        return out

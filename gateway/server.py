@@ -33,7 +33,7 @@ from starlette.routing import Route
 from gateway import metrics, views
 from gateway.events import Bus, Subscription, overflow_status
 from gateway.kinds import AGGREGATED, COLLECTIONS, GVKError, Kind, parse_gvk
-from gateway.manager import Manager, Snapshot
+from gateway.manager import Manager
 from gateway.sources import SourceError, check_cluster_name
 
 log = logging.getLogger("gateway.server")
@@ -220,17 +220,15 @@ class Gateway:
         return _warn(Response(orjson.dumps(body), media_type="application/json"), snapshot.warnings)
 
     async def _watch(self, kind: Kind, clusters: list[str], namespace: str, aggregated: bool) -> Response:
-        subscription = self.bus.subscribe(kind.kind, self.watch_buffer)  # before the snapshot: no gap
+        # Caches ready first, then subscribe, then read the base (no await in between): the fold
+        # starts from exactly the state the first event it gets follows, and a kind watched only
+        # now does not replay its first listing as a flood of ADDED lines.
+        reading = await self.manager.prepare(kind, clusters)
+        subscription = self.bus.subscribe(kind.kind, self.watch_buffer)
         wanted = set(clusters)
-        snapshot: Snapshot | None = None
+        render: Callable[[Any], list[bytes]]
         if aggregated:
-            try:
-                snapshot = await self.manager.snapshot(kind, clusters)
-            except BaseException:
-                self.bus.unsubscribe(subscription)
-                raise
-            fold = views.AggregatedWatch(kind, snapshot.pairs)
-            render: Callable[[Any], list[bytes]] = fold.lines
+            render = views.AggregatedWatch(kind, reading.pairs()).lines
         else:
 
             def render(event: Any) -> list[bytes]:
@@ -244,8 +242,8 @@ class Gateway:
                 for text in render(event):
                     yield text
 
-        stream = WatchStream(self.bus, subscription, lines(), f"{kind.plural}", aggregated)
-        return _warn(stream, snapshot.warnings if snapshot else [])
+        stream = WatchStream(self.bus, subscription, lines(), kind.plural, aggregated)
+        return _warn(stream, reading.warnings)
 
     # Health -------------------------------------------------------------------------------------
 

@@ -223,6 +223,18 @@ def test_a_raw_watch_sends_changes_from_now_on_with_their_cluster(upstream, gate
     watch.close()
 
 
+def test_a_watch_of_a_kind_no_subscription_named_starts_its_watch_without_a_replay(upstream, gateway):
+    upstream.clusters["a"].put(instance_type("existing"))
+    client = gateway.client()
+    subscribe(client, "a", gvks=())
+    watch = Watch(gateway.client(), "/apis/instancetypes?watch=true")
+    assert watch.quiet(0.5)  # "existing" is not replayed as ADDED
+    upstream.clusters["a"].put(instance_type("new"))
+    line = watch.next()
+    assert line is not None and (line["type"], line["object"]["metadata"]["name"]) == ("ADDED", "new")
+    watch.close()
+
+
 def test_an_aggregated_watch_moves_with_capacity_and_drops_a_cluster(upstream, gateway):
     put_both(upstream, instance_type("t", ex=(2, 2, 8)))
     client = gateway.client()
