@@ -27,6 +27,12 @@ def _admit(args: argparse.Namespace) -> int:
     return admit.run(args)
 
 
+def _worker_gateway(args: argparse.Namespace) -> int:
+    from gateway import serve
+
+    return serve.run(args)
+
+
 def _crds(args: argparse.Namespace) -> int:
     from api import crds
 
@@ -60,6 +66,7 @@ def _version(_: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gpustack-operator",
+        allow_abbrev=False,  # `worker-gateway --v=4` (as the GPUStack server passes it) is not --version
         description="Make GPUs and NPUs schedulable on Kubernetes and run LLM inference on them.",
     )
     top.add_argument("--version", action="version", version=f"gpustack-operator {__version__}")
@@ -211,6 +218,18 @@ def parser() -> argparse.ArgumentParser:
     )
     mm.add_argument("--node-name", help="this node's name")
     mm.set_defaults(func=_not_built("the model manager", "tracked by the model-delivery issue"))
+
+    wg = sub.add_parser(
+        "worker-gateway",
+        aliases=["wg"],
+        help="serve the read-only fleet view over many clusters (InstanceTypes and capacity)",
+        description="Subscribe clusters, watch the operator's kinds in each, and serve them back per "
+        "cluster and as one fleet view, over HTTPS on a unix socket (or TCP).",
+    )
+    from gateway.options import add_arguments as add_gateway_arguments
+
+    add_gateway_arguments(wg)
+    wg.set_defaults(func=_worker_gateway)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=_version)
