@@ -17,6 +17,7 @@ its own ledger, the member mounts its own segment; tests only read them back thr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,10 +107,8 @@ class _Process:
         pid = self._pid()
         if pid is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.pid == pid:
@@ -122,10 +121,8 @@ class _Process:
                     break
             time.sleep(0.05)
         else:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             if self.proc is not None:
                 self.proc.wait(timeout=5)
         self.pid_file.unlink(missing_ok=True)
@@ -294,7 +291,9 @@ def _client(master: Master, tenant: str, op: str, keys: list[str], size: int = 0
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise StoreError(f"store client {op} as {tenant!r} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise StoreError(
+            f"store client {op} as {tenant!r} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
     result = json.loads(lines[-1])
     if "setup" in result:
         raise StoreError(f"store client setup as {tenant!r} returned {result['setup']}")
