@@ -98,6 +98,8 @@ class _Process:
         return True
 
     def _pid(self) -> int | None:
+        if self.proc is not None:  # started here: never trust a pid file over the handle
+            return self.proc.pid if self.proc.poll() is None else None
         try:
             return int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
@@ -106,6 +108,8 @@ class _Process:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
         pid = self._pid()
         if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            self.proc = None
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
