@@ -121,7 +121,7 @@ POLICY_FILE = f"{POLICY_DIR}/tenant_quotas.yaml"
 POLICY_SEED_DIR = "/etc/mooncake/policy-seed"
 POLICY_SEED_KEY = "tenant_quotas.yaml"
 EMPTY_POLICY = "version: 1\ntenants: []\n"
-DEFAULT_LOCAL_BUFFER_SIZE = "512Mi"
+DEFAULT_LOCAL_BUFFER_SIZE = "1Gi"  # the store's own default, rendered so the request counts it
 ALLOCATION_STRATEGY = MappingProxyType({"FreeRatioFirst": "free_ratio_first", "Random": "random"})
 # Vendor visibility variables a DRAM member blanks (it contributes host memory, never a device).
 VISIBILITY_VARIABLES = (
