@@ -114,3 +114,72 @@ def test_cache_attached_from_observed_operations() -> None:
     assert (
         attach.cache_attached({"spec": {}}, None, managed_roles=1, ready_replicas=1).reason == "NotApplicable"
     )
+
+
+# --- the feature object the ModelDeployment controller calls ---------------------------------------
+class _Role:
+    def __init__(self, kind="Server", managed=True, extra_args=()):
+        self.kind, self.managed, self.extra_args = kind, managed, list(extra_args)
+
+
+class _MD:
+    def __init__(self, obj, engine="vLLM", roles=()):
+        self.obj, self.engine = obj, engine
+        self.name, self.namespace = obj["metadata"]["name"], obj["metadata"]["namespace"]
+        self.roles = list(roles) or [_Role()]
+
+
+def reader_of(*objects):
+    table = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace", "")): o for o in objects}
+    return lambda kind, name, namespace: table.get((kind, name, namespace))
+
+
+def test_feature_resolve_and_role() -> None:
+    from controllers.kvcache.md_feature import KVCacheFeature
+
+    feature = KVCacheFeature()
+    b = binding()
+    read = reader_of(b, ready_pool(), backend())
+    resolution = feature.resolve(_MD(MD), read)
+    assert resolution.applicable and resolution.resolved and resolution.status["binding"] == "qwen-cache"
+    assert [(c.type, c.status, c.reason) for c in resolution.conditions] == [
+        ("DomainRegistered", "False", "BindingNotReady"),
+        ("CacheAttached", "Unknown", "NoReplicaReady"),
+    ]
+    assert resolution.used_by["status"]["usedBy"][0]["name"] == "qwen-chat"
+    b["status"] = {"usedBy": [{"kind": "ModelDeployment", "namespace": "team-a", "name": "qwen-chat"}]}
+    assert (
+        feature.resolve(_MD(MD), reader_of(b, ready_pool(), backend())).conditions[0].reason == "Registered"
+    )
+    rc = feature.role(
+        resolution, _MD(MD), _Role("Prefill"), {"status": {"detail": {"manufacturer": "nvidia"}}}
+    )
+    assert rc.connector == {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_producer"}
+    assert rc.args == ["--kv-cache-dtype", "bfloat16"] and rc.store_protocol == "tcp"
+    assert "kvcache.gpustack.ai/client-config" in rc.annotations and rc.volumes and rc.mounts
+    assert feature.role(resolution, _MD(MD), _Role(managed=False), {}) is None
+    sglang = _MD(MD, engine="SGLang")
+    decode = feature.role(resolution, sglang, _Role("Decode"), {})
+    assert (
+        decode.args[-2:] == ["--disaggregation-decode-retraction-backup", "cpu_tensor"]
+        and decode.connector is None
+    )
+    server = feature.role(resolution, sglang, _Role(extra_args=["--enable-hierarchical-cache"]), {})
+    assert "--enable-hierarchical-cache" not in server.args
+    off = feature.resolve(
+        _MD(MD),
+        reader_of(
+            binding(),
+            ready_pool(),
+            backend(),
+            {
+                "kind": "Setting",
+                "metadata": {"name": "model-deployment-kv-cache-dtype-owned", "namespace": "gpustack-system"},
+                "spec": {"value": "false"},
+            },
+        ),
+    )
+    assert "--kv-cache-dtype" not in feature.role(off, _MD(MD), _Role(), {}).args
+    missing = feature.resolve(_MD(MD), reader_of())
+    assert not missing.resolved and missing.status is None and missing.used_by is None
+    assert KVCacheFeature.release(MD)[0]["status"] == {"usedBy": []}
