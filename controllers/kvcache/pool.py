@@ -93,6 +93,7 @@ class KVCachePoolReconciler(Controller):
         }
         self.client.apply(body, field_manager=claim_manager(pool_name), subresource="status")
 
+    @staticmethod
     def _client(backend: Obj | None) -> admin.AdminClient | None:
         address = quota.admin_address(backend) if backend else ""
         return admin.AdminClient(address) if address else None
