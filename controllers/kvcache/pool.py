@@ -24,8 +24,6 @@ Obj = dict[str, Any]
 POLL_S = 15.0
 RELEASE_RETRY_S = 30.0
 BINDING_FIGURES = ("requestedQuota", "effectiveQuota", "usage", "overQuota")
-# Deletion writes under their own manager, so the pass's fields (domains: the release record) stay.
-DELETION_MANAGER = f"{kv.FIELD_MANAGER_POOL}-deletion"
 
 
 def claim_manager(pool: str) -> str:
@@ -105,9 +103,13 @@ class KVCachePoolReconciler(Controller):
             return None
         backend = self.backends.get(offer.backend_name(pool)) if offer.backend_name(pool) else None
         bindings = self.bindings.by_index("pool", str(key))
-        if (pool.get("metadata") or {}).get("deletionTimestamp"):
-            return self._delete(pool, backend, bindings)
-        writes.add_finalizer(self.client, kv.KIND_POOL, pool, kv.FINALIZER_POOL)
+        deleting = bool((pool.get("metadata") or {}).get("deletionTimestamp"))
+        if deleting and (
+            not bindings or kv.FINALIZER_POOL not in (pool.get("metadata") or {}).get("finalizers", [])
+        ):
+            return self._delete(pool, backend)
+        if not deleting:
+            writes.add_finalizer(self.client, kv.KIND_POOL, pool, kv.FINALIZER_POOL)
         endpoint, ledger = "", None
         if backend is not None:
             self._claim(str(key), backend, True)
@@ -130,7 +132,12 @@ class KVCachePoolReconciler(Controller):
             writes.apply_status(
                 self.client, kv.KIND_BINDING, binding, status, kv.FIELD_MANAGER_POOL, BINDING_FIGURES
             )
-        derived = pool_status.derive(pool, backend, endpoint, bindings, ledger, stamp)
+        held_by: list[Verdict] = []
+        if deleting:  # held while Bindings reference it; they are still served meanwhile
+            holders = ", ".join(f"{ns}/{n}" for ns, n in sorted(quota.key_of(b) for b in bindings))
+            message = f"KVCachePoolBindings still reference this pool: {holders}"
+            held_by.append(Verdict(kv.COND_RELEASABLE, FALSE, "HeldByBindings", message))
+        derived = pool_status.derive(pool, backend, endpoint, bindings, ledger, stamp, held_by)
         writes.apply_status(
             self.client, kv.KIND_POOL, pool, derived, kv.FIELD_MANAGER_POOL, ("usage", "clientEndpoint")
         )
@@ -169,22 +176,12 @@ class KVCachePoolReconciler(Controller):
         return ledger
 
     # -- deletion ---------------------------------------------------------------------------------
-    def _delete(self, pool: Obj, backend: Obj | None, bindings: list[Obj]) -> float | None:
+    def _delete(self, pool: Obj, backend: Obj | None) -> float | None:
         name = changes.name_of(pool)
         if kv.FINALIZER_POOL not in ((pool.get("metadata") or {}).get("finalizers") or []):
             return None
         stamp = now()
         status = pool.get("status") or {}
-        if bindings:
-            holders = ", ".join(f"{ns}/{n}" for ns, n in sorted(quota.key_of(b) for b in bindings))
-            verdict = Verdict(
-                kv.COND_RELEASABLE,
-                FALSE,
-                "HeldByBindings",
-                f"KVCachePoolBindings still reference this pool: {holders}",
-            )
-            self._releasable(pool, verdict, stamp, bindings)
-            return POLL_S
         live = {
             offer.domain(b)["name"]
             for b in self._on_backend(offer.backend_name(pool))
@@ -205,19 +202,26 @@ class KVCachePoolReconciler(Controller):
                 failures.append(result.message)
         if failures:
             verdict = Verdict(kv.COND_RELEASABLE, FALSE, kv.REASON_LEDGER_NOT_RELEASED, "; ".join(failures))
-            self._releasable(pool, verdict, stamp, bindings)
+            self._releasable(pool, verdict, stamp)
             return RELEASE_RETRY_S
         if backend is not None:
             self._claim(name, backend, False)
         writes.remove_finalizer(self.client, kv.KIND_POOL, pool, kv.FINALIZER_POOL)
         return None
 
-    def _releasable(self, pool: Obj, verdict: Verdict, stamp: str, bindings: list[Obj]) -> None:
-        old = (pool.get("status") or {}).get("conditions")
+    def _releasable(self, pool: Obj, verdict: Verdict, stamp: str) -> None:
+        """The pool with no Binding left, whose release the master refused: ``domains`` stays the
+        record of what to release; the figures of a pool being deleted go."""
+        old = pool.get("status") or {}
         status = {
             "phase": kv.PHASE_DELETING,
             "phaseMessage": verdict.message,
-            "conditions": render([verdict], old, (pool.get("metadata") or {}).get("generation"), stamp),
-            "usedBy": pool_status.used_by(bindings),
+            "conditions": render(
+                [verdict], old.get("conditions"), (pool.get("metadata") or {}).get("generation"), stamp
+            ),
+            "domains": old.get("domains") or [],
+            "usedBy": [],
         }
-        writes.apply_status(self.client, kv.KIND_POOL, pool, status, DELETION_MANAGER)
+        writes.apply_status(
+            self.client, kv.KIND_POOL, pool, status, kv.FIELD_MANAGER_POOL, ("usage", "clientEndpoint")
+        )

@@ -127,11 +127,20 @@ def _phase(pool: Obj, backend: Obj | None, endpoint: str, verdicts: list[Verdict
 
 
 def derive(
-    pool: Obj, backend: Obj | None, endpoint: str, bindings: list[Obj], ledger: Ledger | None, stamp: str
+    pool: Obj,
+    backend: Obj | None,
+    endpoint: str,
+    bindings: list[Obj],
+    ledger: Ledger | None,
+    stamp: str,
+    releasable: list[Verdict] | None = None,
 ) -> Obj:
-    """Everything the pool reconciler writes on its status (``Releasable`` is added at deletion)."""
-    verdicts = [within_total(pool, bindings), *ledger_verdicts(ledger)]
+    """Everything the pool pass writes on its status; ``releasable`` is the ``Releasable`` verdict
+    of a pool held in deletion (its message becomes the phase message)."""
+    verdicts = [within_total(pool, bindings), *ledger_verdicts(ledger), *(releasable or [])]
     phase, message = _phase(pool, backend, endpoint, verdicts)
+    if phase == kv.PHASE_DELETING and releasable:
+        message = releasable[0].message
     status: Obj = {
         "phase": phase,
         "phaseMessage": message,
