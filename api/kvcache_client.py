@@ -118,14 +118,14 @@ def merge_env(user: list[Obj], injected: list[Obj], defaults: tuple[Obj, ...] = 
     placed: set[str] = set()
     for entry in user:
         name = entry.get("name") if isinstance(entry, dict) else None
-        if name in by_name:
+        if isinstance(name, str) and name in by_name:
             if name not in placed:
                 out.append(by_name[name])
                 placed.add(name)
             continue
         out.append(entry)
     out.extend(entry for entry in injected if entry["name"] not in placed)
-    declared = {e.get("name") for e in out if isinstance(e, dict)}
+    declared: set[Any] = {e.get("name") for e in out if isinstance(e, dict)}
     out.extend(dict(entry) for entry in defaults if entry["name"] not in declared)
     return out
 

@@ -150,8 +150,8 @@ def _quota(doc: Any) -> TenantQuota:
 def _segment(doc: Any) -> Segment:
     if not isinstance(doc, dict):
         raise AdminError(GARBAGE, "a segment is not an object")
-    text = {
-        k: doc.get(k) if isinstance(doc.get(k), str) else ""
+    text: dict[str, str] = {
+        k: v if isinstance(v := doc.get(k), str) else ""
         for k in ("segment_id", "client_id", "segment_name", "te_endpoint", "protocol", "status")
     }
     if not text["segment_id"]:
@@ -231,7 +231,8 @@ class AdminClient:
         doc = self._json("GET", "/health")
         if not isinstance(doc, dict) or not isinstance(doc.get("service_ready"), bool):
             raise AdminError(GARBAGE, f"/health is not the master's health document: {str(doc)[:200]}")
-        return Health(doc["service_ready"], doc.get("role") if isinstance(doc.get("role"), str) else "")
+        role = doc.get("role")
+        return Health(doc["service_ready"], role if isinstance(role, str) else "")
 
     def metrics(self) -> Metrics:
         status, data = self._call("GET", "/metrics")

@@ -9,7 +9,7 @@ domain, so no other Binding's tenant is ever released — before removing its fi
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from api import kvcache as kv
 from api import kvcache_offer as offer
@@ -73,7 +73,7 @@ class KVCachePoolBindingReconciler(Controller):
         writes.apply_status(self.client, kv.KIND_BINDING, binding, status, kv.FIELD_MANAGER_BINDING)
 
     def reconcile(self, key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         binding = self.bindings.get(name, namespace)
         if binding is None:
             return None

@@ -41,7 +41,7 @@ def add_finalizer(client: Client, kind: str, obj: Obj, finalizer: str) -> None:
     if finalizer not in finalizers:
         client.patch(
             kind,
-            meta.get("name"),
+            str(meta.get("name")),
             {"metadata": {"finalizers": [*finalizers, finalizer]}},
             namespace=meta.get("namespace") or "",
         )
@@ -57,7 +57,7 @@ def remove_finalizer(client: Client, kind: str, obj: Obj, finalizer: str) -> Non
     try:
         client.patch(
             kind,
-            meta.get("name"),
+            str(meta.get("name")),
             [
                 {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
                 {"op": "remove", "path": f"/metadata/finalizers/{index}"},

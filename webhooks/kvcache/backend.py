@@ -370,7 +370,7 @@ def _managed(
         was = as_dict(old_managed.get("leader")).get("multiTenancy", True) is not False
         if was and leader.get("multiTenancy") is False:
             holders = [
-                f"{r.get('kind')} {r.get('namespace') + '/' if r.get('namespace') else ''}{r.get('name')}"
+                f"{r.get('kind')} {str(r.get('namespace')) + '/' if r.get('namespace') else ''}{r.get('name')}"
                 for r in (as_dict(x) for x in as_list(old_status.get("usedBy")))
             ]
             if holders:

@@ -121,8 +121,8 @@ def read_contract(pod: Obj) -> tuple[Contract | None, list[FieldError]]:
         return None, errors
     return (
         Contract(
-            binding=binding,
-            engine=engine,
+            binding=str(binding),
+            engine=str(engine),
             ascend=manufacturer == kv.MANUFACTURER_ASCEND,
             role=role if engine == "vLLM" and isinstance(role, str) else "",
             container=as_str(notes.get(c.ANNOTATION_KVCACHE_CONTAINER)),
