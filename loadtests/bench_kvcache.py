@@ -5,7 +5,7 @@ pass against the real Mooncake master on loopback.
 
 - ``inject``: median and p99 microseconds of one ``webhooks.kvcache.inject.mutate`` decision
   (file lookups, so the figure is the decision, not the apiserver), per engine;
-- ``ledger``: a master (ports ``GPUSTACK_MOONCAKE_BENCH_{RPC,ADMIN}_PORT``, defaults 27794/27795)
+- ``ledger``: a master (ports ``GPUSTACK_MOONCAKE_BENCH_{RPC,ADMIN}_PORT``, defaults 27800-27803)
   with one 64 MiB member; milliseconds to write ``--tenants`` ceilings one PUT each, to read them
   back in one list, and a converge pass that finds nothing to write.
 
@@ -68,14 +68,14 @@ def bench_ledger(tenants: int) -> None:
     with tempfile.TemporaryDirectory() as state:
         master = mooncake.Master(
             Path(state),
-            rpc_port=mooncake.port("BENCH_RPC", 27794),
-            admin_port=mooncake.port("BENCH_ADMIN", 27795),
+            rpc_port=mooncake.port("BENCH_RPC", 27800),
+            admin_port=mooncake.port("BENCH_ADMIN", 27801),
         )
         member = mooncake.Member(
             Path(state),
             master=master,
-            port=mooncake.port("BENCH_MEMBER", 27796),
-            http_port=mooncake.port("BENCH_MEMBER_HTTP", 27797),
+            port=mooncake.port("BENCH_MEMBER", 27802),
+            http_port=mooncake.port("BENCH_MEMBER_HTTP", 27803),
         )
         master.start(fresh_policy=True)
         try:
