@@ -5,7 +5,7 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -13,20 +13,23 @@ bootstrap:                 ## .venv with the project and its test extras, extens
 cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue... built from Go modules, cached in ~/.cache
 	@tests/cluster/build.sh
 
-dev: bootstrap cluster-binaries   ## local control plane + simulated GPU nodes + the worker
+mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debian libibverbs1), cached in ~/.cache
+	@scripts/ensure-mooncake.sh >/dev/null
+
+dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GPU nodes + the worker
 	@scripts/dev-up.sh
 
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries  ## ruff, then the whole suite: unit, webhooks, e2e against the real control plane
+test: bootstrap cluster-binaries mooncake  ## ruff, then the whole suite: unit, webhooks, e2e against the real control plane
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null
 	@$(PY) -m pytest -q
 
-test-unit: bootstrap       ## unit and webhook tests only (no control plane)
+test-unit: bootstrap mooncake       ## unit and webhook tests only (no control plane)
 	@$(PY) -m pytest -q -m "not e2e"
 
-test-e2e: bootstrap cluster-binaries  ## the e2e tests alone, against their own local control plane
+test-e2e: bootstrap cluster-binaries mooncake  ## the e2e tests alone, against their own local control plane
 	@$(PY) -m pytest -q -m e2e
 
 lint: bootstrap            ## ruff and the type checker

@@ -3,6 +3,9 @@ from ``worker`` to each reconciler can be followed by reading."""
 
 from __future__ import annotations
 
+from controllers.kvcache.backend import KVCacheBackendReconciler
+from controllers.kvcache.binding import KVCachePoolBindingReconciler
+from controllers.kvcache.pool import KVCachePoolReconciler
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
 from controllers.pools.cluster_queues import ClusterQueueReconciler
@@ -25,4 +28,8 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     NodeFitLabelReconciler,
     # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
     NodeDevicesCheck,
+    # KV cache (kv-cache spec §5): the store, its pools and their per-namespace grants.
+    KVCacheBackendReconciler,
+    KVCachePoolReconciler,
+    KVCachePoolBindingReconciler,
 )

@@ -15,6 +15,11 @@ from api import GROUP
 from api import constants as c
 from webhooks import instance, instance_type, modeldeployment, pod, shapes, workload
 from webhooks.decision import Decision, allow, reject
+from webhooks.kvcache import backend as kv_backend
+from webhooks.kvcache import binding as kv_binding
+from webhooks.kvcache import frozen as kv_frozen
+from webhooks.kvcache import inject as kv_inject
+from webhooks.kvcache import pool as kv_pool
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
@@ -49,12 +54,15 @@ class Webhook:
     # can always be restarted.  Every other entry sees every namespace (a worker.gpustack.ai
     # object in a reserved namespace must still meet its rules, e.g. A.5's refusal).
     exempts_system_namespaces: bool = False
+    # Tells apart two webhooks of one kind and verb (the Pod gate and the KV-cache injection).
+    feature: str = ""
 
     @property
     def name(self) -> str:
         group = self.group or "core"
         verb = "mutate" if self.mutating else "validate"
-        return f"{verb}.{NAME_PREFIX}.{group}.{self.version}.{self.kind.lower()}"
+        prefix = f"{NAME_PREFIX}-{self.feature}" if self.feature else NAME_PREFIX
+        return f"{verb}.{prefix}.{group}.{self.version}.{self.kind.lower()}"
 
     @property
     def path(self) -> str:
@@ -78,6 +86,7 @@ class Webhook:
 
 
 _QUEUED_POD = {"matchExpressions": [{"key": c.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
+_KVCACHE_POD = {"matchExpressions": [{"key": c.LABEL_KVCACHE_INJECT, "operator": "In", "values": ["true"]}]}
 
 WEBHOOKS: tuple[Webhook, ...] = (
     # Gate 1: the Pod webhook (CREATE only; the Pod handler never sees an UPDATE).
@@ -93,6 +102,20 @@ WEBHOOKS: tuple[Webhook, ...] = (
         reinvocation="IfNeeded",
         exempts_system_namespaces=True,
     ),
+    # KV-cache injection (kv-cache §3.4): its own label, never reinvoked (a second pass would refuse
+    # its own output), fails closed; one configuration with gate 1, after it.
+    Webhook(
+        True,
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        kv_inject.mutate,
+        operations=("CREATE",),
+        object_selector=_KVCACHE_POD,
+        exempts_system_namespaces=True,
+        feature="kvcache",
+    ),
     Webhook(
         False,
         "",
@@ -103,6 +126,22 @@ WEBHOOKS: tuple[Webhook, ...] = (
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
         exempts_system_namespaces=True,
+    ),
+    # The frozen keys of an injected Pod: Ignore, and terminating Pods included, so it can never
+    # block a finalizer.
+    Webhook(
+        False,
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        kv_frozen.validate,
+        operations=("UPDATE",),
+        failure_policy="Ignore",
+        object_selector=_KVCACHE_POD,
+        handles_deletion=True,
+        exempts_system_namespaces=True,
+        feature="kvcache",
     ),
     # The Workload fit pin: advisory, so it can never block Kueue.
     Webhook(
@@ -163,6 +202,18 @@ WEBHOOKS: tuple[Webhook, ...] = (
         handles_deletion=True,
     ),
     Webhook(False, GROUP, "v1", "instances", "Instance", instance.validate, scope="Namespaced"),
+    # KV cache (kv-cache §3.1-§3.3); updates during deletion pass untouched (finalizer removal).
+    Webhook(False, GROUP, "v1", "kvcachebackends", "KVCacheBackend", kv_backend.validate, scope="Cluster"),
+    Webhook(False, GROUP, "v1", "kvcachepools", "KVCachePool", kv_pool.validate, scope="Cluster"),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "kvcachepoolbindings",
+        "KVCachePoolBinding",
+        kv_binding.validate,
+        scope="Namespaced",
+    ),
 )
 
 

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gpustack
 import harness
+import mooncake
 
 from nodeplugins.devicemanager import simulated
 
@@ -32,6 +33,50 @@ NODES = (
     ("gpu-a10g-0", "NVIDIA A10G", 4),
 )
 TENANT = "team-a"
+STORE = DEV / "mooncake"
+STORE_BACKEND = "local-mooncake"
+
+
+def _store() -> tuple[mooncake.Master, mooncake.Member]:
+    """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
+    GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
+    master = mooncake.Master(
+        STORE, rpc_port=mooncake.port("DEV_RPC", 27790), admin_port=mooncake.port("DEV_ADMIN", 27791)
+    )
+    member = mooncake.Member(
+        STORE,
+        master=master,
+        port=mooncake.port("DEV_MEMBER", 27792),
+        http_port=mooncake.port("DEV_MEMBER_HTTP", 27793),
+        segment="256MB",
+    )
+    return master, member
+
+
+def _start_store(info: harness.ClusterInfo) -> None:
+    """Start the store (kept when running) and declare it as the external backend local-mooncake."""
+    master, member = _store()
+    if master.health() is None:
+        master.start()
+    if not member.running():
+        member.start()
+    info.apply(
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "KVCacheBackend",
+            "metadata": {"name": STORE_BACKEND},
+            "spec": {
+                "connection": {
+                    "external": {
+                        "endpoints": [
+                            {"name": "Client", "address": master.client_address},
+                            {"name": "Admin", "address": master.admin_address},
+                        ]
+                    }
+                }
+            },
+        }
+    )
 
 
 def _link(target: Path, link: Path) -> None:
@@ -74,6 +119,7 @@ def up() -> int:
     for name, product, count in NODES:
         _simulated_node(info, name, product, count)
     DEV.mkdir(exist_ok=True)
+    _start_store(info)
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
     for binary in sorted(info.bin_dir.iterdir()):
@@ -91,6 +137,9 @@ def up() -> int:
     print("  kubectl get nodes,devices")
     print("  kubectl get instancetypes          # ENTRANCE is the queue name a Pod sets")
     print("  kubectl apply -f examples/")
+    print(
+        f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on loopback, as an external backend"
+    )
     print(f"\n  worker log: {op.log_file}   cluster logs: {info.state_dir / 'logs'}")
     print("  make dev-down stops everything.")
     if not types:
@@ -107,6 +156,9 @@ def down() -> int:
         info = harness.info(state)
         gpustack.uninstall_webhooks(info)
     harness.stop(state)
+    master, member = _store()
+    member.stop()
+    master.stop()
     print(
         "gpustack-operator dev cluster stopped (state kept in .dev/cluster; `tests/cluster/down.sh --purge` "
         "removes it)."

@@ -11,6 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from fastpath import pure, shape
+from tests.webhooks import kvcache_objects as kv
 from tests.webhooks import objects
 from tests.webhooks.reviews import body, pod
 from webhooks import registry, server
@@ -106,6 +107,9 @@ SAMPLES = {
     "Instance": (_instance(), "worker.gpustack.ai", "v1", "instances"),
     "InstanceType": (_instance_type(), "worker.gpustack.ai", "v1", "instancetypes"),
     "ModelDeployment": (_deployment(), "worker.gpustack.ai", "v1", "modeldeployments"),
+    "KVCacheBackend": (kv.backend(), "worker.gpustack.ai", "v1", "kvcachebackends"),
+    "KVCachePool": (kv.pool(), "worker.gpustack.ai", "v1", "kvcachepools"),
+    "KVCachePoolBinding": (kv.binding(), "worker.gpustack.ai", "v1", "kvcachepoolbindings"),
 }
 
 # (path to set, value, field path expected in the refusal, type expected)
@@ -140,6 +144,15 @@ SPECIFIC = {
     "InstanceType": [
         (("spec", "unitResources", "cpu"), _nested(1000), "spec.unitResources.cpu", "string"),
         (("spec", "unitResources"), [1], "spec.unitResources", "object"),
+    ],
+    "KVCacheBackend": [
+        (("spec", "connection"), "x", "spec.connection", "object"),
+        (("spec", "connection", "managed", "members"), {"a": 1}, "spec.connection.managed.members", "array"),
+    ],
+    "KVCachePool": [(("spec", "backends"), "x", "spec.backends", "array")],
+    "KVCachePoolBinding": [
+        (("spec", "quota", "ceiling"), _nested(1000), "spec.quota.ceiling", "integer or string"),
+        (("spec", "domain", "blockSize"), "64", "spec.domain.blockSize", "integer"),
     ],
     "ModelDeployment": [
         (("spec", "roles"), "x", "spec.roles", "array"),

@@ -1,0 +1,202 @@
+"""The KV-cache vocabulary (kv-cache spec): keys, ports, store spellings, conditions and reasons.
+
+The Pod contract's label and annotation keys are in :mod:`api.constants` (``LABEL_KVCACHE_*``,
+``ANNOTATION_KVCACHE_*``); everything else the three kinds, their webhooks, their controllers and
+the ModelDeployment's cache wiring name is here, once.  Rendered flags, environment variables and
+metrics keep the store's (Mooncake's) spelling; the API says *leader* and *reuse domain*.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from api import constants as c
+from api.engines import SETTING_KV_CACHE_DTYPE_OWNED
+
+# --- Kinds ---------------------------------------------------------------------------------------
+KIND_BACKEND = "KVCacheBackend"
+KIND_POOL = "KVCachePool"
+KIND_BINDING = "KVCachePoolBinding"
+KIND_MODEL_DEPLOYMENT = "ModelDeployment"
+
+# --- Settings ------------------------------------------------------------------------------------
+SETTING_BACKEND_IMAGE = "kv-cache-backend-image"
+SETTING_DTYPE_OWNED = SETTING_KV_CACHE_DTYPE_OWNED
+
+# --- Finalizers, ownership, field managers -------------------------------------------------------
+FINALIZER_BACKEND = "worker.gpustack.ai/kv-cache-backend-protection"
+FINALIZER_POOL = "worker.gpustack.ai/kv-cache-pool-protection"
+FINALIZER_BINDING = "worker.gpustack.ai/kv-cache-pool-binding-protection"
+# On every object a backend renders; its value is the backend's name.  Deletion finds and judges
+# by this key alone, so an object somebody else named alike is never touched.
+ANNOTATION_OWNED_BY_BACKEND = "kvcache.gpustack.ai/backend"
+LABEL_BACKEND = "kvcache.gpustack.ai/backend"
+LABEL_ROLE = "kvcache.gpustack.ai/component"  # leader | member
+LABEL_GROUP = "kvcache.gpustack.ai/group"  # the member group index
+ROLE_LEADER = "leader"
+ROLE_MEMBER = "member"
+ANNOTATION_POD_SPEC_HASH = "kvcache.gpustack.ai/pod-spec-hash"
+FIELD_MANAGER_BACKEND = "worker.gpustack.ai/kv-cache-backend"
+FIELD_MANAGER_POOL = "worker.gpustack.ai/kv-cache-pool"
+FIELD_MANAGER_BINDING = "worker.gpustack.ai/kv-cache-pool-binding"
+
+# --- The Pod contract ----------------------------------------------------------------------------
+INJECT_TRUE = "true"
+INJECT_FALSE = "false"  # the explicit opt-out; a ModelDeployment's Pods carry it (their marker)
+ENGINES = ("vLLM", "SGLang")
+MANUFACTURER_ASCEND = "ascend"
+POD_ROLES = ("Prefill", "Decode")
+# Keys a Pod may submit under kvcache.gpustack.ai/ (rule 1): the label and the five annotations.
+POD_INPUT_ANNOTATIONS = frozenset(
+    {
+        c.ANNOTATION_KVCACHE_BINDING,
+        c.ANNOTATION_KVCACHE_ENGINE,
+        c.ANNOTATION_KVCACHE_MANUFACTURER,
+        c.ANNOTATION_KVCACHE_ROLE,
+        c.ANNOTATION_KVCACHE_CONTAINER,
+        c.ANNOTATION_KVCACHE_LAUNCH_ARGS_FORWARDED,
+    }
+)
+POD_WRITTEN_ANNOTATIONS = (c.ANNOTATION_KVCACHE_CLIENT_CONFIG, c.ANNOTATION_KVCACHE_INJECTED)
+
+# --- What injection and the ModelDeployment renderer write (§4) ----------------------------------
+CONFIG_VOLUME = "gpustack-kvcache-config"
+CONFIG_FILE_NAME = "mooncake.json"
+CONFIG_MOUNT = c.KVCACHE_CONFIG_MOUNT
+CONFIG_FILE = f"{CONFIG_MOUNT}/{CONFIG_FILE_NAME}"
+METADATA_SERVER = "P2PHANDSHAKE"
+CLIENT_MODE = "standalone-store"
+CLIENT_LOCAL_BUFFER_BYTES = 128 * 1024 * 1024
+CONNECTOR_VLLM = "MooncakeStoreConnector"
+CONNECTOR_VLLM_ASCEND = "AscendStoreConnector"
+KV_ROLE = MappingProxyType({"": "kv_both", "Prefill": "kv_producer", "Decode": "kv_consumer"})
+VEHICLE_FILE = "file"
+VEHICLE_ENVIRONMENT = "environment"
+ENV_CONFIG_PATH = "MOONCAKE_CONFIG_PATH"
+ENV_MASTER = "MOONCAKE_MASTER"
+ENV_METADATA_SERVER = "MOONCAKE_TE_META_DATA_SERVER"  # META_DATA: the readable spelling fails silently
+ENV_PROTOCOL = "MOONCAKE_PROTOCOL"
+ENV_DEVICE = "MOONCAKE_DEVICE"
+ENV_GLOBAL_SEGMENT_SIZE = "MOONCAKE_GLOBAL_SEGMENT_SIZE"
+ENV_LOCAL_HOSTNAME = "MOONCAKE_LOCAL_HOSTNAME"
+ENV_TENANT_ID = "MOONCAKE_TENANT_ID"
+ENV_LOCAL_BUFFER_SIZE = "MOONCAKE_LOCAL_BUFFER_SIZE"
+ENV_TE_METRIC = "MC_TE_METRIC"
+ENV_CLIENT_METRIC_BANDWIDTH = "MC_STORE_CLIENT_METRIC_BANDWIDTH"
+ARG_KV_TRANSFER_CONFIG = "--kv-transfer-config"
+ARG_HICACHE_STORAGE_BACKEND = "--hicache-storage-backend"
+ARG_HICACHE_EXTRA_CONFIG = "--hicache-storage-backend-extra-config"
+ARG_ENABLE_HIERARCHICAL_CACHE = "--enable-hierarchical-cache"
+ARG_KV_CACHE_DTYPE = "--kv-cache-dtype"
+ENV_SGLANG_CONFIG_PATH = "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"
+
+# --- Store spellings ------------------------------------------------------------------------------
+_STORE_PROTOCOL = MappingProxyType(
+    {
+        "Auto": "tcp",
+        "TCP": "tcp",
+        "RDMA": "rdma",
+        "EFA": "efa",
+        "CANN": "ascend",
+        "ROCM": "hip",
+        "MUSA": "musa",
+        "MACA": "maca",
+    }
+)
+PROTOCOLS = tuple(_STORE_PROTOCOL)
+
+
+def store_protocol(api_protocol: str | None) -> str:
+    """The store's spelling of an API transport (``Auto``/unset → ``tcp``, ``CANN`` → ``ascend``)."""
+    return _STORE_PROTOCOL.get(api_protocol or "Auto", (api_protocol or "").lower())
+
+
+# --- The managed store ----------------------------------------------------------------------------
+CLIENT_PORT = 50051
+ADMIN_PORT = 9003
+MEMBER_HTTP_PORT_BASE = 8080
+DEFAULT_KV_LEASE_TTL = "5m"
+POLICY_DIR = "/var/lib/mooncake/policy"
+POLICY_FILE = f"{POLICY_DIR}/tenant_quotas.yaml"
+POLICY_SEED_DIR = "/etc/mooncake/policy-seed"
+POLICY_SEED_KEY = "tenant_quotas.yaml"
+EMPTY_POLICY = "version: 1\ntenants: []\n"
+DEFAULT_LOCAL_BUFFER_SIZE = "1Gi"  # the store's own default, rendered so the request counts it
+ALLOCATION_STRATEGY = MappingProxyType({"FreeRatioFirst": "free_ratio_first", "Random": "random"})
+# Vendor visibility variables a DRAM member blanks (it contributes host memory, never a device).
+VISIBILITY_VARIABLES = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "CUDA_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "ASCEND_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "MUSA_VISIBLE_DEVICES",
+    "METAX_VISIBLE_DEVICES",
+    "CNDEV_VISIBLE_DEVICES",
+)
+
+
+def leader_name(backend: str) -> str:
+    """The leader Deployment, Service (and Lease) of a backend."""
+    return f"{backend}-leader"
+
+
+def member_name(backend: str, index: int) -> str:
+    """The DaemonSet of member group ``index``."""
+    return f"{backend}-members-{index}"
+
+
+def policy_seed_name(backend: str) -> str:
+    """The read-only seed ConfigMap of a backend's quota policy (rendered by the pool controller)."""
+    return f"{backend}-quota-policy"
+
+
+# --- Phases ---------------------------------------------------------------------------------------
+PHASE_PROVISIONING = "Provisioning"
+PHASE_READY = "Ready"
+PHASE_DEGRADED = "Degraded"
+PHASE_ERROR = "Error"
+PHASE_DELETING = "Deleting"
+
+# --- Conditions (§6) ------------------------------------------------------------------------------
+COND_LEADER_AVAILABLE = "LeaderAvailable"
+COND_MEMBERS_MOUNTED = "MembersMounted"
+COND_CAPACITY_OBSERVED = "CapacityObserved"
+COND_POOL_WRITES = "PoolWrites"
+COND_DELETABLE = "Deletable"
+COND_QUOTA_WITHIN_TOTAL = "QuotaWithinTotal"
+COND_QUOTA_LEDGER_AVAILABLE = "QuotaLedgerAvailable"
+COND_QUOTA_POLICY_WRITABLE = "QuotaPolicyWritable"
+COND_CAPACITY_ALLOCATABLE = "CapacityAllocatable"
+COND_RELEASABLE = "Releasable"
+COND_DOMAIN_EXCLUSIVE = "DomainExclusive"
+COND_QUOTA_OBSERVED = "QuotaObserved"
+COND_QUOTA_GRANTED = "QuotaGranted"
+
+REASON_LISTING_FAILED = "ListingFailed"
+REASON_SEGMENT_LISTING_NOT_SERVED = "SegmentListingNotServed"
+REASON_AMBIGUOUS_MEMBER_IDENTITY = "AmbiguousMemberIdentity"
+REASON_NO_SEGMENTS = "NoSegments"
+REASON_OVERSUBSCRIBED = "Oversubscribed"
+REASON_MULTI_TENANCY_DISABLED = "MultiTenancyDisabled"
+REASON_LEDGER_UNREACHABLE = "LedgerUnreachable"
+REASON_NOTHING_TO_ALLOCATE = "NothingToAllocate"
+REASON_LEDGER_NOT_RELEASED = "LedgerNotReleased"
+REASON_LEDGER_REQUEST_FAILED = "LedgerRequestFailed"
+REASON_HELD_BY_WORKLOADS = "HeldByWorkloads"
+REASON_UNENFORCED = "Unenforced"
+
+# --- The ModelDeployment side (model-deployment spec §10) ----------------------------------------
+COND_DOMAIN_REGISTERED = "DomainRegistered"
+COND_CACHE_ATTACHED = "CacheAttached"
+REASON_REGISTERED = "Registered"
+REASON_NOT_APPLICABLE = "NotApplicable"
+REASON_BINDING_NOT_FOUND = "BindingNotFound"
+REASON_BINDING_NOT_READY = "BindingNotReady"
+REASON_BINDING_DELETING = "BindingDeleting"
+REASON_CACHE_ACTIVE = "CacheActive"
+REASON_CACHE_OPERATIONS_FAILING = "CacheOperationsFailing"
+REASON_UNMANAGED = "Unmanaged"
+REASON_NO_REPLICA_READY = "NoReplicaReady"
+REASON_NO_OBSERVATION_AVAILABLE = "NoObservationAvailable"

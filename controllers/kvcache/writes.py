@@ -1,0 +1,70 @@
+"""The three writes every KV-cache reconciler makes: status by server-side apply under a field
+manager of its own (so several writers share one status, each owning its fields and list entries),
+and adding or removing its finalizer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kube.client import JSON_PATCH, ApiError, Client
+
+Obj = dict[str, Any]
+API_VERSION = "worker.gpustack.ai/v1"
+
+
+def apply_status(
+    client: Client, kind: str, obj: Obj, status: Obj, manager: str, droppable: tuple[str, ...] = ()
+) -> bool:
+    """Apply ``status`` under ``manager`` unless the object already reads so (and no ``droppable``
+    field this manager wrote must disappear); True when written."""
+    meta = obj.get("metadata") or {}
+    current = obj.get("status") or {}
+    if all(current.get(k) == v for k, v in status.items()) and not any(
+        k in current and k not in status for k in droppable
+    ):
+        return False
+    body: Obj = {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": meta.get("name")},
+        "status": status,
+    }
+    if meta.get("namespace"):
+        body["metadata"]["namespace"] = meta["namespace"]
+    client.apply(body, field_manager=manager, subresource="status")
+    return True
+
+
+def add_finalizer(client: Client, kind: str, obj: Obj, finalizer: str) -> None:
+    meta = obj.get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    if finalizer not in finalizers:
+        client.patch(
+            kind,
+            str(meta.get("name")),
+            {"metadata": {"finalizers": [*finalizers, finalizer]}},
+            namespace=meta.get("namespace") or "",
+        )
+
+
+def remove_finalizer(client: Client, kind: str, obj: Obj, finalizer: str) -> None:
+    """Remove ``finalizer`` by position, guarded by a test op (another writer's edit is not undone)."""
+    meta = obj.get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    if finalizer not in finalizers:
+        return
+    index = finalizers.index(finalizer)
+    try:
+        client.patch(
+            kind,
+            str(meta.get("name")),
+            [
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizer},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ],
+            namespace=meta.get("namespace") or "",
+            content_type=JSON_PATCH,
+        )
+    except ApiError as error:
+        if not error.not_found:
+            raise

@@ -1,0 +1,318 @@
+"""The real Mooncake store on loopback: a master, store members, and engine-like writers.
+
+Stdlib + subprocess only (like ``harness``), so the e2e fixtures, the store tests and ``make dev``
+all import it.  The binaries come from ``scripts/ensure-mooncake.sh`` (the PyPI wheel
+``mooncake-transfer-engine-non-cuda`` and Debian's ``libibverbs1``, cached under ~/.cache).
+
+    master = mooncake.Master(state_dir, rpc_port=28410, admin_port=28411)
+    master.start()                       # multi-tenant, file policy connector, waits for /health
+    member = mooncake.Member(master, state_dir, port=28412, http_port=28413, segment="64MB")
+    member.start()                       # a store member mounting a DRAM segment
+    mooncake.tenant_write(master, "team-a", ["k0"], size=1 << 20)
+    master.stop(); member.stop()
+
+Nothing here writes what one of the operator's components is responsible for: the master keeps
+its own ledger, the member mounts its own segment; tests only read them back through the admin API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ENSURE = REPO / "scripts" / "ensure-mooncake.sh"
+EMPTY_POLICY = "version: 1\ntenants: []\n"
+START_TIMEOUT_S = 30.0
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def ensure_installed() -> Path:
+    """The bin dir holding ``mooncake_master``, ``mooncake_client`` and the store's ``python``."""
+    proc = subprocess.run(["bash", str(ENSURE)], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise StoreError(f"scripts/ensure-mooncake.sh failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def port(name: str, default: int) -> int:
+    """A store port from ``GPUSTACK_MOONCAKE_<NAME>_PORT``, else ``default``."""
+    return int(os.environ.get(f"GPUSTACK_MOONCAKE_{name}_PORT", str(default)))
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@dataclass
+class _Process:
+    """A process this module started, remembered by pid file so a later run can stop it."""
+
+    state_dir: Path
+    name: str
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.state_dir / f"{self.name}.log"
+
+    def _spawn(self, argv: list[str]) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.stop()
+        log = self.log_file.open("ab")
+        self.proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        log.close()
+        self.pid_file.write_text(str(self.proc.pid))
+
+    def running(self) -> bool:
+        pid = self._pid()
+        if pid is None:
+            return False
+        if self.proc is not None and self.proc.pid == pid:
+            return self.proc.poll() is None
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
+    def _pid(self) -> int | None:
+        if self.proc is not None:  # started here: never trust a pid file over the handle
+            return self.proc.pid if self.proc.poll() is None else None
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        pid = self._pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            self.proc = None
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.pid == pid:
+                if self.proc.poll() is not None:
+                    break
+            else:
+                try:
+                    os.kill(pid, 0)
+                except OSError:
+                    break
+            time.sleep(0.05)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            if self.proc is not None:
+                self.proc.wait(timeout=5)
+        self.pid_file.unlink(missing_ok=True)
+        self.proc = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+@dataclass
+class Master(_Process):
+    """``mooncake_master`` on 127.0.0.1: RPC for clients, one HTTP port for admin and metrics."""
+
+    rpc_port: int = 0
+    admin_port: int = 0
+    multi_tenancy: bool = True
+    name: str = "mooncake-master"
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def client_address(self) -> str:
+        return f"127.0.0.1:{self.rpc_port}"
+
+    @property
+    def admin_address(self) -> str:
+        return f"127.0.0.1:{self.admin_port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.admin_address}"
+
+    @property
+    def policy_file(self) -> Path:
+        """The tenant quota policy the master loads at start and rewrites on every admin change."""
+        return self.state_dir / "tenant_quotas.yaml"
+
+    def argv(self, bin_dir: Path) -> list[str]:
+        argv = [
+            str(bin_dir / "mooncake_master"),
+            f"-rpc_port={self.rpc_port}",
+            "-rpc_address=127.0.0.1",
+            f"-metrics_port={self.admin_port}",
+            "-metrics_host=127.0.0.1",
+            "-allocation_strategy=free_ratio_first",
+            "-rpc_thread_num=2",
+            "-default_kv_lease_ttl=1000",  # a read lease blocks removal; keep tests quick
+            "-logtostderr",
+        ]
+        if self.multi_tenancy:
+            argv += ["-enable_multi_tenants=true", f"-tenant_quota_connector_uri={self.policy_file}"]
+        return argv + list(self.extra_args)
+
+    def start(self, *, fresh_policy: bool = False) -> None:
+        """Start (or restart) the master; the policy file survives restarts unless ``fresh_policy``."""
+        bin_dir = ensure_installed()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if fresh_policy or not self.policy_file.exists():
+            self.policy_file.write_text(EMPTY_POLICY)
+        self._spawn(self.argv(bin_dir))
+        self.wait_ready()
+
+    def health(self) -> dict | None:
+        try:
+            status, body = http_get(f"{self.admin_url}/health", timeout=2)
+        except OSError:
+            return None
+        return json.loads(body) if status == 200 else None
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise StoreError(f"mooncake_master exited:\n{self.log_tail()}")
+            doc = self.health()
+            if doc and doc.get("service_ready"):
+                return
+            time.sleep(0.1)
+        raise StoreError(f"mooncake_master not service_ready after {timeout}s:\n{self.log_tail()}")
+
+    def tenant_quotas(self) -> dict[str, dict]:
+        """The master's own ledger, read back through its admin API: tenant id → snapshot."""
+        status, body = http_get(f"{self.admin_url}/api/v1/tenant_quotas")
+        if status != 200:
+            raise StoreError(f"GET /api/v1/tenant_quotas: {status} {body}")
+        return {row["tenant_id"]: row for row in json.loads(body)["data"]}
+
+    def segments(self) -> list[dict]:
+        status, body = http_get(f"{self.admin_url}/get_segments_detail")
+        if status != 200:
+            raise StoreError(f"GET /get_segments_detail: {status} {body}")
+        return json.loads(body)["segments"]
+
+
+@dataclass
+class Member(_Process):
+    """``mooncake_client``: a store member that mounts one DRAM segment into the master."""
+
+    master: Master | None = None
+    port: int = 0
+    http_port: int = 0
+    segment: str = "64MB"
+    name: str = "mooncake-member"
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        assert self.master is not None
+        bin_dir = ensure_installed()
+        before = {s["segment_name"] for s in self.master.segments()}
+        self._spawn(
+            [
+                str(bin_dir / "mooncake_client"),
+                f"-master_server_address={self.master.client_address}",
+                "-metadata_server=P2PHANDSHAKE",
+                f"-global_segment_size={self.segment}",
+                "-local_buffer_size=16MB",
+                "-host=127.0.0.1",
+                f"-port={self.port}",
+                "-protocol=tcp",
+                "-enable_http_server=true",
+                f"-http_port={self.http_port}",
+                "-logtostderr",
+            ]
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise StoreError(f"mooncake_client exited:\n{self.log_tail()}")
+            if {s["segment_name"] for s in self.master.segments()} - before:
+                return
+            time.sleep(0.1)
+        raise StoreError(f"mooncake_client mounted no segment in {timeout}s:\n{self.log_tail()}")
+
+
+_WRITER = """
+import json, sys
+from mooncake.store import MooncakeDistributedStore
+master, tenant, op, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+keys = sys.argv[5:]
+store = MooncakeDistributedStore()
+rc = store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * 1024 * 1024, "tcp", "", master, tenant_id=tenant)
+if rc != 0:
+    print(json.dumps({"setup": rc})); sys.exit(0)
+out = {}
+for key in keys:
+    if op == "put":
+        out[key] = store.put(key, b"x" * size)
+    elif op == "remove":
+        out[key] = store.remove(key)
+    else:
+        out[key] = len(store.get(key))
+print(json.dumps(out))
+store.close()
+"""
+
+
+def _client(master: Master, tenant: str, op: str, keys: list[str], size: int = 0) -> dict[str, int]:
+    """Run the store's own Python client as an engine would (``global_segment_size=0``)."""
+    python = ensure_installed() / "python"
+    proc = subprocess.run(
+        [str(python), "-c", _WRITER, master.client_address, tenant, op, str(size), *keys],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise StoreError(
+            f"store client {op} as {tenant!r} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
+    result = json.loads(lines[-1])
+    if "setup" in result:
+        raise StoreError(f"store client setup as {tenant!r} returned {result['setup']}")
+    return result
+
+
+def tenant_write(master: Master, tenant: str, keys: list[str], size: int = 1 << 20) -> dict[str, int]:
+    """Put ``keys`` (``size`` bytes each) under ``tenant``; returns the store's code per key (0 = ok)."""
+    return _client(master, tenant, "put", keys, size)
+
+
+def tenant_remove(master: Master, tenant: str, keys: list[str]) -> dict[str, int]:
+    return _client(master, tenant, "remove", keys)
+
+
+def tenant_read(master: Master, tenant: str, keys: list[str]) -> dict[str, int]:
+    """Get ``keys`` under ``tenant``; returns the byte length read per key (0 = miss)."""
+    return _client(master, tenant, "get", keys)

@@ -1,0 +1,63 @@
+"""The real Mooncake master on loopback (tests/cluster/mooncake.py), for the admin-API reader.
+
+Ports come from ``GPUSTACK_MOONCAKE_<NAME>_PORT`` (RPC, ADMIN, MEMBER, MEMBER_HTTP, SPARE_RPC,
+SPARE_ADMIN); the defaults sit beside the e2e block.  The binaries are installed on first use by
+``scripts/ensure-mooncake.sh`` (cached under ~/.cache).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
+import mooncake
+
+DEFAULTS = {
+    "RPC": 27770,
+    "ADMIN": 27771,
+    "MEMBER": 27772,
+    "MEMBER_HTTP": 27773,
+    "SPARE_RPC": 27774,
+    "SPARE_ADMIN": 27775,
+}
+
+
+def port(name: str) -> int:
+    return mooncake.port(name, DEFAULTS[name])
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[mooncake.Master, mooncake.Member]]:
+    """A multi-tenant master with one member mounting a 64 MiB DRAM segment."""
+    state = tmp_path_factory.mktemp("mooncake")
+    master = mooncake.Master(state, rpc_port=port("RPC"), admin_port=port("ADMIN"))
+    member = mooncake.Member(state, master=master, port=port("MEMBER"), http_port=port("MEMBER_HTTP"))
+    master.start(fresh_policy=True)
+    try:
+        member.start()
+        yield master, member
+    finally:
+        member.stop()
+        master.stop()
+
+
+@pytest.fixture(scope="module")
+def single_tenant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]:
+    """A master started without multi-tenancy (no ledger)."""
+    state = tmp_path_factory.mktemp("mooncake-single")
+    master = mooncake.Master(
+        state,
+        rpc_port=port("SPARE_RPC"),
+        admin_port=port("SPARE_ADMIN"),
+        multi_tenancy=False,
+        name="single-master",
+    )
+    master.start()
+    try:
+        yield master
+    finally:
+        master.stop()

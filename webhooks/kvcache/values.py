@@ -1,0 +1,73 @@
+"""Defensive reads of admitted objects: a field of the wrong type reads as absent, so the rules
+that need it refuse it with its path instead of raising."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastpath import quantity
+
+Obj = dict[str, Any]
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def as_dict(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def dig(obj: Any, *keys: str) -> Any:
+    """``obj[k0][k1]...`` through dicts only; ``None`` when any step is missing or not a dict."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def positive_quantity(value: Any) -> bool:
+    """True for a quantity strictly above zero (``"900Gi"``, ``5``); False for zero, negative or garbage."""
+    if value is None or isinstance(value, bool):
+        return False
+    try:
+        num, _ = quantity.parse(value)
+    except ValueError:
+        return False
+    return num > 0
+
+
+def quantity_bytes(value: Any) -> int | None:
+    """A byte count, rounded up to a whole byte; ``None`` for something that is not a quantity."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        num, den = quantity.parse(value)
+    except ValueError:
+        return None
+    return -((-num) // den)
+
+
+def is_dns_label(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 63 and bool(DNS_LABEL.match(value))
+
+
+def host_port(address: Any) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port`` too) with a non-blank host and a port in 1..65535, else ``None``."""
+    if not isinstance(address, str) or address != address.strip():
+        return None
+    if address.startswith("["):
+        host, sep, port = address[1:].partition("]:")
+    else:
+        host, sep, port = address.rpartition(":")
+    if not sep or not host.strip() or not port.isascii() or not port.isdigit():
+        return None
+    number = int(port)
+    return (host, number) if 0 < number < 65536 else None
