@@ -155,6 +155,10 @@ class InstanceReconciler(Controller):
         instance_type = self.types.get(type_name)
         reason = lifecycle.stop_reason(instance_type, type_name)
         if reason:
+            # Stopping is a write the user must undo: confirm it against an uncached read.
+            instance_type = self.client.get("InstanceType", type_name) if type_name else None
+            reason = lifecycle.stop_reason(instance_type, type_name)
+        if reason:
             return self._stop_for_type(instance, pod, reason)
         if pod is None:
             return self._start(instance, instance_type or {})
