@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 from api import constants as c
 from api import ssh
@@ -51,7 +51,7 @@ class _Backing(Controller):
         return [Watch(self.kind, owner), Watch(self.core_kind, core, label_selector=self.selector)]
 
     def reconcile(self, key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(Key, key)
         owner = self.owners.get(name, namespace)
         if owner is None or (owner.get("metadata") or {}).get("deletionTimestamp"):
             return None

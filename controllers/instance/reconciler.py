@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, cast
 
 from api import constants as c
 from controllers.instance import lifecycle
@@ -140,7 +140,7 @@ class InstanceReconciler(Controller):
     # --- one pass ---------------------------------------------------------------------------------------
 
     def reconcile(self, key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(Key, key)
         instance = self.instances.get(name, namespace)
         if instance is None:
             return None

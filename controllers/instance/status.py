@@ -173,8 +173,8 @@ def status_ports(instance: Mapping[str, Any], service: Mapping[str, Any] | None)
 # --- Allocations ---------------------------------------------------------------------------------------
 
 
-def _ledger_rows(devices: Mapping[str, Any] | None) -> dict[tuple[str, str, str], Mapping[str, Any]]:
-    rows = {}
+def _ledger_rows(devices: Mapping[str, Any] | None) -> dict[tuple[Any, Any, Any], Mapping[str, Any]]:
+    rows: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
     for group in ((devices or {}).get("status") or {}).get("groups") or []:
         for row in group.get("accelerators") or []:
             rows[(group.get("id"), group.get("manufacturer"), row.get("id"))] = row
