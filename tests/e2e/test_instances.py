@@ -436,6 +436,10 @@ def test_a_missing_key_pull_secret_or_claim_is_named_and_no_pod_is_made(
             {"volume": {"persistent": {"name": "data"}}},
             "PersistentVolumeClaim data is Pending, not bound",
         ),
+        "model": (
+            {"additionalVolumes": [{"mountPath": "/model", "model": {"artifactRef": {"name": "qwen"}}}]},
+            "model volumes are not served by this operator yet",
+        ),
     }
     for name, (spec, _) in cases.items():
         cluster.apply(_instance(name, **spec))
@@ -454,7 +458,7 @@ def test_a_missing_key_pull_secret_or_claim_is_named_and_no_pod_is_made(
     )
     wait_phase(cluster, "Ready", "no-key", OTHER)
     # The others are deleted while still blocked: their finalizer goes with no Pod to wait for.
-    for name in ("no-pull", "no-claim", "unbound"):
+    for name in ("no-pull", "no-claim", "unbound", "model"):
         cluster.kubectl("delete", "instance", name, "-n", OTHER, "--timeout=60s")
 
 
