@@ -114,11 +114,16 @@ class InstanceReconciler(Controller):
                 return []
             return [_key(i) for i in self.instances.by_index("type", changes.name_of(obj))]
 
-        def on_node(event: str, obj: Obj, old: Obj | None) -> list[Key]:
-            if not changes.moved(event, obj, old, ("status",)):
-                return []
-            pods = self.pods.by_index("node", changes.name_of(obj))
-            return [k for p in pods if (k := lifecycle.owner_key(p))]
+        def running_on(*paths: tuple[str, ...]) -> Callable[[str, Obj, Obj | None], list[Key]]:
+            """The Instances whose Pods run on the changed Node / Devices, when ``paths`` moved."""
+
+            def mapper(event: str, obj: Obj, old: Obj | None) -> list[Key]:
+                if not changes.moved(event, obj, old, *paths):
+                    return []
+                pods = self.pods.by_index("node", changes.name_of(obj))
+                return [k for p in pods if (k := lifecycle.owner_key(p))]
+
+            return mapper
 
         def companion(kind: str) -> Callable[[str, Obj, Obj | None], list[Key]]:
             def mapper(event: str, obj: Obj, old: Obj | None) -> list[Key]:
@@ -132,8 +137,8 @@ class InstanceReconciler(Controller):
             Watch("Pod", owned, label_selector=OWNED),
             Watch("Service", owned, label_selector=OWNED),
             Watch("InstanceType", of_type),
-            Watch("Devices", on_node),
-            Watch("Node", on_node),
+            Watch("Devices", running_on(("status",))),  # the ledger confirms allocations
+            Watch("Node", running_on(("status", "addresses"))),  # not every heartbeat
             *(Watch(kind, companion(kind)) for kind in COMPANIONS),
         ]
 
