@@ -123,8 +123,13 @@ DEVICE_MODE_VISIBILITY = 5
 
 # --- Instances -----------------------------------------------------------------------------------
 LABEL_PART_OF = "app.kubernetes.io/part-of"
-LABEL_OWNED_BY_INSTANCES = "instance.gpustack.ai/owned-by"
+LABEL_OWNED_BY_INSTANCES = "instance.gpustack.ai/owned-by"  # value: the owning kind's plural
 FINALIZER_INSTANCE = "worker.gpustack.ai/instance-protection"
+INSTANCE_CONTAINER_MAIN = "main"
+INSTANCE_CONTAINER_SSHD = "sshd"
+SSH_AUTHORIZED_KEYS_MOUNT = "/var/run/sshd-authorized-keys"
+SSH_AUTHORIZED_KEYS_FILE = "authorized_keys"  # the data key of an InstanceSSHPublicKey's Secret
+SSH_PORT = 22
 
 # --- ModelDeployment -----------------------------------------------------------------------------
 LABEL_APP_NAME = "app.kubernetes.io/name"

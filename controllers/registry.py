@@ -3,6 +3,12 @@ from ``worker`` to each reconciler can be followed by reading."""
 
 from __future__ import annotations
 
+from controllers.instance.backing import (
+    ImagePullSecretReconciler,
+    PersistentVolumeReconciler,
+    SSHPublicKeyReconciler,
+)
+from controllers.instance.reconciler import InstanceReconciler
 from controllers.kvcache.backend import KVCacheBackendReconciler
 from controllers.kvcache.binding import KVCachePoolBindingReconciler
 from controllers.kvcache.pool import KVCachePoolReconciler
@@ -32,4 +38,9 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     KVCacheBackendReconciler,
     KVCachePoolReconciler,
     KVCachePoolBindingReconciler,
+    # GPU Instances: the core objects behind the companion kinds, then the Instances themselves.
+    SSHPublicKeyReconciler,
+    ImagePullSecretReconciler,
+    PersistentVolumeReconciler,
+    InstanceReconciler,
 )

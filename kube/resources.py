@@ -47,10 +47,12 @@ _TABLE: tuple[Resource, ...] = (
     Resource("ConfigMap", "", "v1", "configmaps", True),
     Resource("Event", "", "v1", "events", True),
     Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True),
+    Resource("PersistentVolume", "", "v1", "persistentvolumes", False),
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True),
     Resource("Deployment", "apps", "v1", "deployments", True),
     Resource("DaemonSet", "apps", "v1", "daemonsets", True),
     Resource("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False),
+    Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
     Resource("CSIDriver", "storage.k8s.io", "v1", "csidrivers", False),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
     Resource(

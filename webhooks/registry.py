@@ -13,7 +13,7 @@ from typing import Any
 
 from api import GROUP
 from api import constants as c
-from webhooks import instance, instance_type, modeldeployment, pod, shapes, workload
+from webhooks import instance, instance_companions, instance_type, modeldeployment, pod, shapes, workload
 from webhooks.decision import Decision, allow, reject
 from webhooks.kvcache import backend as kv_backend
 from webhooks.kvcache import binding as kv_binding
@@ -212,6 +212,34 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "kvcachepoolbindings",
         "KVCachePoolBinding",
         kv_binding.validate,
+        scope="Namespaced",
+    ),
+    # The Instance companion kinds.
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "instancesshpublickeys",
+        "InstanceSSHPublicKey",
+        instance_companions.validate_ssh_public_key,
+        scope="Namespaced",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "instanceimagepullsecrets",
+        "InstanceImagePullSecret",
+        instance_companions.validate_image_pull_secret,
+        scope="Namespaced",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "instancepersistentvolumes",
+        "InstancePersistentVolume",
+        instance_companions.validate_persistent_volume,
         scope="Namespaced",
     ),
 )

@@ -13,7 +13,12 @@ docstring names the Go file it follows and any deliberate difference.
 
 from api.models.base import CRD, PrinterColumn, Resource, Rule
 from api.models.devices import Devices
-from api.models.instance import Instance, InstanceSSHPublicKey
+from api.models.instance import (
+    Instance,
+    InstanceImagePullSecret,
+    InstancePersistentVolume,
+    InstanceSSHPublicKey,
+)
 from api.models.instance_type import InstanceType, InstanceTypeFlavor
 from api.models.kv_cache_backend import KVCacheBackend
 from api.models.kv_cache_pool import KVCachePool, KVCachePoolBinding
@@ -30,6 +35,8 @@ __all__ = [
     "RESOURCES",
     "Devices",
     "Instance",
+    "InstanceImagePullSecret",
+    "InstancePersistentVolume",
     "InstanceSSHPublicKey",
     "InstanceType",
     "InstanceTypeFlavor",

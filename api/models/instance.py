@@ -1,10 +1,17 @@
-"""``Instance`` (an accelerator-backed container workspace) and ``InstanceSSHPublicKey``.
+"""``Instance`` (an accelerator-backed container workspace) and its companion kinds
+``InstanceSSHPublicKey``, ``InstanceImagePullSecret`` and ``InstancePersistentVolume``.
 
 Follows ``api/worker/v1alpha1/instance.go``: ``spec`` carries ``type`` and inlines the template
 (``image``, ``imagePullPolicy``, ``command``, ``privileged``, ``ports``, ``env``, ``resources``,
 ``volumeMount``, ``imagePullSecret``, ``additionalVolumes``), then ``volume``, ``sshPublicKey``,
 ``stop`` and ``nodeName``. ``InstanceSSHPublicKey`` follows ``api/worker/v1/instance_ssh_public_key.go``
-(``spec.displayName``, ``spec.description``, ``spec.data``).
+(``spec.displayName``, ``spec.description``, ``spec.data``); ``InstanceImagePullSecret`` follows
+``api/worker/v1/instance_image_pull_secret.go`` and ``InstancePersistentVolume``
+``api/worker/v1/instance_persistent_volume.go``.
+
+Each companion kind is backed by a core object of the same name in the same namespace (a Secret, a
+``kubernetes.io/dockerconfigjson`` Secret, a PersistentVolumeClaim) that the operator writes from it
+and owns; the Instance's Pod mounts or names the core object.
 
 Deliberate deviations:
 
@@ -13,11 +20,14 @@ Deliberate deviations:
   published examples omit them. Absent reads as the Go zero value ("derive it").
 - ``spec.additionalVolumes[].model.artifactRef`` (model-delivery spec §4.3) is an additional volume
   source, mounting a ModelArtifact read-only.
+- The companion kinds are served as CRDs, not by an aggregated API server, so each object is stored
+  beside its core object.  ``InstanceImagePullSecret.spec.password`` stays write-only: once the
+  backing Secret holds it, the operator removes it from the object.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from api.models.base import AGE, CRD, Int32, PrinterColumn, Quantity, Resource, Rule, Schema, field, frozen
 from api.models.common import (
@@ -186,3 +196,102 @@ class InstanceSSHPublicKey(Resource):
     )
 
     spec: InstanceSSHPublicKeySpec | None = None
+
+
+class InstanceImagePullSecretSpec(Schema):
+    """Registry credentials; ``registry``, ``username`` and ``password`` are written together."""
+
+    display_name: str | None = field(alias="displayName", max_length=64)
+    description: str | None = field(max_length=1024)
+    registry: str | None = field(max_length=253, doc="The registry host, e.g. registry.example.com.")
+    username: str | None = field(max_length=1024)
+    password: str | None = field(
+        max_length=8192, doc="Write-only: moved into the backing Secret and then removed from here."
+    )
+    email: str | None = field(max_length=320)
+
+
+class InstanceImagePullSecret(Resource):
+    """Registry credentials an Instance's Pod pulls its image with (a dockerconfigjson Secret)."""
+
+    __crd__: ClassVar[CRD] = CRD(
+        kind="InstanceImagePullSecret",
+        plural="instanceimagepullsecrets",
+        scope="Namespaced",
+        status=False,
+        columns=(
+            PrinterColumn("Registry", ".spec.registry"),
+            PrinterColumn("Username", ".spec.username"),
+            AGE,
+        ),
+    )
+
+    spec: InstanceImagePullSecretSpec | None = None
+
+
+ACCESS_MODE = Literal["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany", "ReadWriteOncePod"]
+
+
+class InstancePersistentVolumeSpec(Schema):
+    """A claim for a persistent workspace; its storage class, size and access mode are fixed."""
+
+    __k8s_rules__: ClassVar[tuple[Rule, ...]] = (
+        frozen("type", "spec.type is immutable: create another InstancePersistentVolume", optional=True),
+        frozen(
+            "capacity", "spec.capacity is immutable: create another InstancePersistentVolume", optional=True
+        ),
+        frozen(
+            "accessMode",
+            "spec.accessMode is immutable: create another InstancePersistentVolume",
+            optional=True,
+        ),
+    )
+
+    display_name: str | None = field(alias="displayName", max_length=64)
+    description: str | None = field(max_length=1024)
+    type: str | None = field(
+        pointer=True,
+        max_length=253,
+        doc="The StorageClass that provisions the volume; the default one if unset.",
+    )
+    capacity: Quantity | None = field(crd_default="20Gi", doc="The size of the claim.")
+    access_mode: ACCESS_MODE | None = field(alias="accessMode", pointer=True)
+
+
+class ObjectReference(Schema):
+    """A reference to an object (``core.ObjectReference``)."""
+
+    __k8s_map_type__: ClassVar[str | None] = "atomic"
+
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    api_version: str | None = field(alias="apiVersion")
+    resource_version: str | None = field(alias="resourceVersion")
+    field_path: str | None = field(alias="fieldPath")
+
+
+class InstancePersistentVolumeStatus(Schema):
+    phase: str | None = field(doc="The claim's phase: Pending, Bound or Lost.")
+    volume: ObjectReference | None = field(doc="The PersistentVolume bound to the claim.")
+
+
+class InstancePersistentVolume(Resource):
+    """A persistent workspace volume (a PersistentVolumeClaim of the same name)."""
+
+    __crd__: ClassVar[CRD] = CRD(
+        kind="InstancePersistentVolume",
+        plural="instancepersistentvolumes",
+        scope="Namespaced",
+        columns=(
+            PrinterColumn("Capacity", ".spec.capacity"),
+            PrinterColumn("Type", ".spec.type"),
+            PrinterColumn("Phase", ".status.phase"),
+            PrinterColumn("Volume", ".status.volume.name"),
+            AGE,
+        ),
+    )
+
+    spec: InstancePersistentVolumeSpec = field(required=True)
+    status: InstancePersistentVolumeStatus | None = None

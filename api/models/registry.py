@@ -17,7 +17,12 @@ from api import fielderrors
 from api.fielderrors import FieldError
 from api.models.base import Resource, alias_of, dump_model, is_model, iter_list_maps, list_map_key, unwrap
 from api.models.devices import Devices
-from api.models.instance import Instance, InstanceSSHPublicKey
+from api.models.instance import (
+    Instance,
+    InstanceImagePullSecret,
+    InstancePersistentVolume,
+    InstanceSSHPublicKey,
+)
 from api.models.instance_type import InstanceType, InstanceTypeFlavor
 from api.models.kv_cache_backend import KVCacheBackend
 from api.models.kv_cache_pool import KVCachePool, KVCachePoolBinding
@@ -33,6 +38,8 @@ RESOURCES: tuple[type[Resource], ...] = (
     InstanceTypeFlavor,
     Instance,
     InstanceSSHPublicKey,
+    InstanceImagePullSecret,
+    InstancePersistentVolume,
     ModelDeployment,
     ModelArtifact,
     ModelStore,

@@ -78,6 +78,8 @@ def test_every_kind_has_a_crd_with_its_names() -> None:
         "Devices": [],
         "Instance": ["inst"],
         "InstanceSSHPublicKey": [],
+        "InstanceImagePullSecret": [],
+        "InstancePersistentVolume": [],
         "InstanceType": ["instype"],
         "InstanceTypeFlavor": ["instypeflavor"],
         "KVCacheBackend": ["kvcb"],
@@ -96,6 +98,8 @@ def test_every_kind_has_a_crd_with_its_names() -> None:
     assert {k for k, s in scopes.items() if s == "Namespaced"} == {
         "Instance",
         "InstanceSSHPublicKey",
+        "InstanceImagePullSecret",
+        "InstancePersistentVolume",
         "ModelArtifact",
         "ModelDeployment",
         "ModelPrefetch",
@@ -108,7 +112,7 @@ def test_every_kind_has_a_crd_with_its_names() -> None:
         c["spec"]["names"].get("categories") == ["gpustack"] for k, c in BY_KIND.items() if k != "Devices"
     )
     no_status = {k for k, c in BY_KIND.items() if "subresources" not in c["spec"]["versions"][0]}
-    assert no_status == {"InstanceSSHPublicKey", "InstanceTypeFlavor"}
+    assert no_status == {"InstanceSSHPublicKey", "InstanceImagePullSecret", "InstanceTypeFlavor"}
 
 
 def test_printer_columns() -> None:

@@ -95,6 +95,18 @@ def _deployment() -> dict:
     }
 
 
+def _companion(kind: str, spec: dict) -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": kind,
+        "metadata": {"name": "c", "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHv0w9T6p6bJ2n0n0n0n0n0n0n0n0n0n0n0n0n0n0n0n alice@laptop"
+
+
 def _instance_type() -> dict:
     obj = copy.deepcopy(objects.A10G)
     obj.pop("status", None)
@@ -110,6 +122,24 @@ SAMPLES = {
     "KVCacheBackend": (kv.backend(), "worker.gpustack.ai", "v1", "kvcachebackends"),
     "KVCachePool": (kv.pool(), "worker.gpustack.ai", "v1", "kvcachepools"),
     "KVCachePoolBinding": (kv.binding(), "worker.gpustack.ai", "v1", "kvcachepoolbindings"),
+    "InstanceSSHPublicKey": (
+        _companion("InstanceSSHPublicKey", {"data": SSH_KEY}),
+        "worker.gpustack.ai",
+        "v1",
+        "instancesshpublickeys",
+    ),
+    "InstanceImagePullSecret": (
+        _companion("InstanceImagePullSecret", {"registry": "r.io", "username": "u", "password": "p"}),
+        "worker.gpustack.ai",
+        "v1",
+        "instanceimagepullsecrets",
+    ),
+    "InstancePersistentVolume": (
+        _companion("InstancePersistentVolume", {"capacity": "1Gi"}),
+        "worker.gpustack.ai",
+        "v1",
+        "instancepersistentvolumes",
+    ),
 }
 
 # (path to set, value, field path expected in the refusal, type expected)
@@ -154,6 +184,9 @@ SPECIFIC = {
         (("spec", "quota", "ceiling"), _nested(1000), "spec.quota.ceiling", "integer or string"),
         (("spec", "domain", "blockSize"), "64", "spec.domain.blockSize", "integer"),
     ],
+    "InstanceSSHPublicKey": [(("spec", "data"), ["ssh-ed25519", "AAAA"], "spec.data", "string")],
+    "InstanceImagePullSecret": [(("spec", "password"), 1234, "spec.password", "string")],
+    "InstancePersistentVolume": [(("spec", "capacity"), _nested(1000), "spec.capacity", "integer or string")],
     "ModelDeployment": [
         (("spec", "roles"), "x", "spec.roles", "array"),
         (("spec", "roles", 0, "replicas"), "two", "spec.roles[0].replicas", "integer"),
