@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from api import constants as c
+from api import constants
 from webhooks import registry
 
 Obj = dict[str, Any]
@@ -70,12 +70,12 @@ def render(
     url: str | None = None,
     service: dict[str, Any] | None = None,
     ca_bundle: bytes | None = None,
-    system_namespace: str = c.SYSTEM_NAMESPACE,
+    system_namespace: str = constants.SYSTEM_NAMESPACE,
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
 ) -> list[Obj]:
     """Both configuration objects.  Give ``url`` (``https://127.0.0.1:31443``) for a worker outside
     the cluster, or ``service`` (``{"name", "namespace", "port"}``) for the chart's Service."""
-    excluded = sorted({system_namespace, *c.KUBE_SYSTEM_NAMESPACES})
+    excluded = sorted({system_namespace, *constants.KUBE_SYSTEM_NAMESPACES})
     objects = []
     for mutating, kind, name in (
         (True, "MutatingWebhookConfiguration", registry.MUTATING_CONFIGURATION),

@@ -14,8 +14,7 @@ import copy
 import re
 from typing import Any
 
-from api import constants as c
-from api import units
+from api import constants, units
 from api.manufacturers import BY_NAME, manufacturer_of_group
 from fastpath import quantity
 from webhooks import patch as jsonpatch
@@ -509,7 +508,7 @@ async def _create_errors(
 ) -> list[FieldError] | Decision:
     errors: list[FieldError] = []
     namespace = request.namespace or ((request.object or {}).get("metadata") or {}).get("namespace", "")
-    if namespace in (c.SYSTEM_NAMESPACE, *c.KUBE_SYSTEM_NAMESPACES):
+    if namespace in (constants.SYSTEM_NAMESPACE, *constants.KUBE_SYSTEM_NAMESPACES):
         errors.append(
             invalid(
                 "metadata.namespace",

@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from api import GROUP
-from api import constants as c
+from api import GROUP, constants
 from webhooks import instance, instance_type, modeldeployment, pod, workload
 from webhooks.decision import Decision, allow
 from webhooks.lookups import Lookups
@@ -70,7 +69,7 @@ class Webhook:
         return await self.handler(request, lookups)
 
 
-_QUEUED_POD = {"matchExpressions": [{"key": c.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
+_QUEUED_POD = {"matchExpressions": [{"key": constants.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
 
 WEBHOOKS: tuple[Webhook, ...] = (
     # Gate 1: the Pod webhook (CREATE only; the Pod handler never sees an UPDATE).

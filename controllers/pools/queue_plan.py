@@ -26,16 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
-from api import kueue
+from api import constants, kueue
 from controllers.pools import render
 from fastpath import quantity
 
 Obj = dict[str, Any]
 
 STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
-ANNOTATION_APPLIED_STOP = c.ANNOTATION_APPLIED_STOP_POLICY
-ANNOTATION_DRAIN_HOLD = c.ANNOTATION_DRAIN_PLAN_HOLD
+ANNOTATION_APPLIED_STOP = constants.ANNOTATION_APPLIED_STOP_POLICY
+ANNOTATION_DRAIN_HOLD = constants.ANNOTATION_DRAIN_PLAN_HOLD
 MAX_FLAVORS = 64
 DRAIN_POLL_SECONDS = 5.0
 
@@ -245,15 +244,15 @@ def render_queue(
     if checks:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
         "spec": spec,
     }
 
 
-_OUR_ANNOTATIONS = (c.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
-_OUR_LABEL_PREFIXES = (c.PREFIX_GENERAL, c.PREFIX_ACCELERATABLE)
+_OUR_ANNOTATIONS = (constants.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
+_OUR_LABEL_PREFIXES = (constants.PREFIX_GENERAL, constants.PREFIX_ACCELERATABLE)
 
 
 def _checks_of(spec: Mapping[str, Any]) -> list[str]:
@@ -287,7 +286,7 @@ def needs_apply(body: Obj, current: Mapping[str, Any] | None) -> bool:
 
 def topology_condition(status: str, reason: str, message: str, generation: int) -> Obj:
     return {
-        "type": c.CONDITION_TOPOLOGY_READY,
+        "type": constants.CONDITION_TOPOLOGY_READY,
         "status": status,
         "reason": reason,
         "message": message[:32768],
@@ -326,10 +325,10 @@ def plan_queue(
     labels = {
         k: v
         for k, v in (((queue or {}).get("metadata") or {}).get("labels") or {}).items()
-        if k == c.LABEL_RESOURCE_TYPE
-        or k == c.LABEL_ACCELERATABLE
+        if k == constants.LABEL_RESOURCE_TYPE
+        or k == constants.LABEL_ACCELERATABLE
         or k.startswith(_OUR_LABEL_PREFIXES)
-        or k in (c.LABEL_OS, c.LABEL_ARCH)
+        or k in (constants.LABEL_OS, constants.LABEL_ARCH)
     }
     ours = {k: annotations[k] for k in _OUR_ANNOTATIONS if k in annotations}
 
@@ -349,10 +348,10 @@ def plan_queue(
     pool = render.pool_of_instance_type(instance_type)
     labels = {
         **render.instance_type_schedule_labels(instance_type, settings.aware_cpu),
-        c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_INSTANCE_TYPES,
+        constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_INSTANCE_TYPES,
     }
     inactive = bool((instance_type.get("spec") or {}).get("inactive"))
-    empty_marker = c.ANNOTATION_EMPTY_PLAN_HOLD in annotations
+    empty_marker = constants.ANNOTATION_EMPTY_PLAN_HOLD in annotations
     drain_saved = annotations.get(ANNOTATION_DRAIN_HOLD)
     applied = annotations.get(ANNOTATION_APPLIED_STOP)
     if (
@@ -430,14 +429,18 @@ def plan_queue(
     checks = []
     if groups:
         active = set(active_checks)
-        if pool.acceleratable and settings.derived_from_node and c.ADMISSION_CHECK_NODE_DEVICES in active:
-            checks.append(c.ADMISSION_CHECK_NODE_DEVICES)
-        if c.ADMISSION_CHECK_JOINT in active:
-            checks.append(c.ADMISSION_CHECK_JOINT)
+        if (
+            pool.acceleratable
+            and settings.derived_from_node
+            and constants.ADMISSION_CHECK_NODE_DEVICES in active
+        ):
+            checks.append(constants.ADMISSION_CHECK_NODE_DEVICES)
+        if constants.ADMISSION_CHECK_JOINT in active:
+            checks.append(constants.ADMISSION_CHECK_JOINT)
 
     ours = {ANNOTATION_APPLIED_STOP: policy}
     if empty_marker and policy == STOP_HOLD:
-        ours[c.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
+        ours[constants.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
     if drain_saved is not None:
         ours[ANNOTATION_DRAIN_HOLD] = drain_saved
     body = render_queue(name, labels, ours, groups, checks, policy)
@@ -450,7 +453,7 @@ def plan_queue(
         elif not kueue_current(queue):
             cond = topology_condition(
                 "Unknown",
-                c.REASON_AWAITING_QUEUE_STATUS,
+                constants.REASON_AWAITING_QUEUE_STATUS,
                 "Kueue has not reported this generation yet",
                 generation,
             )

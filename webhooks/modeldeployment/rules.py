@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 
-from api import constants as c
-from api import engines
+from api import constants, engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
 from fastpath import argv
 from webhooks.lookups import Lookups
@@ -343,7 +342,7 @@ def topology(md: Deployment) -> list[FieldError]:
         if not isinstance(level, str) or not level:
             continue
         path = f"{role.path}.topology.requiredLevel"
-        if level == c.LABEL_HOSTNAME:
+        if level == constants.LABEL_HOSTNAME:
             errors.append(
                 invalid(
                     path,

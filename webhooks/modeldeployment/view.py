@@ -14,8 +14,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from api import constants as c
-from api import engines
+from api import constants, engines
 from fastpath import argv, quantity
 
 Obj = dict[str, Any]
@@ -24,15 +23,15 @@ KIND = "ModelDeployment"
 SERVER, PREFILL, DECODE = "Server", "Prefill", "Decode"
 KINDS = (SERVER, PREFILL, DECODE)
 DEFAULT_CONNECTOR = "Mooncake"
-DEFAULT_SERVING_PORT = c.DEFAULT_SERVING_PORT
+DEFAULT_SERVING_PORT = constants.DEFAULT_SERVING_PORT
 MAX_ROLES = 10
 
 # Ports the operator synthesizes listeners on (model-deployment.md §11.4), from api.constants so the
 # renderer will use the same numbers.
-KV_EVENTS_PORTS = c.KV_EVENTS_PORTS
-VLLM_MOONCAKE_BOOTSTRAP_PORT = c.VLLM_MOONCAKE_BOOTSTRAP_PORT
-SGLANG_BOOTSTRAP_PORT = c.SGLANG_BOOTSTRAP_PORT
-DIRECT_DECODER_ENGINE_PORT = c.DIRECT_DECODER_ENGINE_PORT
+KV_EVENTS_PORTS = constants.KV_EVENTS_PORTS
+VLLM_MOONCAKE_BOOTSTRAP_PORT = constants.VLLM_MOONCAKE_BOOTSTRAP_PORT
+SGLANG_BOOTSTRAP_PORT = constants.SGLANG_BOOTSTRAP_PORT
+DIRECT_DECODER_ENGINE_PORT = constants.DIRECT_DECODER_ENGINE_PORT
 
 # Every kind each engine has a rendering term for (§5 #11): no case is refused today.
 ENGINE_KINDS: dict[str, frozenset[str]] = {
