@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import importlib.util
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -73,6 +74,21 @@ def _import(
             # import fastpath.cards: the name bound is the package, read as a namespace of twins.
             return SimpleNamespace(**{rest: load(rest)})
     return builtins.__import__(name, globals, locals, fromlist or (), level)
+
+
+def modules(names: Iterable[str], *, interpreted: bool = False) -> list[ModuleType]:
+    """The fastpath modules ``names``: compiled (as imported), or their interpreted twins."""
+    return [load(name) if interpreted else importlib.import_module(f"{_PACKAGE}.{name}") for name in names]
+
+
+def bundle(names: Iterable[str], *, interpreted: bool = False) -> SimpleNamespace:
+    """The public names of the fastpath modules ``names`` in one namespace (later modules win a
+    clash), so that one test or benchmark drives the compiled modules and their interpreted twins
+    alike: ``bundle(("ledger", "fit")).place(...)``."""
+    names_in: dict[str, Any] = {}
+    for module in modules(names, interpreted=interpreted):
+        names_in.update({name: value for name, value in vars(module).items() if not name.startswith("_")})
+    return SimpleNamespace(**names_in)
 
 
 def is_compiled(module: ModuleType) -> bool:

@@ -239,8 +239,28 @@ def parse(value: object) -> tuple[int, int]:
     raise _garbage(value, f"expected a string or a number, got {type(value).__name__}")
 
 
-@cython.ccall
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
+@cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, ch=cython.Py_UCS4, mant=cython.longlong)
+def small_whole(s: str) -> cython.longlong:
+    """The value of ``s`` when it is 1 to 18 ASCII digits, else -1: the common case on the hot
+    path ("1", "50", "16384"), read without parsing a quantity."""
+    n = len(s)
+    if n == 0 or n > _FAST_DIGITS:
+        return -1
+    mant = 0
+    for i in range(n):
+        ch = s[i]
+        if ch < "0" or ch > "9":
+            return -1
+        mant = mant * 10 + (ord(ch) - 48)
+    return mant
+
+
+@cython.ccall
+@cython.locals(fast=cython.longlong)
 def whole(value: object) -> object:
     """The value as an ``int`` when it is a whole number, else ``None`` (``"1m"``, ``"0.5"``).
 
@@ -249,20 +269,9 @@ def whole(value: object) -> object:
     if type(value) is int:
         return value
     if type(value) is str:
-        s: str = value
-        n = len(s)
-        if 0 < n <= _FAST_DIGITS:
-            # The common case on the hot path: "1", "50", "16384".
-            mant = 0
-            i = 0
-            while i < n:
-                ch = s[i]
-                if ch < "0" or ch > "9":
-                    break
-                mant = mant * 10 + (ord(ch) - 48)
-                i += 1
-            if i == n:
-                return mant
+        fast = small_whole(value)
+        if fast >= 0:
+            return fast
     num, den = parse(value)
     if den == 1:
         return num
