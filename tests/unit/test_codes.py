@@ -1,4 +1,4 @@
-"""The family, device-mode and key-role codes have two spellings — a C enum in a .pxd for the
+"""The family, device-mode, key-role and argv token-class codes have two spellings — a C enum in a .pxd for the
 compiled modules, Python names for everything else and for the interpreted twins — tied together
 here: by their text, and by what the compiled modules do with them."""
 
@@ -59,6 +59,13 @@ def test_keys_pxd_spells_the_roles_of_the_interpreted_keys() -> None:
     python.pop("ROLE_NAMES")
     assert compiled == python
     assert sorted(compiled.values()) == list(range(len(keys.ROLE_NAMES)))
+
+
+def test_argv_pxd_spells_the_token_classes_of_the_interpreted_argv() -> None:
+    interpreted = load("argv")
+    compiled = enum_members("argv.pxd")
+    assert compiled == {name: getattr(interpreted, name) for name in compiled}
+    assert sorted(compiled) == ["AMBIGUOUS", "POSITIONAL", "RESOLVED", "UNKNOWN"]
 
 
 @pytest.mark.parametrize("suffix, family", [("", "exclusive"), (".shared", "shared"), (".sliced", "sliced")])

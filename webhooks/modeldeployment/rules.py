@@ -12,7 +12,7 @@ import re
 
 from api import constants, engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
-from fastpath import argv
+from fastpath.degrees import width
 from webhooks.lookups import Lookups
 from webhooks.modeldeployment.view import (
     ENGINE_KINDS,
@@ -267,7 +267,7 @@ def degrees(md: Deployment) -> list[FieldError]:
         cards = whole(role.accelerator)
         if cards is None or cards <= 0:
             continue
-        needed, factors = argv.width(md.engine, parsed)
+        needed, factors = width(md.engine, parsed)
         if needed is not None and needed <= cards:
             continue
         shown = " × ".join(f"{flag}={value}" for flag, value in factors) or "the declared degrees"

@@ -16,6 +16,7 @@ from typing import Any
 
 from api import constants, engines
 from fastpath import argv, quantity
+from fastpath.degrees import Degrees, parse_degrees
 
 Obj = dict[str, Any]
 
@@ -136,8 +137,8 @@ class Role:
     # -- argv, parsed once ----------------------------------------------------------------------
 
     @cached_property
-    def degrees(self) -> argv.Degrees:
-        return argv.parse_degrees(self.engine, self.stream, self.env)
+    def degrees(self) -> Degrees:
+        return parse_degrees(self.engine, self.stream, self.env)
 
     @cached_property
     def port(self) -> int | None:
