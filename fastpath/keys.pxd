@@ -2,6 +2,8 @@
 # codes (a C enum; keys.py spells them in Python for the interpreted module, and
 # tests/unit/test_codes.py ties the two spellings together).
 
+cimport cython
+
 from fastpath.codes cimport (
     DEVICE_MODE_EXCLUSIVE,
     DEVICE_MODE_PARTITIONED,
@@ -21,6 +23,20 @@ cdef enum:
     ROLE_PROFILE = 6  # .partitioned.<kind>-<profile>
     ROLE_VISIBILITY = 7
 
+@cython.final
+cdef class KeyFact:
+    cdef readonly str key
+    cdef readonly str family  # api.constants.FAMILY_NAMES
+    cdef readonly str role  # ROLE_NAMES
+    cdef readonly str manufacturer
+    cdef readonly str profile  # of a .partitioned.<kind>-<profile> key, else ""
+    cdef readonly object value  # as the author wrote it
+    cdef readonly long long count  # the whole value, or INVALID
+    cdef readonly str source  # "limits" | "requests"
+
+cdef KeyFact key_fact(
+    str key, str family, str role, str manufacturer, str profile, object value, long long count, str source
+)
 cdef int classify_code(str key)
 cdef str profile_of(str key, int m)
 cdef str manufacturer_name(int m)

@@ -204,6 +204,84 @@ def family_of(key: str) -> tuple[str, str, str]:
     return (family, manufacturer, profile)
 
 
+# --- A key as a container names it ---------------------------------------------------------------------
+
+
+@cython.final
+@cython.cclass
+class KeyFact:
+    """One accelerator or visibility key a container names, classified and read (fields in
+    ``keys.pxd``): its family, role, manufacturer and profile, the value as written, its count
+    (the whole value, or ``fastpath.requests.INVALID``) and its source (``"limits"`` or
+    ``"requests"``)."""
+
+    def __init__(
+        self,
+        key: str,
+        family: str,
+        role: str,
+        manufacturer: str,
+        profile: str,
+        value: object,
+        count: cython.longlong,
+        source: str,
+    ) -> None:
+        self.key = key
+        self.family = family
+        self.role = role
+        self.manufacturer = manufacturer
+        self.profile = profile
+        self.value = value
+        self.count = count
+        self.source = source
+
+    def as_tuple(self) -> tuple:
+        return (
+            self.key,
+            self.family,
+            self.role,
+            self.manufacturer,
+            self.profile,
+            self.value,
+            self.count,
+            self.source,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KeyFact):
+            return NotImplemented
+        return self.as_tuple() == other.as_tuple()
+
+    def __hash__(self) -> int:
+        return hash(self.as_tuple())
+
+    def __repr__(self) -> str:
+        return f"KeyFact{self.as_tuple()!r}"
+
+
+@cython.cfunc
+def key_fact(
+    key: str,
+    family: str,
+    role: str,
+    manufacturer: str,
+    profile: str,
+    value: object,
+    count: cython.longlong,
+    source: str,
+) -> KeyFact:
+    fact: KeyFact = KeyFact.__new__(KeyFact)
+    fact.key = key
+    fact.family = family
+    fact.role = role
+    fact.manufacturer = manufacturer
+    fact.profile = profile
+    fact.value = value
+    fact.count = count
+    fact.source = source
+    return fact
+
+
 @cython.cfunc
 def manufacturer_name(m: cython.int) -> str:
     """The name of manufacturer ``m`` of a packed code (``code >> 8``)."""

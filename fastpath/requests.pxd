@@ -14,6 +14,7 @@ from fastpath.keys cimport (
     ROLE_TOKEN,
     ROLE_UNITS,
     classify_code,
+    key_fact,
     manufacturer_base,
     manufacturer_name,
     profile_of,

@@ -33,6 +33,7 @@ if not cython.compiled:  # compiled, these come from the .pxd files requests.pxd
         ROLE_TOKEN,
         ROLE_UNITS,
         classify_code,
+        key_fact,
         manufacturer_base,
         manufacturer_name,
         profile_of,
@@ -111,91 +112,10 @@ def _count(value: object) -> cython.longlong:
 
 @cython.final
 @cython.cclass
-class KeyFact:
-    """One accelerator or visibility key a container names, classified and read."""
-
-    key = cython.declare(str, visibility="readonly")
-    family = cython.declare(str, visibility="readonly")  # api.constants.FAMILY_NAMES
-    role = cython.declare(str, visibility="readonly")  # fastpath.keys.ROLE_NAMES
-    manufacturer = cython.declare(str, visibility="readonly")
-    profile = cython.declare(str, visibility="readonly")  # of a .partitioned.<kind>-<profile> key, else ""
-    value = cython.declare(object, visibility="readonly")  # as the author wrote it
-    count = cython.declare(cython.longlong, visibility="readonly")  # the whole value, or INVALID
-    source = cython.declare(str, visibility="readonly")  # "limits" | "requests"
-
-    def __init__(
-        self,
-        key: str,
-        family: str,
-        role: str,
-        manufacturer: str,
-        profile: str,
-        value: object,
-        count: cython.longlong,
-        source: str,
-    ) -> None:
-        self.key = key
-        self.family = family
-        self.role = role
-        self.manufacturer = manufacturer
-        self.profile = profile
-        self.value = value
-        self.count = count
-        self.source = source
-
-    def as_tuple(self) -> tuple:
-        return (
-            self.key,
-            self.family,
-            self.role,
-            self.manufacturer,
-            self.profile,
-            self.value,
-            self.count,
-            self.source,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, KeyFact):
-            return NotImplemented
-        return self.as_tuple() == other.as_tuple()
-
-    def __hash__(self) -> int:
-        return hash(self.as_tuple())
-
-    def __repr__(self) -> str:
-        return f"KeyFact{self.as_tuple()!r}"
-
-
-@cython.cfunc
-def _key_fact(
-    key: str,
-    family: str,
-    role: str,
-    manufacturer: str,
-    profile: str,
-    value: object,
-    count: cython.longlong,
-    source: str,
-) -> KeyFact:
-    fact: KeyFact = KeyFact.__new__(KeyFact)
-    fact.key = key
-    fact.family = family
-    fact.role = role
-    fact.manufacturer = manufacturer
-    fact.profile = profile
-    fact.value = value
-    fact.count = count
-    fact.source = source
-    return fact
-
-
-@cython.final
-@cython.cclass
 class ContainerFacts:
     """One container that names at least one accelerator or visibility key.
 
-    ``keys`` lists a :data:`KeyFact` for each such key, in the order read (limits, then requests).
+    ``keys`` lists a ``fastpath.keys.KeyFact`` for each such key, in the order read (limits, then requests).
     The scalar fields summarise the container's first manufacturer; ``ABSENT`` (-1) when the key is
     not there, ``INVALID`` (-2) when it is not a non-negative whole number.
     """
@@ -311,7 +231,7 @@ def _record(cf: ContainerFacts, key: str, code: cython.int, value: object, sourc
     if role == ROLE_PROFILE:
         profile = profile_of(key, m)
     cf.keys.append(
-        _key_fact(
+        key_fact(
             key, _FAMILY_NAMES[family], _ROLE_NAMES[role], manufacturer_name(m), profile, value, count, source
         )
     )
