@@ -13,9 +13,8 @@ import base64
 from typing import Any
 
 from api import constants
+from api.objects import Obj
 from webhooks import registry
-
-Obj = dict[str, Any]
 
 
 def _client_config(

@@ -12,11 +12,11 @@ import asyncio
 from typing import Any
 
 from api import constants
+from api.objects import Obj
 from kube.client import ApiError, Client, load_api_client
 from kube.informer import Informer
 from webhooks.lookups import LookupFailed, Lookups
 
-Obj = dict[str, Any]
 DEADLINE = 6.0  # seconds; webhooks time out at 10
 
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from api import constants
-
-Obj = dict[str, Any]
+from api.objects import Obj
 
 
 class LookupFailed(Exception):

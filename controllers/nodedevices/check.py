@@ -34,6 +34,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from api import allocation, constants
+from api.objects import Obj
 from controllers.nodedevices import fit
 from controllers.nodedevices.fit_labels import is_fit_label
 from kube import changes
@@ -52,8 +53,6 @@ REASON_READY = "NodeDevicesFit"
 REASON_RETRY = "NodeDevicesDoNotFit"
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)  # never a Workload's (namespace, name)
 MESSAGE_LIMIT = 1024
-
-Obj = dict[str, Any]
 
 
 def _now() -> str:

@@ -15,13 +15,12 @@ from typing import Any
 
 from api import constants
 from api.naming import local_queue_name
+from api.objects import Obj
 from controllers.pools import render
 from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
 from fastpath import views
 from fastpath.cards import Ledger, NodeLedger
 from fastpath.ledger import accelerator_key, build_ledger
-
-Obj = dict[str, Any]
 
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:

@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api import constants, kueue
+from api.objects import Obj
 from controllers.pools import render
 from fastpath import quantity
-
-Obj = dict[str, Any]
 
 STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
 ANNOTATION_APPLIED_STOP = constants.ANNOTATION_APPLIED_STOP_POLICY

@@ -22,8 +22,7 @@ from typing import Any
 from api import API_VERSION, constants, unit_presets
 from api.manufacturers import UNITS_PER_CARD, manufacturer_of_group
 from api.naming import instance_type_name, local_queue_name, schedule_labels, topology_profile
-
-Obj = dict[str, Any]
+from api.objects import Obj
 
 # Our additions to the vocabulary (candidates for api.constants once the chain settles).
 HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from api import constants
+from api.objects import Obj
 from controllers.nodedevices import check, fit
 from kube.client import ApiError
 from kube.manager import Manager
@@ -27,8 +28,6 @@ node, pod_set, sliced_half, tas, workload = (
     objects.tas,
     objects.workload,
 )
-
-Obj = dict[str, Any]
 
 
 class FakeClient:

@@ -9,6 +9,7 @@ from typing import Any
 
 from api import constants
 from api.naming import local_queue_name
+from api.objects import Obj
 from controllers.pools import render
 from controllers.pools.cluster_queues import ClusterQueueReconciler
 from controllers.pools.devices_labels import DevicesLabelReconciler
@@ -20,7 +21,6 @@ from kube.client import ApiError
 from kube.manager import Manager
 from tests.unit.pools_fixtures import A10G, H100, devices, node, sliced
 
-Obj = dict[str, Any]
 RECONCILERS = (
     ResourceFlavorReconciler,
     InstanceTypeReconciler,

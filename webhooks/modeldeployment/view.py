@@ -15,10 +15,9 @@ from functools import cached_property
 from typing import Any
 
 from api import constants, engines
+from api.objects import Obj
 from fastpath import argv, quantity
 from fastpath.degrees import Degrees, parse_degrees
-
-Obj = dict[str, Any]
 
 KIND = "ModelDeployment"
 SERVER, PREFILL, DECODE = "Server", "Prefill", "Decode"
