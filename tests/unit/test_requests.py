@@ -17,7 +17,7 @@ BOTH = pytest.mark.parametrize("r", [requests, interpreted], ids=["compiled", "i
 def test_compiled_extension_is_loaded() -> None:
     assert is_compiled(requests), (
         f"fastpath.requests was imported from {requests.__file__}, not a compiled extension: build it "
-        "with `cythonize -i -3 fastpath/requests.py` (or `pip install -e .`) before running the tests"
+        "with `python setup.py build_ext --inplace` (or `pip install -e .`) before running the tests"
     )
 
 
