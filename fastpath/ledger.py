@@ -307,7 +307,7 @@ def is_held(pod: Mapping[str, Any], record: allocation.Record | None = None) -> 
     return bool(wanted) and all(record.get(name) for name in wanted)
 
 
-def _charges(mode: object, manufacturer: object, finished: bool, release_terminated: bool) -> bool:
+def _charges(mode: int, manufacturer: object, finished: bool, release_terminated: bool) -> bool:
     if mode not in _PRECEDENCE:
         return False  # None, Visibility, garbage
     if not finished or not release_terminated:
@@ -317,7 +317,7 @@ def _charges(mode: object, manufacturer: object, finished: bool, release_termina
     return mode == DEVICE_MODE_SLICED and manufacturer in SLICES_HELD_UNTIL_GONE
 
 
-def _allocated_of(entry: Mapping[str, Any], mode: object) -> int:
+def _allocated_of(entry: Mapping[str, Any], mode: int) -> int:
     value = entry.get("allocated")
     if isinstance(value, int) and not isinstance(value, bool):
         return max(0, value)
@@ -341,7 +341,7 @@ class Tally:
         self.occupied = 0  # memory-slice bitmask of the recorded partition placements
         self.complete = True  # every partition entry carried its placements
 
-    def add(self, entry: Mapping[str, Any], mode: object) -> None:
+    def add(self, entry: Mapping[str, Any], mode: int) -> None:
         if _PRECEDENCE[mode] > _PRECEDENCE.get(self.mode, 0):
             self.mode = mode
         self.allocated += _allocated_of(entry, mode)
@@ -367,7 +367,7 @@ class Tally:
                 self.complete = False
 
 
-def _free_placements(profile: Mapping[str, Any], occupied: object) -> int:
+def _free_placements(profile: Mapping[str, Any], occupied: int) -> int:
     """Most disjoint free legal placements of ``profile`` (greedy by end, then start — optimal for
     intervals, and the order ``fastpath.cards.Profile`` counts in)."""
     slots = []
