@@ -2,7 +2,10 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries
+help:                      ## list the targets, one line each
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
+
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -23,10 +26,10 @@ test: bootstrap cluster-binaries  ## ruff, then the whole suite: unit, webhooks,
 test-unit: bootstrap       ## unit and webhook tests only (no control plane)
 	@$(PY) -m pytest -q -m "not e2e"
 
-test-e2e: bootstrap cluster-binaries
+test-e2e: bootstrap cluster-binaries  ## the e2e tests alone, against their own local control plane
 	@$(PY) -m pytest -q -m e2e
 
-lint: bootstrap
+lint: bootstrap            ## ruff and the type checker
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
 
 crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the API models

@@ -40,13 +40,13 @@ charging) is ``fastpath.ledger``'s, next to every other reader of the Devices le
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from api import constants
+from api.booleans import env_bool
 
 ANNOTATION = constants.ANNOTATION_ACCELERATOR_ALLOCATED
 ENV_RELEASE_TERMINATED = "GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS"
@@ -60,8 +60,7 @@ class RecordError(ValueError):
 
 def release_terminated_from_env(env: Mapping[str, str] | None = None) -> bool:
     """``GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS`` (default true); set it alike on worker and DMs."""
-    value = (env if env is not None else os.environ).get(ENV_RELEASE_TERMINATED, "true")
-    return value.strip().lower() not in ("false", "0", "no", "off")
+    return env_bool(ENV_RELEASE_TERMINATED, True, env)
 
 
 # --- Codec -----------------------------------------------------------------------------------------------

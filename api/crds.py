@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import annotated_types
 import yaml
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from api.models import RESOURCES, Resource
@@ -145,7 +146,7 @@ def _field_node(info: FieldInfo, meta: K8s) -> dict[str, Any]:
     return node
 
 
-def object_schema(cls: type) -> dict[str, Any]:
+def object_schema(cls: type[BaseModel]) -> dict[str, Any]:
     """The schema of an object node: its properties, what is required, its CEL rules."""
     node: dict[str, Any] = {"type": "object"}
     description = _describe(cls.__doc__)

@@ -58,12 +58,35 @@ def format_path(parts: Iterable[str | int]) -> str:
     return out
 
 
+SHOW_LIMIT = 256  # characters of a value a message quotes; longer ones are cut with "..."
+
+
 def show(value: Any) -> str:
-    """A value as the apiserver prints it inside a message: JSON, compact."""
-    try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
+    """A value as the apiserver prints it inside a message: JSON, compact, at most
+    :data:`SHOW_LIMIT` characters (a hostile value never makes a huge or unprintable message)."""
+    if isinstance(value, list | dict) and _deeper_than(value, 16):
+        text = f"<{'array' if isinstance(value, list) else 'object'} nested more than 16 deep>"
+    else:
+        try:
+            text = json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(value)
+    return text if len(text) <= SHOW_LIMIT else text[: SHOW_LIMIT - 3] + "..."
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests lists/objects more than ``depth`` levels (stops as soon as it knows)."""
+    level = [value]
+    for _ in range(depth):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+            if isinstance(child, list | dict)
+        ][:64]
+        if not level:
+            return False
+    return True
 
 
 def _with(words: str, detail: str) -> str:

@@ -13,14 +13,15 @@ exact token keys are dropped by a Replace transformation with no outputs, and wh
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from typing import Any
 
+from api import manufacturers
+from api.booleans import env_bool
 from api.manufacturers import (
     CREDITS_DOMAIN,
     DEVICE_DOMAIN,
     EFA_KEY,
-    MANUFACTURERS,
     SUFFIX_PARTITIONED,
     SUFFIX_PARTITIONED_UNITS,
     SUFFIX_SHARED,
@@ -30,9 +31,14 @@ from api.manufacturers import (
     UNITS_PER_SHARE,
 )
 
-# Whether the Kueue in front of the pools knows resources.quotaCheckStrategy (v0.18 and later); the
-# bundled v0.17.0 does not.  Read once, like the other deploy-time GPUSTACK_* variables.
-QUOTA_CHECK_STRATEGY = os.environ.get("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", "false").lower() == "true"
+ENV_QUOTA_CHECK_STRATEGY = "GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY"
+
+
+def quota_check_strategy(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Kueue in front of the pools knows ``resources.quotaCheckStrategy`` (v0.18 and
+    later); the bundled v0.17.0 does not.  A deploy-time variable, read by the caller."""
+    return env_bool(ENV_QUOTA_CHECK_STRATEGY, False, env)
+
 
 CREDIT_FACTORS = {
     "": UNITS_PER_CARD,
@@ -49,19 +55,23 @@ def credit_transformations() -> list[dict[str, Any]]:
             "strategy": "Replace",
             "outputs": {f"{CREDITS_DOMAIN}/{maker.name}": str(factor)},
         }
-        for maker in MANUFACTURERS
+        for maker in manufacturers.MANUFACTURERS
         for suffix, factor in CREDIT_FACTORS.items()
     ]
 
 
 def dropped_keys() -> list[str]:
     """Token keys no queue charges, dropped exactly (their names prefix folded keys)."""
-    return [maker.base + suffix for maker in MANUFACTURERS for suffix in (SUFFIX_SLICED, SUFFIX_PARTITIONED)]
+    return [
+        maker.base + suffix
+        for maker in manufacturers.MANUFACTURERS
+        for suffix in (SUFFIX_SLICED, SUFFIX_PARTITIONED)
+    ]
 
 
 def excluded_prefixes() -> list[str]:
     prefixes = ["memory", "ephemeral-storage", "hugepages-", f"{DEVICE_DOMAIN}/", EFA_KEY]
-    for maker in MANUFACTURERS:
+    for maker in manufacturers.MANUFACTURERS:
         prefixes += [f"{maker.base}{SUFFIX_SLICED}.memory-", f"{maker.base}{SUFFIX_SLICED}.cores-"]
         if maker.partition_kind:
             prefixes.append(f"{maker.base}{SUFFIX_PARTITIONED}.{maker.partition_kind}-")

@@ -16,13 +16,15 @@ spelled as suffixes of it::
     device.gpustack.ai/<mfr>.visibility  SSH-sidecar visibility tokens (not a family)
     credits.gpustack.ai/<mfr>            Kueue credits (never requested, never on nodes)
 
-The identity columns are overridable through ``GPUSTACK_<MFR>_*`` environment variables, read once.
+The identity columns are overridable through ``GPUSTACK_<MFR>_*`` environment variables, read on first use.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 # Units per card on the ledger and credit basis: 2**9 * 5**5, so every fold stays integral.
 UNITS_PER_CARD = 1_600_000
@@ -102,7 +104,7 @@ _DEFAULTS: tuple[Manufacturer, ...] = (
 )
 
 
-def _from_environment(row: Manufacturer, env: dict[str, str]) -> Manufacturer:
+def _from_environment(row: Manufacturer, env: Mapping[str, str]) -> Manufacturer:
     prefix = f"GPUSTACK_{row.name.upper()}_"
     return Manufacturer(
         name=row.name,
@@ -115,16 +117,44 @@ def _from_environment(row: Manufacturer, env: dict[str, str]) -> Manufacturer:
     )
 
 
-MANUFACTURERS: tuple[Manufacturer, ...] = tuple(_from_environment(m, dict(os.environ)) for m in _DEFAULTS)
-BY_NAME: dict[str, Manufacturer] = {m.name: m for m in MANUFACTURERS}
-BY_BASE: dict[str, Manufacturer] = {m.base: m for m in MANUFACTURERS}
-BY_PCI_VENDOR: dict[str, Manufacturer] = {m.pci_vendor_id: m for m in MANUFACTURERS}
+def table(env: Mapping[str, str] | None = None) -> tuple[Manufacturer, ...]:
+    """The rows with their ``GPUSTACK_<MFR>_*`` overrides from ``env`` (the process environment)."""
+    source = os.environ if env is None else env
+    return tuple(_from_environment(m, source) for m in _DEFAULTS)
+
+
+# MANUFACTURERS, BY_NAME, BY_BASE and BY_PCI_VENDOR are computed from the environment on first use
+# (PEP 562), not when the module is imported, and then kept for the life of the process.
+MANUFACTURERS: tuple[Manufacturer, ...]
+BY_NAME: dict[str, Manufacturer]
+BY_BASE: dict[str, Manufacturer]
+BY_PCI_VENDOR: dict[str, Manufacturer]
+_LAZY = ("MANUFACTURERS", "BY_NAME", "BY_BASE", "BY_PCI_VENDOR")
+
+
+def _load() -> dict[str, Any]:
+    rows = table()
+    values: dict[str, Any] = {
+        "MANUFACTURERS": rows,
+        "BY_NAME": {m.name: m for m in rows},
+        "BY_BASE": {m.base: m for m in rows},
+        "BY_PCI_VENDOR": {m.pci_vendor_id: m for m in rows},
+    }
+    globals().update(values)
+    return values
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _load()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def manufacturer_of_group(accelerator_group: str) -> Manufacturer | None:
     """The manufacturer of an accelerator group key ``<manufacturer>-<product>`` (``nvidia-a10g``)."""
     name = accelerator_group.split("-", 1)[0]
-    return BY_NAME.get(name)
+    by_name: dict[str, Manufacturer] = globals().get("BY_NAME") or _load()["BY_NAME"]
+    return by_name.get(name)
 
 
 def publish_profile(manufacturer: str, profile: str) -> str:

@@ -5,11 +5,30 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api import constants
 from api.constants import GENERIC_GROUP, LOCAL_QUEUE_PREFIX, NAME_PREFIX
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def is_dns_subdomain(name: str) -> bool:
+    """A DNS-1123 subdomain: what most object names and label-key prefixes must be."""
+    return 0 < len(name) <= 253 and bool(_DNS_SUBDOMAIN.match(name))
+
+
+def is_qualified_name(key: str) -> bool:
+    """A label or annotation key: an optional DNS-subdomain prefix and ``/``, then a name of at
+    most 63 characters (alphanumerics, ``-``, ``_``, ``.``, alphanumeric at both ends)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (prefix.count("/") or not is_dns_subdomain(prefix)):
+        return False
+    return len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
+
 
 _FNV64_OFFSET = 0xCBF29CE484222325
 _FNV64_PRIME = 0x100000001B3

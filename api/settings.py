@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from api.booleans import BOOL_WORDS, parse_bool
+
 Reader = Literal["worker", "model-manager"]
 Validator = Callable[[str], str | None]
 
-_BOOL_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"})
-_TRUE_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?))*(?::[0-9]+)?"
 _IMAGE = re.compile(
@@ -52,13 +52,6 @@ class SettingError(ValueError):
 # --- Validators (each returns an error message or None) ---------------------------------------------------
 
 
-def parse_bool(value: str) -> bool:
-    """Go's ``strconv.ParseBool``; raises ValueError on anything else."""
-    if value not in _BOOL_WORDS:
-        raise ValueError(value)
-    return value in _TRUE_WORDS
-
-
 def parse_duration(value: str) -> float:
     """Go's ``time.ParseDuration``, in seconds; raises ValueError on anything else."""
     text = value.strip()
@@ -72,7 +65,7 @@ def parse_duration(value: str) -> float:
 
 
 def is_bool(value: str) -> str | None:
-    return None if value in _BOOL_WORDS else f'must be a boolean ("true" or "false"), not "{value}"'
+    return None if value in BOOL_WORDS else f'must be a boolean ("true" or "false"), not "{value}"'
 
 
 def any_value(value: str) -> str | None:

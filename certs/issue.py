@@ -115,6 +115,8 @@ def issue_serving(
     paths: Paths, dns_names: list[str], ips: list[str], validity: dt.timedelta = SERVING_VALIDITY
 ) -> x509.Certificate:
     ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{paths.ca_key}: the CA key is not the EC key this tool issues")
     ca_cert = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
     key = _key()
     now = _now()
@@ -133,7 +135,7 @@ def issue_serving(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()), critical=False
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
         .sign(ca_key, hashes.SHA256())
     )

@@ -8,7 +8,8 @@ registered default."""
 from __future__ import annotations
 
 from api import constants
-from api.settings import definition, parse_bool
+from api.booleans import parse_bool
+from api.settings import definition
 from kube.informer import Informer
 
 MIXED_ON_NODE = "instance-type-mixed-on-node"
@@ -28,6 +29,6 @@ class SettingsReader:
 
     def enabled(self, name: str) -> bool:
         try:
-            return parse_bool(self.value(name).strip())
+            return parse_bool(self.value(name))
         except ValueError:
             return parse_bool(definition(name).default)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
-from webhooks import chain
+from webhooks import chain, documents
 from webhooks.lookups import FileLookups
 
 
@@ -25,37 +24,11 @@ class InputError(Exception):
 
 
 def load_documents(source: str) -> list[dict[str, Any]]:
-    """Every non-empty document of ``source`` (a path, or ``-`` for stdin)."""
-    label = "<stdin>" if source == "-" else source
+    """Every object of ``source`` (a path, or ``-`` for stdin), read by :mod:`webhooks.documents`."""
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
-    except OSError as error:
-        raise InputError(f"{label}: cannot read: {error.strerror or error}") from None
-    documents: list[dict[str, Any]] = []
-    try:
-        loaded = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as error:
-        index = text[: getattr(getattr(error, "problem_mark", None), "index", 0)].count("\n---")
-        raise InputError(f"{label}: document {index}: YAML does not parse: {error}") from None
-    for index, doc in enumerate(loaded):
-        if doc is None:
-            continue
-        where = f"{label}: document {index}"
-        if not isinstance(doc, dict):
-            raise InputError(f"{where}: must be a mapping (a Kubernetes object), got {type(doc).__name__}")
-        for key in ("apiVersion", "kind"):
-            if not isinstance(doc.get(key), str) or not doc[key]:
-                raise InputError(f"{where}: {key}: Required value: every object names its {key}")
-        meta = doc.get("metadata")
-        if not isinstance(meta, dict):
-            raise InputError(f"{where}: metadata: Required value: must be a mapping with a name")
-        if not isinstance(meta.get("name") or meta.get("generateName"), str):
-            raise InputError(f"{where}: metadata.name: Required value: name or generateName is required")
-        if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
-            documents.extend(doc["items"])
-        else:
-            documents.append(doc)
-    return documents
+        return documents.read_objects(source)
+    except documents.DocumentError as error:
+        raise InputError(str(error)) from None
 
 
 def _key(doc: dict[str, Any], namespace: str) -> tuple[str, str, str]:
@@ -88,7 +61,7 @@ def _place(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
 
 
 async def _admit_all(args: argparse.Namespace) -> int:
-    documents = [_place(d, args.namespace) for d in load_documents(args.filename)]
+    docs = [_place(d, args.namespace) for d in load_documents(args.filename)]
     olds: dict[tuple[str, str, str], dict[str, Any]] = {}
     if args.old:
         for doc in load_documents(args.old):
@@ -97,10 +70,13 @@ async def _admit_all(args: argparse.Namespace) -> int:
         raise InputError("--operation UPDATE needs --old OLDFILE holding the stored objects")
     try:
         lookups = FileLookups.from_directory(args.objects) if args.objects else FileLookups()
-    except (OSError, ValueError, yaml.YAMLError) as error:
+    except documents.DocumentError as error:
         raise InputError(f"--objects: {error}") from None
+    except OSError as error:
+        raise InputError(f"--objects: {args.objects}: {error.strerror or error}") from None
     denied = False
-    for doc in documents:
+    out = _Output(sys.stdout.buffer)
+    for doc in docs:
         old = olds.get(_key(doc, args.namespace))
         if args.operation == "UPDATE" and old is None:
             kind, namespace, name = _key(doc, args.namespace)
@@ -119,14 +95,46 @@ async def _admit_all(args: argparse.Namespace) -> int:
             "patch": outcome.patch,
             "object": outcome.object,
         }
-        sys.stdout.write(orjson.dumps(line).decode() + "\n")
+        out.write(orjson.dumps(line) + b"\n")
         denied = denied or not outcome.allowed
+    out.flush()
     return 1 if denied else 0
+
+
+class OutputError(Exception):
+    """The answer could not be written whole."""
+
+
+class _Output:
+    """Standard output with a ceiling and write errors as :class:`OutputError`: a run whose lines
+    were not all written is an error exit, never a truncated success."""
+
+    LIMIT = 2 * 1024**3
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+        if self.written > self.LIMIT:
+            raise OutputError(f"the output would exceed {self.LIMIT} bytes; admit fewer documents at once")
+        try:
+            self.stream.write(data)
+        except OSError as error:
+            raise OutputError(f"cannot write to standard output: {error.strerror or error}") from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            raise OutputError(f"cannot write to standard output: {error.strerror or error}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_admit_all(args))
-    except InputError as error:
-        print(f"gpustack-operator admit: {error}", file=sys.stderr)
+    except (InputError, OutputError) as error:
+        with contextlib.suppress(OSError):
+            print(f"gpustack-operator admit: {error}", file=sys.stderr)
         return 2

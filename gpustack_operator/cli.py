@@ -27,6 +27,12 @@ def _admit(args: argparse.Namespace) -> int:
     return admit.run(args)
 
 
+def _worker_gateway(args: argparse.Namespace) -> int:
+    from gateway import serve
+
+    return serve.run(args)
+
+
 def _crds(args: argparse.Namespace) -> int:
     from api import crds
 
@@ -60,6 +66,7 @@ def _version(_: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="gpustack-operator",
+        allow_abbrev=False,  # `worker-gateway --v=4` (as the GPUStack server passes it) is not --version
         description="Make GPUs and NPUs schedulable on Kubernetes and run LLM inference on them.",
     )
     top.add_argument("--version", action="version", version=f"gpustack-operator {__version__}")
@@ -112,6 +119,32 @@ def parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
+    )
+    worker.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=64 * 1024,
+        help="largest request line and headers of one request; more is answered 431 (default 65536)",
+    )
+    worker.add_argument(
+        "--max-headers",
+        type=int,
+        default=100,
+        help="most header fields in one request; more is 431 (default 100)",
+    )
+    worker.add_argument(
+        "--request-deadline",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to deliver a whole request (TLS handshake, headers, body), "
+        "and to send its first one (default 10)",
+    )
+    worker.add_argument(
+        "--max-connections",
+        type=int,
+        default=0,
+        help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
+        "limit, raised to its hard limit, minus 64)",
     )
     worker.set_defaults(func=_worker)
 
@@ -185,6 +218,18 @@ def parser() -> argparse.ArgumentParser:
     )
     mm.add_argument("--node-name", help="this node's name")
     mm.set_defaults(func=_not_built("the model manager", "tracked by the model-delivery issue"))
+
+    wg = sub.add_parser(
+        "worker-gateway",
+        aliases=["wg"],
+        help="serve the read-only fleet view over many clusters (InstanceTypes and capacity)",
+        description="Subscribe clusters, watch the operator's kinds in each, and serve them back per "
+        "cluster and as one fleet view, over HTTPS on a unix socket (or TCP).",
+    )
+    from gateway.options import add_arguments as add_gateway_arguments
+
+    add_gateway_arguments(wg)
+    wg.set_defaults(func=_worker_gateway)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=_version)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
-from webhooks import server
+from webhooks import documents, server
+from webhooks.connections import ConnectionLimits
 from webhooks.lookups import FileLookups, Lookups
 
 log = logging.getLogger("worker")
@@ -106,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
     if args.objects and not Path(args.objects).is_dir():
         print(f"gpustack-operator worker: --objects {args.objects}: not a directory", file=sys.stderr)
         return 2
+    if args.objects:
+        try:
+            FileLookups.from_directory(args.objects)
+        except documents.DocumentError as error:
+            print(f"gpustack-operator worker: --objects: {error}", file=sys.stderr)
+            return 2
     app = "gpustack_operator.worker:app_from_environment" if args.workers > 1 else app_from_environment()
     log.info(
         "serving webhooks",
@@ -124,6 +131,12 @@ def run(args: argparse.Namespace) -> int:
             cert_file=cert,
             key_file=key,
             workers=args.workers,
+            limits=ConnectionLimits(
+                max_header_bytes=args.max_header_bytes,
+                max_headers=args.max_headers,
+                request_deadline=args.request_deadline,
+                max_connections=args.max_connections,
+            ),
         )
     finally:
         if manager is not None:

@@ -8,6 +8,7 @@ thread replaces whole, never mutates in place.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -61,7 +62,7 @@ class Informer:
     def list(self) -> list[Obj]:
         return list(self._items.values())
 
-    def by_index(self, index: str, value: str) -> list[Obj]:
+    def by_index(self, index: str, value: str) -> builtins.list[Obj]:
         keys = self._indexes[index].get(value, ())
         items = self._items
         return [items[k] for k in list(keys) if k in items]
@@ -149,7 +150,7 @@ class Informer:
                 ):
                     if self._stopping.is_set():
                         return
-                    kind, obj = event.get("type"), event.get("object") or {}
+                    kind, obj = str(event.get("type") or ""), event.get("object") or {}
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             version = ""  # too old: re-list

@@ -77,6 +77,9 @@ _TABLE: tuple[Resource, ...] = (
     Resource("InstanceTypeFlavor", GROUP, VERSION, "instancetypeflavors", False),
     Resource("Instance", GROUP, VERSION, "instances", True),
     Resource("InstanceSSHPublicKey", GROUP, VERSION, "instancesshpublickeys", True),
+    Resource("InstanceImagePullSecret", GROUP, VERSION, "instanceimagepullsecrets", True),
+    Resource("InstancePersistentVolume", GROUP, VERSION, "instancepersistentvolumes", True),
+    Resource("InstancePersistentVolumeType", GROUP, VERSION, "instancepersistentvolumetypes", False),
     Resource("ModelDeployment", GROUP, VERSION, "modeldeployments", True),
     Resource("ModelArtifact", GROUP, VERSION, "modelartifacts", True),
     Resource("ModelStore", GROUP, VERSION, "modelstores", False),
@@ -97,3 +100,14 @@ def resource(kind: str) -> Resource:
         return BY_KIND[kind]
     except KeyError:
         raise KeyError(f"no REST mapping for kind {kind!r}") from None
+
+
+BY_PLURAL: dict[tuple[str, str], Resource] = {(r.group, r.plural): r for r in _TABLE}
+
+
+def by_plural(group: str, plural: str) -> Resource:
+    """The kind served at ``/apis/<group>/<version>/<plural>`` (``/api/v1/<plural>`` for core)."""
+    try:
+        return BY_PLURAL[(group, plural)]
+    except KeyError:
+        raise KeyError(f"no kind is served as {group or 'core'}/{plural}") from None

@@ -9,6 +9,12 @@ generator, one thread) at the same concurrency with the realistic mix of ``loadt
 times each ``fastpath`` module compiled against its interpreted source.  Prints a table and, last,
 one JSON line.  It asserts nothing: figures are for reading.
 
+When the ``make dev`` control plane is up (``--cluster-dir``, default ``.dev/cluster``), the same
+Pod reviews are also sent, by the same client and interleaved with ours, to Kueue's own Pod
+webhooks (Go, controller-runtime) served by that cluster's Kueue, and each serving process's CPU
+time is measured, so the JSON line carries requests per CPU-second of both and their ratios
+(``vs_kueue_mutate_per_cpu``, ``vs_kueue_validate_per_cpu``).
+
 The load generator is not the bottleneck when the server process uses (close to) a whole core
 while wrk uses a fraction of the other: both CPU shares are measured and printed.
 """
@@ -28,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from loadtests import mix
@@ -37,6 +44,8 @@ PYTHON = sys.executable
 POD_PATH = "/validate-gpustack-worker-core-v1-pod"
 POD_MUTATE_PATH = "/mutate-gpustack-worker-core-v1-pod"
 MD_PATH = "/validate-gpustack-worker-worker-gpustack-ai-v1-modeldeployment"
+KUEUE_MUTATE_PATH = "/mutate--v1-pod"  # controller-runtime's paths for Kueue's core Pod webhooks
+KUEUE_VALIDATE_PATH = "/validate--v1-pod"
 
 _LUA = """
 local bodies = {}
@@ -76,6 +85,38 @@ def _cpu_seconds(pid: int) -> float:
         except (OSError, IndexError, ValueError):
             pass
     return total
+
+
+@dataclass(frozen=True)
+class Kueue:
+    """Kueue's webhook server in a running local control plane."""
+
+    port: int
+    pid: int
+
+    @classmethod
+    def find(cls, state_dir: Path) -> Kueue | None:
+        env_file, pid_file = state_dir / "cluster.env", state_dir / "pids" / "kueue.pid"
+        if not env_file.is_file() or not pid_file.is_file():
+            return None
+        env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+        try:
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, 0)
+        except (ValueError, OSError):
+            return None
+        kueue = cls(int(env["KUEUE_WEBHOOK_PORT"]), pid)
+        # Kueue reads the Pod's namespace (managedJobsNamespaceSelector): it must exist there.
+        kubectl = Path(env["BIN_DIR"]) / "kubectl"
+        manifest = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": mix.NAMESPACE}})
+        subprocess.run(
+            [str(kubectl), "--kubeconfig", env["KUBECONFIG"], "apply", "-f", "-"],
+            input=manifest,
+            text=True,
+            capture_output=True,
+            check=True,
+        )
+        return kueue
 
 
 def _latency_ms(text: str) -> float:
@@ -126,8 +167,8 @@ class Server:
         self.process.wait(20)
 
 
-def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: int, server: Server) -> dict:
-    before_server = _cpu_seconds(server.process.pid)
+def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: int, server_pid: int) -> dict:
+    before_server = _cpu_seconds(server_pid)
     before_client = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     result = subprocess.run(
@@ -149,7 +190,7 @@ def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: in
     )
     elapsed = time.monotonic() - started
     after_client = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server_cpu = _cpu_seconds(server.process.pid) - before_server
+    server_cpu = _cpu_seconds(server_pid) - before_server
     client_cpu = (after_client.ru_utime - before_client.ru_utime) + (
         after_client.ru_stime - before_client.ru_stime
     )
@@ -165,6 +206,7 @@ def _wrk(url: str, bodies: list[Path], lua: Path, connections: int, duration: in
         "non_2xx": int(errors.group(1)) if errors else 0,
         "server_cpu": server_cpu / elapsed,
         "client_cpu": client_cpu / elapsed,
+        "per_cpu_second": rps * elapsed / server_cpu if server_cpu > 0 else 0.0,
     }
 
 
@@ -211,6 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers-scan", default="1,2", help="uvicorn worker counts to measure the Pod webhook with"
     )
+    parser.add_argument(
+        "--cluster-dir",
+        type=Path,
+        default=REPO / ".dev" / "cluster",
+        help="a running local control plane whose Kueue to compare with (default .dev/cluster)",
+    )
+    parser.add_argument("--skip-speedups", action="store_true", help="leave out the fastpath timings")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("loadtests.bench needs wrk (Debian package wrk): apt-get install -y wrk", file=sys.stderr)
@@ -227,33 +276,37 @@ def main(argv: list[str] | None = None) -> int:
     md_bodies = _write_bodies(work, "md")
 
     results: dict[str, dict] = {}
+    kueue = Kueue.find(args.cluster_dir)
+    if kueue is None:
+        print(f"(no running control plane at {args.cluster_dir}: Kueue's webhooks are not compared)")
     server = Server(objects, certs, args.port, 1)
     try:
         pod_allowed = _check_answers(args.port, certs, POD_PATH, pod_bodies)
         md_allowed = _check_answers(args.port, certs, MD_PATH, md_bodies)
         base = f"https://127.0.0.1:{args.port}"
-        endpoints = (
-            ("null", "/null", pod_bodies),
-            ("pod", POD_PATH, pod_bodies),
-            ("pod_mutate", POD_MUTATE_PATH, pod_bodies),
-            ("md", MD_PATH, md_bodies),
-        )
-        for _, path, bodies in endpoints:
-            _wrk(base + path, bodies, lua, args.connections, 2, server)  # warm-up
+        pid = server.process.pid
+        endpoints = [
+            ("null", base + "/null", pod_bodies, pid),
+            ("pod", base + POD_PATH, pod_bodies, pid),
+            ("pod_mutate", base + POD_MUTATE_PATH, pod_bodies, pid),
+            ("md", base + MD_PATH, md_bodies, pid),
+        ]
+        if kueue is not None:
+            peer = f"https://127.0.0.1:{kueue.port}"
+            endpoints += [
+                ("kueue_validate", peer + KUEUE_VALIDATE_PATH, pod_bodies, kueue.pid),
+                ("kueue_mutate", peer + KUEUE_MUTATE_PATH, pod_bodies, kueue.pid),
+            ]
+        warm_up = max(1, min(2, args.duration // max(1, args.rounds)))
+        for _, url, bodies, target in endpoints:
+            _wrk(url, bodies, lua, args.connections, warm_up, target)
         # Interleaved rounds, medians per endpoint: a 2-core machine drifts over a run, and drift
         # would otherwise land on whichever endpoint happened to run during it.
-        passes: dict[str, list[dict]] = {name: [] for name, _, _ in endpoints}
+        passes: dict[str, list[dict]] = {name: [] for name, _, _, _ in endpoints}
         for _ in range(args.rounds):
-            for name, path, bodies in endpoints:
+            for name, url, bodies, target in endpoints:
                 passes[name].append(
-                    _wrk(
-                        base + path,
-                        bodies,
-                        lua,
-                        args.connections,
-                        max(1, args.duration // args.rounds),
-                        server,
-                    )
+                    _wrk(url, bodies, lua, args.connections, max(1, args.duration // args.rounds), target)
                 )
         results = {name: _median(runs) for name, runs in passes.items()}
     finally:
@@ -263,27 +316,25 @@ def main(argv: list[str] | None = None) -> int:
     for workers in [int(w) for w in args.workers_scan.split(",") if w]:
         server = Server(objects, certs, args.port, workers)
         try:
-            _wrk(f"https://127.0.0.1:{args.port}{POD_PATH}", pod_bodies, lua, args.connections, 2, server)
-            scaling[workers] = _wrk(
-                f"https://127.0.0.1:{args.port}{POD_PATH}",
-                pod_bodies,
-                lua,
-                args.connections,
-                args.duration,
-                server,
-            )
+            url = f"https://127.0.0.1:{args.port}{POD_PATH}"
+            _wrk(url, pod_bodies, lua, args.connections, warm_up, server.process.pid)
+            scaling[workers] = _wrk(url, pod_bodies, lua, args.connections, args.duration, server.process.pid)
         finally:
             server.stop()
 
     from loadtests.bench_argv import bench_argv
     from loadtests.bench_fastpath import bench_fit, bench_quantity, bench_requests
 
-    speedups = {
-        "argv": bench_argv(),
-        "fit": bench_fit(),
-        "requests": bench_requests(),
-        "quantity": bench_quantity(),
-    }
+    speedups = (
+        {}
+        if args.skip_speedups
+        else {
+            "argv": bench_argv(),
+            "fit": bench_fit(),
+            "requests": bench_requests(),
+            "quantity": bench_quantity(),
+        }
+    )
 
     print(
         f"wrk -t1 -c{args.connections}, {args.rounds} interleaved passes of "
@@ -293,12 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{'endpoint':<12}{'req/s':>10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'non-2xx':>9}"
-        f"{'server CPU':>12}{'wrk CPU':>10}"
+        f"{'server CPU':>12}{'wrk CPU':>10}{'req/CPU-s':>11}"
     )
     for name, r in results.items():
         print(
             f"{name:<12}{r['rps']:>10.0f}{r['p50_ms']:>9.2f}{r['p90_ms']:>9.2f}{r['p99_ms']:>9.2f}"
-            f"{r['non_2xx']:>9}{r['server_cpu']:>11.0%}{r['client_cpu']:>10.0%}"
+            f"{r['non_2xx']:>9}{r['server_cpu']:>11.0%}{r['client_cpu']:>10.0%}{r['per_cpu_second']:>11.0f}"
         )
     print("\nPod webhook by uvicorn worker processes:")
     for workers, r in scaling.items():
@@ -318,15 +369,25 @@ def main(argv: list[str] | None = None) -> int:
         "pod_mutate_rps": round(results["pod_mutate"]["rps"]),
         "md_rps": round(results["md"]["rps"]),
         "md_p99_ms": round(results["md"]["p99_ms"], 3),
-        "argv_speedup": round(speedups["argv"]["speedup"], 1),
-        "fit_speedup": round(speedups["fit"]["speedup"], 1),
-        "requests_speedup": round(speedups["requests"]["speedup"], 1),
-        "quantity_speedup": round(speedups["quantity"]["speedup"], 1),
+        **{f"{name}_speedup": round(s["speedup"], 1) for name, s in speedups.items()},
         "connections": args.connections,
         "server_cpu_pod": round(results["pod"]["server_cpu"], 2),
         "wrk_cpu_pod": round(results["pod"]["client_cpu"], 2),
         "workers_rps": {str(w): round(r["rps"]) for w, r in scaling.items()},
+        "pod_per_cpu_second": round(results["pod"]["per_cpu_second"]),
+        "pod_mutate_per_cpu_second": round(results["pod_mutate"]["per_cpu_second"]),
     }
+    if kueue is not None:
+        ours = {"validate": results["pod"], "mutate": results["pod_mutate"]}
+        for verb in ("validate", "mutate"):
+            peer = results[f"kueue_{verb}"]
+            summary[f"kueue_{verb}_rps"] = round(peer["rps"])
+            summary[f"kueue_{verb}_p99_ms"] = round(peer["p99_ms"], 3)
+            summary[f"kueue_{verb}_per_cpu_second"] = round(peer["per_cpu_second"])
+            summary[f"vs_kueue_{verb}_rps"] = round(ours[verb]["rps"] / peer["rps"], 3)
+            summary[f"vs_kueue_{verb}_per_cpu"] = round(
+                ours[verb]["per_cpu_second"] / peer["per_cpu_second"], 3
+            )
     print(json.dumps(summary))
     shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -83,6 +83,12 @@ def _outcome(
     )
 
 
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
 async def run(
     obj: dict[str, Any],
     lookups: Lookups,
@@ -101,8 +107,13 @@ async def run(
     for mutating in (True, False):
         request = _request(current, old, operation, dry_run)
         for webhook in registry.for_request(request, mutating=mutating):
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            if not registry.selector_matches(webhook.object_selector, labels):
+            # The apiserver calls a webhook whose objectSelector matches the new object or the
+            # old one (an UPDATE that drops an opt-in label still reaches the webhook guarding it).
+            if not any(
+                registry.selector_matches(webhook.object_selector, _labels(candidate))
+                for candidate in (current, old)
+                if candidate is not None
+            ):
                 continue
             decision = await webhook(request, lookups)
             warnings.extend(decision.warnings)

@@ -3,8 +3,9 @@ registry, for the chart, ``make dev`` and the e2e tests alike.
 
 ``gpustack-worker-mutation`` sorts before ``kueue-mutating-webhook-configuration``: the apiserver
 runs mutating configurations in name order, and the fold must land before Kueue hashes the Pod's
-resources.  Every entry excludes the operator's own namespace and the Kubernetes system namespaces,
-so a down worker can never lock them out.
+resources.  Only the core Pod entries exclude namespaces — the operator's own and kube-system — so
+a down worker can always restart itself; the entries for our own kinds see every namespace, so an
+object in a reserved namespace still meets its rules.
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ def _client_config(
 
 
 def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str]) -> Obj:
+    selector: Obj = {}
+    if webhook.exempts_system_namespaces:
+        selector = {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
+            ]
+        }
     entry: Obj = {
         "name": webhook.name,
         "admissionReviewVersions": ["v1"],
@@ -50,11 +58,7 @@ def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str]) -
         "matchPolicy": webhook.match_policy,
         "sideEffects": "None",
         "timeoutSeconds": webhook.timeout_seconds,
-        "namespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": excluded}
-            ]
-        },
+        "namespaceSelector": selector,
         "objectSelector": webhook.object_selector or {},
     }
     if webhook.match_conditions:
@@ -74,7 +78,7 @@ def render(
 ) -> list[Obj]:
     """Both configuration objects.  Give ``url`` (``https://127.0.0.1:31443``) for a worker outside
     the cluster, or ``service`` (``{"name", "namespace", "port"}``) for the chart's Service."""
-    excluded = sorted({system_namespace, *constants.KUBE_SYSTEM_NAMESPACES})
+    excluded = sorted({system_namespace, "kube-system"})
     objects = []
     for mutating, kind, name in (
         (True, "MutatingWebhookConfiguration", registry.MUTATING_CONFIGURATION),

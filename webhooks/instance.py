@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from api import constants, units
+from api.naming import is_dns_subdomain
 from fastpath import quantity
 from webhooks import patch as jsonpatch
 from webhooks.decision import (
@@ -216,11 +217,57 @@ def _volume_errors(spec: dict[str, Any]) -> list[FieldError]:
         sub = entry.get("subPath") or ""
         if sub and (sub.startswith("/") or ".." in sub.split("/")):
             errors.append(invalid(f"{path}.subPath", sub, "must be relative and contain no '..' element"))
+        errors += _source_errors(entry, path)
     return errors
 
 
+def _source_errors(entry: dict[str, Any], path: str) -> list[FieldError]:
+    """A named reference names a valid object; a host path is absolute, non-empty, without ``..``."""
+    errors: list[FieldError] = []
+    for source in ("persistent", "configMap", "secret"):
+        ref = entry.get(source)
+        if not isinstance(ref, dict):
+            continue
+        name = ref.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append(required(f"{path}.{source}.name", f"name the {source} to mount"))
+        elif not is_dns_subdomain(name):
+            errors.append(
+                invalid(
+                    f"{path}.{source}.name",
+                    name,
+                    "must be a valid object name: lower-case letters, digits, '-' and '.', at most 253",
+                )
+            )
+    host = entry.get("hostPath")
+    if isinstance(host, dict):
+        where = host.get("path")
+        if not isinstance(where, str) or not where:
+            errors.append(required(f"{path}.hostPath.path", "name the absolute path on the node"))
+        elif not where.startswith("/") or ".." in where.split("/"):
+            errors.append(
+                invalid(f"{path}.hostPath.path", where, "must be an absolute path with no '..' segment")
+            )
+    return errors
+
+
+def _held_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A hostPath volume entry as a grant compares it: the whole entry (mount path, read-only flag,
+    subPath, source), with an empty ``type`` and an absent one the same."""
+    held = {k: v for k, v in entry.items() if v not in (None, "", False)}
+    source = dict(held.get("hostPath") or {})
+    if not source.get("type"):
+        source.pop("type", None)
+    held["hostPath"] = source
+    return held
+
+
 def _host_paths(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e["hostPath"] for e in spec.get("additionalVolumes") or [] if e.get("hostPath")]
+    return [
+        _held_entry(e)
+        for e in spec.get("additionalVolumes") or []
+        if isinstance(e, dict) and e.get("hostPath")
+    ]
 
 
 async def _grant_errors(
@@ -238,8 +285,8 @@ async def _grant_errors(
         )
     held = _host_paths(old or {})
     for index, entry in enumerate(spec.get("additionalVolumes") or []):
-        host = entry.get("hostPath")
-        if host and host not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
+        host = entry.get("hostPath") if isinstance(entry, dict) else None
+        if host and _held_entry(entry) not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
             errors.append(
                 forbidden(
                     f"spec.additionalVolumes[{index}].hostPath",
@@ -295,6 +342,19 @@ async def _resources_or_retry(
     resources = spec.get("resources") or {}
     if share_request(resources) and offer.acceleratable and not offer.observed:
         return retry_later(f"InstanceType {name!r} has not observed its accelerators yet")
+    profile = resources.get("acceleratorPartitionedProfile") or ""
+    if (
+        required_to_exist
+        and offer.acceleratable
+        and profile in offer.profiles
+        and not (offer.profiles[profile] and offer.card_mib)
+    ):
+        # Offered, but its memory or the card's VRAM is not observed yet: sizing would leave the
+        # Instance without CPU and RAM, so the apiserver is asked to retry instead.
+        return retry_later(
+            f"InstanceType {name!r} offers profile {profile} but has not observed "
+            f"{'its memory' if not offer.profiles[profile] else 'the card VRAM'} yet, which sizes the Instance"
+        )
     try:
         return resource_errors(resources, offer)
     except InvalidQuantity as bad:

@@ -271,7 +271,32 @@ def _cap_errors(
                             f"InstanceType {offer.name!r} provides",
                         )
                     )
-    elif "cpu" in values:
+    else:
+        errors += _general_cap_errors(resources, offer, values)
+    return errors
+
+
+def _general_cap_errors(
+    resources: dict[str, Any], offer: Offer, values: dict[str, tuple[int, int]]
+) -> list[FieldError]:
+    """A CPU-only type: CPU within the largest node, RAM within unit RAM × the requested cores."""
+    errors: list[FieldError] = []
+    cores_num, cores_den = values.get("cpu", (1, 1))
+    if cores_num < cores_den:  # fewer than one core still counts as one unit
+        cores_num, cores_den = 1, 1
+    if "ram" in values and offer.unit_ram:
+        num, den = values["ram"]
+        if num * cores_den > offer.unit_ram * cores_num * den:
+            cap = offer.unit_ram * cores_num // cores_den
+            errors.append(
+                invalid(
+                    f"{RES}.ram",
+                    resources["ram"],
+                    f"exceeds the {units.size(cap)} that InstanceType {offer.name!r} gives "
+                    f"{units.cores(cores_num * 1000 // cores_den)} CPU ({units.size(offer.unit_ram)} per core)",
+                )
+            )
+    if "cpu" in values:
         num, den = values["cpu"]
         once = offer.cpu_view.get("onceMaxRequest")
         cores = quantity.whole(once) if once not in (None, "") else None

@@ -1,6 +1,6 @@
 """InstanceType admission: defaulting (generic group, pool schedule labels, queue entrance) and
-validation (create needs the complete input; update freezes everything but displayName and
-inactive).
+validation (create needs the complete input; update freezes everything but displayName,
+description and inactive — documentation and the service switch, not the pool's shape).
 
 Both handlers run for objects being deleted too: the defaulter is idempotent and the validator
 compares old and new only, so a finalizer-only update can never be refused.
@@ -20,7 +20,7 @@ from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
 KIND = "InstanceType"
-MUTABLE = ("displayName", "inactive")
+MUTABLE = ("displayName", "description", "inactive")
 _POSITIVE_INTEGER = re.compile(r"^[1-9][0-9]*$")
 _GIBIBYTES = re.compile(r"^[1-9][0-9]*Gi$")
 _QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
@@ -118,7 +118,8 @@ def _update_errors(spec: dict[str, Any], old: dict[str, Any]) -> list[FieldError
             errors.append(
                 forbidden(
                     f"spec.{field}",
-                    "is fixed once the InstanceType exists (only displayName and inactive may change); "
+                    "is fixed once the InstanceType exists (only displayName, description and inactive may "
+                    "change); "
                     "create another InstanceType for a different pool shape",
                 )
             )

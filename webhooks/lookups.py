@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
 from api import constants
+from api.booleans import parse_bool
 from api.objects import Obj
+from webhooks import documents
 
 
 class LookupFailed(Exception):
@@ -66,7 +66,14 @@ class Lookups:
         return definition(name).default
 
     async def setting_enabled(self, name: str) -> bool:
-        return (await self.setting(name)).strip().lower() == "true"
+        """A boolean Setting, read with the one parser controllers use too; a stored value that is
+        not a boolean reads as the registered default (the Setting webhook refuses such writes)."""
+        from api.settings import definition
+
+        try:
+            return parse_bool(await self.setting(name))
+        except ValueError:
+            return parse_bool(definition(name).default)
 
 
 class FileLookups(Lookups):
@@ -86,15 +93,7 @@ class FileLookups(Lookups):
             raise FileNotFoundError(f"{root}: not a directory of cluster objects")
         objects: list[Obj] = []
         for path in sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml", ".json")):
-            for doc in yaml.safe_load_all(path.read_text()):
-                if not doc:
-                    continue
-                if not isinstance(doc, dict) or "kind" not in doc:
-                    raise ValueError(f"{path}: every document must be a Kubernetes object with a kind")
-                if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
-                    objects.extend(doc["items"])
-                else:
-                    objects.append(doc)
+            objects.extend(documents.read_objects(str(path)))
         return cls(objects)
 
     def add(self, obj: Obj) -> None:

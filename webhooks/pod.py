@@ -277,6 +277,8 @@ def required_affinity_ops(
         if not isinstance(existing, dict):
             ops.append(jsonpatch.replace(f"{path}/nodeSelectorTerms/{i}", term))
             continue
+        if not existing.get("matchExpressions") and not existing.get("matchFields"):
+            continue  # an empty term matches no node; ANDing into it would make it match some
         current = existing.get("matchExpressions")
         if not isinstance(current, list):
             ops.append(jsonpatch.add(f"{path}/nodeSelectorTerms/{i}/matchExpressions", list(expressions)))

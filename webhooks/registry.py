@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import GROUP, constants
-from webhooks import instance, instance_type, modeldeployment, pod, workload
-from webhooks.decision import Decision, allow
+from webhooks import instance, instance_type, modeldeployment, pod, shapes, workload
+from webhooks.decision import Decision, allow, reject
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
@@ -44,6 +44,10 @@ class Webhook:
     # may then only refuse what a finalizer-only change cannot trip); see the deletion guard.
     handles_deletion: bool = False
     match_policy: str = "Equivalent"
+    # Core Pod entries only: skip the operator's own namespace and kube-system, so a down worker
+    # can always be restarted.  Every other entry sees every namespace (a worker.gpustack.ai
+    # object in a reserved namespace must still meet its rules, e.g. A.5's refusal).
+    exempts_system_namespaces: bool = False
 
     @property
     def name(self) -> str:
@@ -66,6 +70,9 @@ class Webhook:
     async def __call__(self, request: AdmissionRequest, lookups: Lookups) -> Decision:
         if request.deleting and not self.handles_deletion:
             return allow()
+        wrong = shapes.errors(request)
+        if wrong:  # the handler is written for the shape its kind has; anything else is refused here
+            return reject(self.kind, request.display_name, wrong)
         return await self.handler(request, lookups)
 
 
@@ -83,6 +90,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
         reinvocation="IfNeeded",
+        exempts_system_namespaces=True,
     ),
     Webhook(
         False,
@@ -93,6 +101,7 @@ WEBHOOKS: tuple[Webhook, ...] = (
         pod.validate,
         operations=("CREATE",),
         object_selector=_QUEUED_POD,
+        exempts_system_namespaces=True,
     ),
     # The Workload fit pin: advisory, so it can never block Kueue.
     Webhook(

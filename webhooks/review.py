@@ -49,17 +49,20 @@ class AdmissionRequest:
     @property
     def deleting(self) -> bool:
         """An UPDATE of an object that already carries a deletion timestamp."""
-        obj = self.object
-        return self.operation == "UPDATE" and bool(
-            obj and (obj.get("metadata") or {}).get("deletionTimestamp")
-        )
+        meta = self.object.get("metadata") if isinstance(self.object, dict) else None
+        return self.operation == "UPDATE" and isinstance(meta, dict) and bool(meta.get("deletionTimestamp"))
 
     @property
     def display_name(self) -> str:
         if self.name:
             return self.name
-        meta = (self.object or {}).get("metadata") or {}
-        return meta.get("name") or meta.get("generateName") or ""
+        meta = self.object.get("metadata") if isinstance(self.object, dict) else None
+        if not isinstance(meta, dict):
+            return ""
+        for key in ("name", "generateName"):
+            if isinstance(meta.get(key), str) and meta[key]:
+                return str(meta[key])
+        return ""
 
 
 def decode(body: bytes) -> AdmissionRequest:

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from webhooks import registry, tls
+from webhooks import connections, registry, tls
 from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.metrics import WebhookMetrics
@@ -219,6 +219,10 @@ def create_app(
             await start()
         if tls.ACTIVE is not None:
             tasks.append(asyncio.create_task(tls.ACTIVE.watch()))
+            if connections.ACTIVE is not None:  # before uvicorn creates the listener
+                connections.limit_tls_handshakes(
+                    asyncio.get_running_loop(), connections.ACTIVE.request_deadline
+                )
         try:
             yield
         finally:
@@ -237,8 +241,11 @@ class _TLSConfig(uvicorn.Config):
     ``load`` runs in every worker process (the context cannot be pickled across), registers the
     context as ``webhooks.tls.ACTIVE``, and the app's lifespan watches it on that worker's loop."""
 
+    connection_limits: connections.ConnectionLimits = connections.DEFAULT_LIMITS
+
     def load(self) -> None:
         super().load()
+        connections.ACTIVE = self.connection_limits
         if self.ssl_certfile and self.ssl_keyfile:
             tls.ACTIVE = tls.ReloadingContext(str(self.ssl_certfile), str(self.ssl_keyfile))
             self.ssl = tls.ACTIVE.context
@@ -253,9 +260,11 @@ def serve(
     key_file: str | None,
     workers: int = 1,
     log_level: str = "warning",
+    limits: connections.ConnectionLimits = connections.DEFAULT_LIMITS,
 ) -> None:
     """Run uvicorn in this process until it is stopped.  ``workers > 1`` needs ``app`` as an
-    import string of an app factory (``module:function``)."""
+    import string of an app factory (``module:function``).  Every connection is bounded by
+    ``limits`` (:mod:`webhooks.connections`)."""
     kwargs: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -266,6 +275,7 @@ def serve(
         "server_header": False,
         "date_header": False,
         "log_config": None,
+        "http": connections.GuardedHttpToolsProtocol,
     }
     if cert_file and key_file:
         # Paths make uvicorn treat the server as TLS; load() then swaps in the reloading context.
@@ -273,7 +283,13 @@ def serve(
         kwargs["ssl_keyfile"] = key_file
     if workers > 1:
         kwargs.update(workers=workers, factory=True)
+    soft, hard = connections.raise_descriptor_limit()
     config = _TLSConfig(app, **kwargs)
+    config.connection_limits = limits
+    log.info(
+        "connection limits",
+        extra={"descriptors": soft, "hard": hard, "max_connections": limits.connection_cap()},
+    )
     if workers > 1:
         sock = config.bind_socket()
         uvicorn.supervisors.Multiprocess(config, sockets=[sock]).run()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from api import constants
+from api.naming import is_qualified_name
 from fastpath import quantity, requests
 from webhooks.decision import Decision, allow
 from webhooks.lookups import Lookups
@@ -143,6 +144,19 @@ async def _pin(request: AdmissionRequest, lookups: Lookups) -> Decision:
         return allow()
     if not await lookups.setting_enabled(SETTING):
         return allow()
+    if not all(
+        is_qualified_name(key)
+        for key in (
+            constants.label_fit_sliced_max_free_units(group),
+            constants.label_fit_shared_free_cards(group),
+        )
+    ):
+        return allow(
+            warnings=[
+                f"InstanceType {cluster_queue_name}: spec.acceleratorGroup {group!r} makes no valid label "
+                "key, so this Workload is not pinned to nodes whose cards fit it"
+            ]
+        )
     ops: list[dict[str, Any]] = []
     for i, template_spec, expressions in _wanted(pod_sets, _vram_mib(instance_type), group):
         ops.extend(required_affinity_ops(template_spec, f"/spec/podSets/{i}/template/spec", expressions))

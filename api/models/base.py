@@ -25,7 +25,7 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, TypeGuard, Union
 
 import annotated_types
 from pydantic import (
@@ -146,6 +146,14 @@ def bounded(max_length: int, *, min_length: int | None = None, pattern: str | No
     if pattern is not None:
         constraints.append(Field(pattern=pattern))
     return Annotated[str, *constraints]
+
+
+# Bounded strings for list items, spelled as type aliases so a type checker reads them as str.
+LabelValue = Annotated[str, annotated_types.MaxLen(63)]
+ObjectName = Annotated[str, annotated_types.MaxLen(253)]
+Pattern = Annotated[str, annotated_types.MinLen(1), annotated_types.MaxLen(256)]
+QualifiedKey = Annotated[str, annotated_types.MaxLen(317)]
+Argument = Annotated[str, annotated_types.MaxLen(8192)]
 
 
 # --- CEL rules, printer columns, CRD identity -------------------------------------------------------
@@ -405,16 +413,16 @@ def unwrap(annotation: Any) -> tuple[Any, list[Any], bool]:
             metadata.extend(args[1:])
             continue
         if origin in (Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != len(typing.get_args(annotation)):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) != len(typing.get_args(annotation)):
                 optional = True
-            if len(args) == 1:
-                annotation = args[0]
+            if len(members) == 1:
+                annotation = members[0]
                 continue
         return annotation, metadata, optional
 
 
-def is_model(annotation: Any) -> bool:
+def is_model(annotation: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 

@@ -6,9 +6,9 @@ They mirror the Kubernetes core and meta types the Go API embeds (``core.LocalOb
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from api.models.base import Int64, Schema, Time, bounded, field
+from api.models.base import Int64, LabelValue, Schema, Time, field
 
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 ABSOLUTE_PATH = r"^(/[^/]+)+$"
@@ -32,7 +32,7 @@ class LabelSelectorRequirement(Schema):
 
     key: str = field(required=True, max_length=317)
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = field(required=True)
-    values: list[bounded(63)] | None = field(list_type="atomic")
+    values: list[LabelValue] | None = field(list_type="atomic")
 
 
 class LabelSelector(Schema):
@@ -57,7 +57,7 @@ class Condition(Schema):
     message: str | None = field(max_length=32768)
 
 
-def conditions_field() -> object:
+def conditions_field() -> Any:
     """The ``conditions`` list every status carries: a list-map keyed by ``type``."""
     return field(list_type="map", map_keys=("type",))
 

@@ -31,8 +31,8 @@ from api.models.devices import AcceleratorProfileCount, AcceleratorSlicedDetail
 
 def _frozen_message(name: str) -> str:
     return (
-        f"spec.{name} is immutable: only spec.displayName and spec.inactive may change on an InstanceType; "
-        "to change its identity create another InstanceType"
+        f"spec.{name} is immutable: only spec.displayName, spec.description and spec.inactive may change "
+        "on an InstanceType; to change its identity create another InstanceType"
     )
 
 
@@ -47,7 +47,6 @@ class InstanceTypeSpec(Schema):
     """What the pool is: editable labels first, then the immutable identity."""
 
     __k8s_rules__: ClassVar[tuple[Rule, ...]] = (
-        frozen("description", _frozen_message("description"), optional=True),
         frozen("acceleratorGroup", _frozen_message("acceleratorGroup"), optional=True),
         frozen("generalGroup", _frozen_message("generalGroup"), optional=True),
         frozen("acceleratable", _frozen_message("acceleratable"), optional=False),

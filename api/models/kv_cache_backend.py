@@ -15,7 +15,7 @@ The members list is atomic: a group's position is its identity, judged by the we
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from api.models.base import AGE, CRD, Int32, Int64, PrinterColumn, Quantity, Resource, Schema, field
 from api.models.common import (
@@ -40,7 +40,7 @@ class KVCacheObjectReference(Schema):
     name: str = field(required=True, always=True)
 
 
-def used_by_field() -> object:
+def used_by_field() -> Any:
     return field(alias="usedBy", list_type="map", map_keys=("kind", "namespace", "name"))
 
 

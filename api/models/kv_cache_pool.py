@@ -18,12 +18,12 @@ from api.models.base import (
     CRD,
     Int32,
     Int64,
+    ObjectName,
     PrinterColumn,
     Quantity,
     Resource,
     Rule,
     Schema,
-    bounded,
     field,
     frozen,
 )
@@ -47,7 +47,7 @@ class KVCachePoolSpec(Schema):
         ),
     )
 
-    backends: list[bounded(253)] = field(
+    backends: list[ObjectName] = field(
         required=True,
         list_type="atomic",
         max_length=8,

@@ -20,12 +20,12 @@ from api.models.base import (
     CRD,
     Int32,
     Int64,
+    Pattern,
     PrinterColumn,
     Resource,
     Rule,
     Schema,
     Time,
-    bounded,
     field,
 )
 from api.models.common import RELATIVE_PATH, Condition, LocalObjectReference, conditions_field
@@ -79,12 +79,8 @@ class ModelArtifactSpec(Schema):
     )
 
     source: ModelArtifactSource = field(required=True)
-    allow_patterns: list[bounded(256, min_length=1)] | None = field(
-        alias="allowPatterns", list_type="atomic", max_length=32
-    )
-    ignore_patterns: list[bounded(256, min_length=1)] | None = field(
-        alias="ignorePatterns", list_type="atomic", max_length=32
-    )
+    allow_patterns: list[Pattern] | None = field(alias="allowPatterns", list_type="atomic", max_length=32)
+    ignore_patterns: list[Pattern] | None = field(alias="ignorePatterns", list_type="atomic", max_length=32)
     expected_digest: str | None = field(alias="expectedDigest", max_length=71, pattern=DIGEST)
 
 

@@ -28,6 +28,7 @@ from typing import ClassVar, Literal
 from api.models.base import (
     AGE,
     CRD,
+    Argument,
     Int32,
     Int64,
     PrinterColumn,
@@ -35,7 +36,6 @@ from api.models.base import (
     Resource,
     Rule,
     Schema,
-    bounded,
     field,
 )
 from api.models.common import (
@@ -191,7 +191,7 @@ class ModelDeploymentRole(Schema):
     additional_volumes: list[ModelDeploymentAdditionalVolume] | None = field(
         alias="additionalVolumes", list_type="atomic"
     )
-    command: list[bounded(8192)] | None = field(list_type="atomic", max_length=128, doc="Take-over argv.")
+    command: list[Argument] | None = field(list_type="atomic", max_length=128, doc="Take-over argv.")
     extra_args: list[str] | None = field(alias="extraArgs", list_type="atomic")
     env: list[EnvVar] | None = field(list_type="map", map_keys=("name",))
     topology: ModelDeploymentRoleTopology | None = None

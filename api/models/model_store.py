@@ -21,13 +21,13 @@ from api.models.base import (
     Duration,
     Int32,
     Int64,
+    ObjectName,
     PrinterColumn,
     Quantity,
     Resource,
     Rule,
     Schema,
     Time,
-    bounded,
     field,
     frozen,
 )
@@ -231,7 +231,7 @@ class NameReference(Schema):
 class ModelPrefetchPlacement(Schema):
     """``instanceTypes`` or ``nodeSelector``; neither derives the targets from the namespace's deployments."""
 
-    instance_types: list[bounded(253)] | None = field(
+    instance_types: list[ObjectName] | None = field(
         alias="instanceTypes", list_type="atomic", min_length=1, max_length=8
     )
     node_selector: LabelSelector | None = field(alias="nodeSelector")

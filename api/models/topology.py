@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from api.models.base import CRD, Duration, Int32, Int64, PrinterColumn, Resource, Schema, Time, bounded, field
+from api.models.base import (
+    CRD,
+    Duration,
+    Int32,
+    Int64,
+    PrinterColumn,
+    QualifiedKey,
+    Resource,
+    Schema,
+    Time,
+    field,
+)
 from api.models.common import Condition, LabelSelector, conditions_field
 
 
@@ -47,7 +58,7 @@ class TopologySourceWebhook(Schema):
 
 class TopologySourceSpec(Schema):
     node_selector: LabelSelector = field(alias="nodeSelector", required=True)
-    levels: list[bounded(317)] = field(
+    levels: list[QualifiedKey] = field(
         required=True, list_type="atomic", min_length=1, max_length=16, doc="Label keys, coarsest first."
     )
     additional_write_prefix: str | None = field(alias="additionalWritePrefix", max_length=254)

@@ -31,7 +31,7 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from api import allocation, constants
 from api.objects import Obj
@@ -214,7 +214,7 @@ class NodeDevicesCheck(Controller):
     def reconcile(self, key: Hashable) -> float | None:
         if key == CHECK_KEY:
             return self.ensure_admission_check()
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         cached = self.workloads.get(name, namespace)
         if cached is None or not fit.needs_verdict(cached):
             with self._lock:

@@ -10,9 +10,9 @@ compatibility credits capacity; see ``controllers.pools.node_capacity``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
+from api.booleans import env_bool
 from controllers.pools import render
 from controllers.pools.node_capacity import capacity_patch, node_capacity
 from kube import changes
@@ -23,9 +23,8 @@ FIELD_MANAGER = "gpustack-operator/node-capacity"
 ENV_CREDITS = "GPUSTACK_NODE_CREDITS_CAPACITY"
 
 
-def credits_enabled(env: dict[str, str] | None = None) -> bool:
-    value = (env if env is not None else os.environ).get(ENV_CREDITS, "true")
-    return value.strip().lower() not in ("0", "false", "f", "no", "off")
+def credits_enabled(env: Mapping[str, str] | None = None) -> bool:
+    return env_bool(ENV_CREDITS, True, env)
 
 
 class NodeCapacityReconciler(Controller):

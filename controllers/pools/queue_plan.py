@@ -128,7 +128,7 @@ def plan_groups(
     if not live:
         return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
     extra = (
-        kueue.accelerated_queue_extra_resources(quota_check_strategy=kueue.QUOTA_CHECK_STRATEGY)
+        kueue.accelerated_queue_extra_resources(quota_check_strategy=kueue.quota_check_strategy())
         if (pool.acceleratable)
         else []
     )

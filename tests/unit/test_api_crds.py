@@ -192,7 +192,6 @@ def test_frozen_fields_have_transition_rules_with_directions() -> None:
     spec = _rules(_at("InstanceType", "spec"))
     frozen = {rule.split(".")[1].split(" ")[0].split(")")[0] for rule in spec}
     assert frozen == {
-        "description",
         "acceleratorGroup",
         "generalGroup",
         "acceleratable",
@@ -201,7 +200,9 @@ def test_frozen_fields_have_transition_rules_with_directions() -> None:
         "unitResources",
         "localStorage",
     }
-    assert all("only spec.displayName and spec.inactive may change" in m for m in spec.values())
+    assert all(
+        "only spec.displayName, spec.description and spec.inactive may change" in m for m in spec.values()
+    )
     role = _rules(_at("ModelDeployment", "spec", "roles", "[]"))
     assert role["self.size == oldSelf.size"] == (
         "size is fixed at creation; change replicas, or create a new deployment for another size"

@@ -10,7 +10,16 @@ import pytest
 
 from gpustack_operator import cli
 
-SUBCOMMANDS = ["worker", "device-manager", "model-manager", "admit", "certs", "crds", "version"]
+SUBCOMMANDS = [
+    "worker",
+    "worker-gateway",
+    "device-manager",
+    "model-manager",
+    "admit",
+    "certs",
+    "crds",
+    "version",
+]
 
 
 def gpustack(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

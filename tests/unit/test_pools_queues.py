@@ -299,9 +299,7 @@ def test_kueue_reencoded_quantities_compare_equal() -> None:
 
 
 def test_with_quota_check_strategy_an_accelerated_queue_declares_credits_only(monkeypatch) -> None:
-    from api import kueue
-
-    monkeypatch.setattr(kueue, "QUOTA_CHECK_STRATEGY", True)
+    monkeypatch.setenv("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", "true")
     flavors = flavors_of(node("t4-four", T4, 4))
     (group,) = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors).apply["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]

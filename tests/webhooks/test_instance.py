@@ -345,3 +345,77 @@ def test_held_privilege_survives_the_setting_going_off():
     new = copy.deepcopy(old)
     new["spec"]["image"] = "other"
     assert update(old, new).allowed
+
+
+# --- Hardening (issue 11 item 5) -------------------------------------------------------------------
+
+
+def test_ram_cap_applies_to_cpu_only_types():
+    # GENERIC: unit 1 CPU / 2Gi, so 3 cores may have at most 6Gi.
+    assert validate(make(GENERIC, cpu="3", ram="6Gi")).allowed
+    refused = run(instance.validate, make(GENERIC, cpu="3", ram="7Gi"))
+    assert paths(refused) == ["spec.resources.ram"] and "6Gi" in refused.message
+    # Under one core still counts as one unit.
+    assert paths(run(instance.validate, make(GENERIC, cpu="500m", ram="3Gi"))) == ["spec.resources.ram"]
+
+
+def _mig_with(memory: str | None, profile_mib: int) -> dict:
+    unsizeable = copy.deepcopy(objects.H100_MIG)
+    detail = unsizeable["status"]["detail"]
+    if memory is None:
+        detail.pop("memory", None)
+    for profile in detail["slicedDetail"]["physical"]["profiles"]:
+        if profile["name"] == "3g.40gb":
+            profile["memoryMib"] = profile_mib
+    return unsizeable
+
+
+@pytest.mark.parametrize(("memory", "profile_mib"), [("80Gi", 0), (None, 40192)])
+def test_an_offered_but_unsizeable_partition_is_retried_never_admitted_unsized(memory, profile_mib):
+    cluster = FileLookups([*objects.cluster(), _mig_with(memory, profile_mib)])  # the later one wins
+    obj = make(MIG, accelerator="1", acceleratorPartitionedProfile="3g.40gb")
+    sized = patch.apply(obj, run(instance.default, obj, cluster=cluster).patch)
+    decision = run(instance.validate, sized, cluster=cluster)
+    assert not decision.allowed and decision.code == 500, decision.message
+    assert "3g.40gb" in decision.message
+
+
+def _with_host_path(**entry):
+    obj = make(accelerator="1")
+    obj["spec"]["additionalVolumes"] = [{"mountPath": "/h", "hostPath": {"path": "/srv"}, **entry}]
+    return obj
+
+
+def test_a_held_host_path_is_compared_by_its_whole_entry():
+    granted = lookups(objects.setting("instance-host-path-volume-allowed", "true"))
+    old = defaulted(_with_host_path(readOnly=True), cluster=granted)
+    old["spec"]["stop"], old["status"] = True, {"phase": "Stopped"}
+    same = copy.deepcopy(old)
+    same["spec"]["additionalVolumes"][0]["hostPath"]["type"] = ""  # "" and absent are the same
+    assert update(old, same).allowed
+    for change in (
+        {"readOnly": False},  # widening a read-only mount
+        {"subPath": "inner"},
+        {"mountPath": "/elsewhere"},
+        {"hostPath": {"path": "/etc"}},
+    ):
+        widened = copy.deepcopy(old)
+        widened["spec"]["additionalVolumes"][0].update(change)
+        assert "spec.additionalVolumes[0].hostPath" in paths(update(old, widened)), change
+
+
+@pytest.mark.parametrize(
+    ("entry", "path"),
+    [
+        ({"configMap": {"name": "Not_A_Name"}}, "spec.additionalVolumes[0].configMap.name"),
+        ({"secret": {"name": ""}}, "spec.additionalVolumes[0].secret.name"),
+        ({"persistent": {"name": "a" * 254}}, "spec.additionalVolumes[0].persistent.name"),
+        ({"hostPath": {"path": "relative/dir"}}, "spec.additionalVolumes[0].hostPath.path"),
+        ({"hostPath": {"path": "/srv/../etc"}}, "spec.additionalVolumes[0].hostPath.path"),
+    ],
+)
+def test_volume_sources_are_validated_as_the_reference_does(entry, path):
+    obj = make(accelerator="1")
+    obj["spec"]["additionalVolumes"] = [{"mountPath": "/v", **entry}]
+    granted = lookups(objects.setting("instance-host-path-volume-allowed", "true"))
+    assert path in paths(run(instance.validate, obj, cluster=granted))

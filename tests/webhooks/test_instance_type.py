@@ -117,16 +117,17 @@ def test_incomplete_or_malformed_input_is_refused_at_its_field(spec, path):
     assert paths(decision) == [path]
 
 
-def test_update_freezes_all_but_display_name_and_inactive():
+def test_update_freezes_all_but_display_name_description_and_inactive():
     old = make(generalGroup="generic")
     new = copy.deepcopy(old)
     new["spec"]["displayName"] = "A10G"
     new["spec"]["inactive"] = True
+    new["spec"]["description"] = "changed: documentation, as the reference allows"
     assert run(instance_type.validate, new, old=old, operation="UPDATE").allowed
     new["spec"]["unitResources"] = {"cpu": "16", "ram": "128Gi"}
-    new["spec"]["description"] = "changed"
+    new["spec"]["os"] = "windows"
     decision = run(instance_type.validate, new, old=old, operation="UPDATE")
-    assert sorted(paths(decision)) == ["spec.description", "spec.unitResources"]
+    assert sorted(paths(decision)) == ["spec.os", "spec.unitResources"]
 
 
 def test_update_does_not_reapply_create_rules_to_legacy_objects():

@@ -210,6 +210,11 @@ def test_24_volumes():
     refused(
         md(role(additionalVolumes=[{"mountPath": "/data"}])), "spec.roles[0].additionalVolumes[0]", "source"
     )
+    # The refusal names the mount path of the volume without a source.
+    assert "/data" in cause(
+        run(validate, md(role(additionalVolumes=[{"mountPath": "/data"}]))),
+        "spec.roles[0].additionalVolumes[0]",
+    )
     refused(
         md(role(additionalVolumes=[_volume(), _volume(secret={"name": "s"})])),
         "spec.roles[0].additionalVolumes[1].mountPath",
@@ -375,6 +380,14 @@ def test_20_declared_port_in_the_reserved_set():
     obj = pd(engine="SGLang", router=None, kvCache=kv_cache())
     obj["spec"]["roles"][0]["ports"] = [{"port": 8998}]
     refused(obj, "spec.roles[0].ports[0].port", "8998")
+
+
+def test_20_the_bootstrap_port_is_refused_on_every_role_under_a_router():
+    # As the reference does: with a router named, no role of any kind may declare 8998.
+    served = md(role(ports=[{"port": 8998}]), router={"name": "llm-d-router"})
+    message = cause(run(validate, served), "spec.router")
+    assert "8998" in message and "spec.roles[0].ports[0]" in message
+    accepted(md(role(ports=[{"port": 8998}])))  # no router: 8998 is an ordinary port
 
 
 def test_21_stream_port_in_the_reserved_set():

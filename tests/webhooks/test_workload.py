@@ -321,3 +321,34 @@ def test_holds_reservation() -> None:
     assert pin.holds_reservation({"status": {"admission": {"clusterQueue": "q"}}})
     assert pin.holds_reservation({"status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}})
     assert not pin.holds_reservation({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}})
+
+
+def test_an_empty_node_selector_term_stays_empty() -> None:
+    # An empty term matches no node; ANDing the pin into it would make it match some.
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {},
+                    {"matchExpressions": []},
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                ]
+            }
+        }
+    }
+    decision = call(workload(pod_set("main", SLICE, affinity=affinity)), chain())
+    base = "/spec/podSets/0/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+    assert decision.patch == [
+        {
+            "op": "add",
+            "path": f"{base}/2/matchExpressions/1",
+            "value": {"key": SLICED_LABEL, "operator": "Gt", "values": ["479999"]},
+        }
+    ]
+
+
+def test_a_group_that_makes_no_valid_label_key_is_skipped_with_a_warning() -> None:
+    bad = "nvidia-" + "x" * 80  # the fit label's name part would exceed 63 characters
+    decision = call(workload(pod_set("main", SLICE)), chain(it=instance_type(group=bad)))
+    assert decision.patch == []
+    assert len(decision.warnings) == 1 and "makes no valid label key" in decision.warnings[0]

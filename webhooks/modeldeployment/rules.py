@@ -12,6 +12,7 @@ import re
 
 from api import constants, engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
+from api.naming import is_qualified_name
 from fastpath.degrees import width
 from webhooks.lookups import Lookups
 from webhooks.modeldeployment.view import (
@@ -34,8 +35,6 @@ SETTING_HOST_PATH = "model-deployment-host-path-volume-allowed"
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
 # --- Names and kinds (#1, #3, #6–#13) --------------------------------------------------------------
@@ -298,7 +297,14 @@ def volumes(md: Deployment) -> list[FieldError]:
             path = f"{role.path}.additionalVolumes[{k}]"
             sources = [s for s in ("configMap", "secret", "hostPath") if volume.get(s) is not None]
             if not sources:
-                errors.append(required(path, "a volume needs one source: configMap, secret or hostPath"))
+                mount = as_str(volume.get("mountPath"))
+                errors.append(
+                    required(
+                        path,
+                        f"the volume mounted at {mount or '(no mountPath)'} has no source: give it one of "
+                        "configMap, secret or hostPath",
+                    )
+                )
             elif len(sources) > 1:
                 errors.append(forbidden(path, f"a volume takes exactly one source, not {', '.join(sources)}"))
             mount = as_str(volume.get("mountPath"))
@@ -325,15 +331,6 @@ def volumes(md: Deployment) -> list[FieldError]:
     return errors
 
 
-def _qualified(key: str) -> bool:
-    parts = key.split("/")
-    if len(parts) > 2:
-        return False
-    if len(parts) == 2 and (not parts[0] or len(parts[0]) > 253 or not _DNS_SUBDOMAIN.match(parts[0])):
-        return False
-    return len(parts[-1]) <= 63 and bool(_QUALIFIED_NAME.match(parts[-1]))
-
-
 def topology(md: Deployment) -> list[FieldError]:
     """#27: ``requiredLevel`` is a qualified label key and not the implicit hostname."""
     errors: list[FieldError] = []
@@ -351,7 +348,7 @@ def topology(md: Deployment) -> list[FieldError]:
                     "explicitly; name a wider level (e.g. topology.kubernetes.io/zone) or leave it empty",
                 )
             )
-        elif not _qualified(level):
+        elif not is_qualified_name(level):
             errors.append(
                 invalid(
                     path,

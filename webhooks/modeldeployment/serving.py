@@ -70,14 +70,15 @@ def ports(md: Deployment, old: Deployment | None) -> list[FieldError]:
                 )
             )
         # #20: a declared port the operator reserves.
+        refused = md.refused_ports(role)
         for k, port in enumerate(declared):
-            if isinstance(port, int) and port in reserved:
+            if isinstance(port, int) and port in refused:
                 errors.append(
                     invalid(
                         "spec.router" if routed else f"{role.path}.ports[{k}].port",
                         port,
                         f"{role.path}.ports[{k}] declares port {port}, which is reserved: "
-                        f"{_reserved_words(md, role, reserved)}; declare another port",
+                        f"{_reserved_words(md, role, refused)}; declare another port",
                     )
                 )
         # #21: no declared ports and a --port the operator reserves.

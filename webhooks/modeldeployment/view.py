@@ -270,6 +270,14 @@ class Deployment:
             ports.add(SGLANG_BOOTSTRAP_PORT)
         return frozenset(ports)
 
+    def refused_ports(self, role: Role) -> frozenset[int]:
+        """Ports ``role`` may not declare: its reserved set, plus — when a router is named — the
+        transfer bootstrap port on every role of any kind, as the reference refuses it (§11.4)."""
+        reserved = self.reserved_ports(role)
+        if self.router:
+            return reserved | {VLLM_MOONCAKE_BOOTSTRAP_PORT}
+        return reserved
+
     def target_port(self, role: Role) -> int:
         """The container port a router sends ``role``'s requests to (§7.5, §11.2)."""
         if role.ports or self.direct_decoder(role):

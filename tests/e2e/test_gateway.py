@@ -1,0 +1,465 @@
+"""The worker-gateway over two real control planes.
+
+Cluster ``east`` is the e2e cluster; ``west`` is a second control plane on its own state dir and
+ports (``GPUSTACK_SECOND_CLUSTER_DIR``, ``GPUSTACK_SECOND_<NAME>_PORT``; by default the e2e ports
+plus 20).  Each runs the operator's worker (webhooks and controllers) and simulated nodes of the
+same hardware: one 8 × NVIDIA H100 80GB HBM3 node each, and a 4 × Tesla T4 node in east only.
+The gateway runs as ``gpustack-operator wg`` in kubeconfig-directory mode on a unix socket and is
+read over HTTPS, as the GPUStack server reads it.  What it serves is compared with what each
+cluster's InstanceTypes say (kubectl), through capacity changes, deactivation, an unsubscribe and
+an apiserver outage.  (No controller writes InstanceTypeFlavors yet, so the flavor view is covered
+by tests/gateway only.)
+
+Simulated nodes: the Node labels and the ``Devices`` ledgers are written by this test from
+``nodeplugins.devicemanager.simulated`` (what ``make dev`` and the pools e2e do today); a card
+"taken" is a ledger row written as exclusively allocated.  Once the device manager writes both,
+these nodes should come from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gpustack
+import harness
+import httpx
+import pytest
+
+from api.manufacturers import UNITS_PER_CARD
+from gateway.fleet import Fleet, item_name
+from nodeplugins.devicemanager import simulated
+from tests.gateway.serving import Watch
+
+pytestmark = pytest.mark.e2e
+
+H100 = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
+T4 = simulated.PRODUCTS["Tesla T4"]
+H100_TYPE = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+H100_ITEM = "generic-nvidia-h100-80gb-hbm3-linux-amd64-12c-192g-100g"  # the H100 unit preset: 12/192Gi
+SUFFIX = uuid.uuid4().hex[:5]
+EAST, WEST = "east", "west"
+NODES = {
+    EAST: {f"gw-h100-e-{SUFFIX}": (H100, 8), f"gw-t4-e-{SUFFIX}": (T4, 4)},
+    WEST: {f"gw-h100-w-{SUFFIX}": (H100, 8)},
+}
+PORT_NAMES = (
+    "ETCD",
+    "ETCD_PEER",
+    "APISERVER",
+    "CONTROLLER_MANAGER",
+    "SCHEDULER",
+    "KUEUE_WEBHOOK",
+    "KUEUE_HEALTH",
+    "KUEUE_METRICS",
+    "KWOK",
+    "WORKER",
+)
+
+
+def second_ports() -> dict[str, str]:
+    return {
+        f"GPUSTACK_{name}_PORT": os.environ.get(
+            f"GPUSTACK_SECOND_{name}_PORT", str(int(os.environ[f"GPUSTACK_{name}_PORT"]) + 20)
+        )
+        for name in PORT_NAMES
+    }
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# Simulated nodes --------------------------------------------------------------------------------
+
+
+def write_devices(info: harness.ClusterInfo, devices: dict) -> None:
+    spec_only = {k: v for k, v in devices.items() if k != "status"}
+    info.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(spec_only))
+    status = {
+        "apiVersion": devices["apiVersion"],
+        "kind": "Devices",
+        "metadata": {"name": devices["metadata"]["name"]},
+        "status": devices["status"],
+    }
+    info.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--subresource=status",
+        "-f",
+        "-",
+        input=json.dumps(status),
+    )
+
+
+def take_cards(info: harness.ClusterInfo, node: str, product: Any, count: int, taken: int) -> None:
+    """The node's ledger with its first ``taken`` cards held exclusively."""
+    devices = simulated.devices(node, product, count)
+    for row in devices["status"]["groups"][0]["accelerators"][:taken]:
+        row.update(mode=1, allocated=UNITS_PER_CARD, remaining=0)
+    write_devices(info, devices)
+
+
+def simulated_node(info: harness.ClusterInfo, name: str, product: Any, count: int) -> None:
+    harness.create_fake_node(
+        info,
+        name,
+        labels=simulated.node_labels(name, product, count),
+        capacity=simulated.plugin_capacity(product, count),
+    )
+    write_devices(info, simulated.devices(name, product, count))
+
+
+def instance_types(info: harness.ClusterInfo) -> dict[str, dict]:
+    return {t["metadata"]["name"]: t for t in info.kubectl_json("get", "instancetypes")["items"]}
+
+
+def h100_remaining(info: harness.ClusterInfo) -> int:
+    status = instance_types(info).get(H100_TYPE, {}).get("status") or {}
+    return int((status.get("accelerator") or {}).get("remaining") or -1)
+
+
+# The two clusters and the gateway -----------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    name: str
+    info: harness.ClusterInfo
+    operator: gpustack.Operator
+
+
+@dataclass
+class Fleetside:
+    members: dict[str, Member]
+    socket: Path
+    process: subprocess.Popen
+    log: Path
+
+    def client(self, timeout: float = 30) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=str(self.socket), verify=False)
+        return httpx.Client(transport=transport, base_url="https://gpustack-operator", timeout=timeout)
+
+
+def _member_up(name: str, info: harness.ClusterInfo, port: int) -> Member:
+    op = gpustack.install(info, port=port)
+    gpustack.start_worker(info, op)
+    for node, (product, count) in NODES[name].items():
+        simulated_node(info, node, product, count)
+    harness.wait_for(
+        lambda: h100_remaining(info) == 8, timeout=120, what=f"{name}: the H100 InstanceType at 8/8"
+    )
+    return Member(name, info, op)
+
+
+def _member_down(member: Member) -> None:
+    info = member.info
+    if not harness.is_running(info.state_dir):  # its apiserver was stopped: nothing to clean there
+        gpustack.stop_worker(member.operator)
+        return
+    with contextlib.suppress(Exception):
+        for node in NODES[member.name]:
+            harness.delete_fake_node(info, node)
+        info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
+        harness.wait_for(lambda: not instance_types(info), timeout=90, what="types gone")
+    gpustack.stop_worker(member.operator)
+    with contextlib.suppress(Exception):
+        gpustack.uninstall_webhooks(info)
+        for node in NODES[member.name]:
+            info.kubectl("delete", "devices", node, "--ignore-not-found", check=False)
+
+
+def _gateway_up(tmp: Path, configs: Path) -> tuple[subprocess.Popen, Path, Path]:
+    socket = tmp / "run" / "gateway.sock"
+    log = tmp / "gateway.log"
+    process = subprocess.Popen(
+        [
+            gpustack.PYTHON,
+            "-m",
+            "gpustack_operator",
+            "wg",
+            "--bind-unix-path",
+            str(socket),
+            "--worker-conn-mode",
+            "kubeconfig-dir",
+            "--worker-conn-kubeconfig-dir",
+            str(configs),
+            "--worker-readiness-check-timeout",
+            "10s",
+            "--v=2",
+        ],
+        cwd=gpustack.REPO,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return process, socket, log
+
+
+@pytest.fixture(scope="module")
+def fleet(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetside]:
+    foreign = [
+        n["metadata"]["name"]
+        for n in cluster.kubectl_json("get", "nodes", "-l", "gpustack.ai/managed=true")["items"]
+        if n["metadata"]["name"] not in NODES[EAST]
+    ]
+    if foreign:
+        pytest.skip(
+            f"e2e gateway: the cluster already has managed nodes {foreign}; these tests own the pools"
+        )
+    second_dir = Path(
+        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or harness.REPO_ROOT / ".dev" / "e2e-second"
+    ).resolve()
+    ports = second_ports()
+    with environment(ports):
+        if not harness.is_running(second_dir) and second_dir.exists():
+            harness.stop(second_dir, purge=True)
+        second = harness.start(second_dir)
+    tmp = tmp_path_factory.mktemp("gateway")
+    configs = tmp / "clusters"
+    configs.mkdir()
+    (configs / f"{EAST}.yaml").write_text(cluster.kubeconfig.read_text())
+    (configs / f"{WEST}.yaml").write_text(second.kubeconfig.read_text())
+    members: dict[str, Member] = {}
+    process = None
+    try:
+        members[EAST] = _member_up(EAST, cluster, gpustack.WORKER_PORT)
+        members[WEST] = _member_up(WEST, second, int(ports["GPUSTACK_WORKER_PORT"]))
+        process, socket, log = _gateway_up(tmp, configs)
+        side = Fleetside(members, socket, process, log)
+        harness.wait_for(lambda: _ready(side), timeout=60, what=f"the gateway ready (log {log})")
+        yield side
+    finally:
+        if process is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=20)
+        for member in members.values():
+            _member_down(member)
+        if second.started and os.environ.get("GPUSTACK_CLUSTER_KEEP", "") not in ("1", "true", "yes"):
+            with environment(ports):
+                harness.stop(second_dir, purge=True)
+
+
+def _ready(side: Fleetside) -> bool:
+    if side.process.poll() is not None:
+        raise harness.ClusterError(f"the gateway exited ({side.process.returncode}); see {side.log}")
+    try:
+        with side.client(timeout=2) as client:
+            return client.get("/readyz").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie nobody reaped yet counts: it serves nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def registered(client: httpx.Client) -> dict[str, str]:
+    return {w["cluster"]: w["state"] for w in client.get("/apis/workers").json()["items"]}
+
+
+def aggregated(client: httpx.Client) -> dict[str, dict]:
+    items = client.get("/apis/instancetypes", params={"aggregated": "true"}).json()["items"]
+    return {item["name"]: item for item in items}
+
+
+def expected_fleet(fleet: Fleetside, names: tuple[str, ...] = (EAST, WEST)) -> dict[str, dict]:
+    """The fleet view folded from what each cluster's InstanceTypes say (kubectl)."""
+    pairs = [
+        (name, obj)
+        for name in sorted(names)
+        for obj in sorted(
+            instance_types(fleet.members[name].info).values(), key=lambda o: o["metadata"]["name"]
+        )
+    ]
+    return {item["name"]: item for item in Fleet().load(pairs).to_json()["items"]}
+
+
+def candidates(item: dict) -> list[tuple[str, str, str]]:
+    return sorted(
+        (c["cluster"], c["name"], c["phase"]) for tier in item["status"]["tiers"] for c in tier["candidates"]
+    )
+
+
+# The tests (in order: they share the two clusters' state) -----------------------------------------
+
+
+def test_both_clusters_subscribe_and_their_lists_match_kubectl(fleet: Fleetside) -> None:
+    with fleet.client() as client:
+        for name in (EAST, WEST):
+            params = [("cluster", name), ("gvk", "worker.gpustack.ai/v1/InstanceType")]
+            params.append(("gvk", "worker.gpustack.ai/v1/Instance"))
+            assert client.post("/apis/workers", params=params).status_code == 200
+        harness.wait_for(
+            lambda: registered(client) == {EAST: "registered", WEST: "registered"},
+            timeout=60,
+            what="both registered",
+        )
+
+        def same() -> bool:
+            items = client.get("/apis/instancetypes").json()["items"]
+            served = {(i["cluster"], i["metadata"]["name"]): i["status"] for i in items}
+            truth = {
+                (name, type_name): obj["status"]
+                for name, member in fleet.members.items()
+                for type_name, obj in instance_types(member.info).items()
+            }
+            return served == truth and all("managedFields" not in i["metadata"] for i in items)
+
+        harness.wait_for(same, timeout=60, what="the raw lists to match kubectl")
+
+
+def test_the_fleet_view_has_one_item_per_shared_pool_with_summed_capacity(fleet: Fleetside) -> None:
+    with fleet.client() as client:
+        harness.wait_for(
+            lambda: aggregated(client) == expected_fleet(fleet), timeout=60, what="fleet == kubectl"
+        )
+        items = aggregated(client)
+        assert item_name(instance_types(fleet.members[WEST].info)[H100_TYPE]["spec"]) == H100_ITEM
+        h100 = items[H100_ITEM]
+        assert candidates(h100) == [(EAST, H100_TYPE, "Active"), (WEST, H100_TYPE, "Active")]
+        assert h100["status"]["remaining"]["accelerator"] == "16"
+        assert h100["status"]["onceMaxRequest"]["accelerator"] == "8"
+        assert h100["status"]["detail"]["product"] == "NVIDIA H100 80GB HBM3"
+        t4 = next(item for name, item in items.items() if "tesla-t4" in name)
+        assert [c[0] for c in candidates(t4)] == [EAST]
+        assert list(items)[-1].startswith("generic-linux")  # CPU pools after the accelerated ones
+
+
+def test_an_aggregated_watch_moves_when_a_card_is_taken_in_one_cluster(fleet: Fleetside) -> None:
+    east = fleet.members[EAST].info
+    node = next(n for n in NODES[EAST] if "h100" in n)
+    with fleet.client() as client:
+        watch = Watch(fleet.client(), "/apis/instancetypes?watch=true&aggregated=true")
+        try:
+            assert watch.quiet(1.0)  # no snapshot
+            take_cards(east, node, H100, 8, taken=1)
+            line = watch.until(
+                lambda x: (
+                    x["object"].get("name") == H100_ITEM
+                    and x["object"]["status"]["remaining"]["accelerator"] == "15"
+                ),
+                timeout=60,
+            )
+            assert line["type"] == "MODIFIED" and line["cluster"] == EAST
+            tiers = line["object"]["status"]["tiers"]
+            assert [t["onceMaxRequest"]["accelerator"] for t in tiers] == ["7", "8"]
+        finally:
+            watch.close()
+        assert h100_remaining(east) == 7
+        harness.wait_for(
+            lambda: aggregated(client) == expected_fleet(fleet), timeout=60, what="fleet == kubectl"
+        )
+
+
+def test_deactivating_one_clusters_type_drops_its_share_to_zero(fleet: Fleetside) -> None:
+    west = fleet.members[WEST].info
+    patch = lambda inactive: west.kubectl(  # noqa: E731
+        "patch", "instancetype", H100_TYPE, "--type=merge", "-p", json.dumps({"spec": {"inactive": inactive}})
+    )
+    with fleet.client() as client:
+        patch(True)
+        try:
+            harness.wait_for(
+                lambda: (WEST, H100_TYPE, "Inactive") in candidates(aggregated(client)[H100_ITEM]),
+                timeout=90,
+                what="west's H100 candidate Inactive",
+            )
+            status = aggregated(client)[H100_ITEM]["status"]
+            assert status["remaining"]["accelerator"] == "7"  # east's only
+            assert aggregated(client) == expected_fleet(fleet)
+        finally:
+            patch(False)
+        harness.wait_for(
+            lambda: aggregated(client)[H100_ITEM]["status"]["remaining"]["accelerator"] == "15",
+            timeout=90,
+            what="west active again",
+        )
+
+
+def test_unsubscribing_a_cluster_removes_it_from_every_view(fleet: Fleetside) -> None:
+    with fleet.client() as client:
+        watch = Watch(fleet.client(), "/apis/instancetypes?watch=true")
+        try:
+            assert client.delete("/apis/workers", params={"cluster": WEST}).status_code == 200
+            assert watch.until(lambda x: x["object"] is None, timeout=30) == {
+                "type": "DELETED",
+                "cluster": WEST,
+                "object": None,
+            }
+        finally:
+            watch.close()
+        assert registered(client) == {EAST: "registered"}
+        items = client.get("/apis/instancetypes").json()["items"]
+        assert items and {i["cluster"] for i in items} == {EAST}
+        fleet_view = aggregated(client)
+        assert candidates(fleet_view[H100_ITEM]) == [(EAST, H100_TYPE, "Active")]
+        assert fleet_view == expected_fleet(fleet, (EAST,))
+        # and back, for the outage that follows
+        assert client.post("/apis/workers", params={"cluster": WEST}).status_code == 200
+        harness.wait_for(lambda: registered(client).get(WEST) == "registered", timeout=60, what="west back")
+        harness.wait_for(
+            lambda: aggregated(client) == expected_fleet(fleet), timeout=60, what="fleet == kubectl"
+        )
+
+
+def test_an_apiserver_outage_leaves_the_other_cluster_served(fleet: Fleetside) -> None:
+    west = fleet.members[WEST].info
+    east = fleet.members[EAST].info
+    node = next(n for n in NODES[EAST] if "h100" in n)
+    pid = int((west.state_dir / "pids" / "kube-apiserver.pid").read_text().strip())
+    os.kill(pid, signal.SIGKILL)  # an outage: the apiserver is gone at once
+    harness.wait_for(lambda: _gone(pid), timeout=60, what="west's apiserver stopped")
+    with fleet.client() as client:
+        watch = Watch(fleet.client(), "/apis/instancetypes?watch=true&aggregated=true&cluster=east")
+        try:
+            take_cards(east, node, H100, 8, taken=2)
+            line = watch.until(lambda x: x["object"].get("name") == H100_ITEM, timeout=60)
+            assert candidates(line["object"]) == [(EAST, H100_TYPE, "Active")]
+            assert line["object"]["status"]["remaining"]["accelerator"] == "6"
+        finally:
+            watch.close()
+        response = client.get("/apis/instancetypes", params=[("cluster", EAST), ("cluster", WEST)])
+        assert response.status_code == 200  # answered from the caches: the dead cluster blocks nothing
+        assert {i["cluster"] for i in response.json()["items"]} == {EAST, WEST}  # west: its last known state
+        # Subscribed again now, west cannot pass its readiness check: it stays pending, east is served.
+        assert client.post("/apis/workers", params={"cluster": WEST, "force": "true"}).status_code == 200
+        harness.wait_for(
+            lambda: next(w for w in client.get("/apis/workers").json()["items"] if w["cluster"] == WEST)[
+                "reason"
+            ].startswith("unreachable"),
+            timeout=60,
+            what="west's readiness check to fail",
+        )
+        assert registered(client) == {EAST: "registered", WEST: "pending"}
+        response = client.get("/apis/instancetypes", params={"aggregated": "true"})
+        assert "'west' is not ready" in response.headers["warning"]
+        h100 = {i["name"]: i for i in response.json()["items"]}[H100_ITEM]
+        assert candidates(h100) == [(EAST, H100_TYPE, "Active")]
+        assert h100["status"]["remaining"]["accelerator"] == "6"
