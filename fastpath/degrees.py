@@ -236,7 +236,7 @@ def _bound_message(label: str, value: object, parsed: object, minimum: int) -> s
     return f"{label} value {parsed} is less than {minimum}"
 
 
-def _env_value(env, name: str):
+def _env_value(env, name: object):
     """The literal value of ``name`` in a role's env (a mapping, or a list of {name, value})."""
     if env is None:
         return None
@@ -453,12 +453,12 @@ def width(engine: str, degrees: Degrees) -> tuple:
             dp_factor = ("--data-parallel-size", degrees.dp)
         else:
             dp_factor = ("--data-parallel-size-local", 1)
-        terms = (
+        terms = [
             ("--tensor-parallel-size", degrees.tp),
             ("--pipeline-parallel-size", degrees.pp),
             ("--prefill-context-parallel-size", degrees.pcp),
             dp_factor,
-        )
+        ]
     elif engine == ENGINE_SGLANG:
         terms = [("--tp-size", degrees.tp), ("--pp-size", degrees.pp)]
         narrowed = (

@@ -17,6 +17,8 @@ Compiled by Cython in pure-Python mode: the cards are ``fastpath.cards``' C stru
 
 from __future__ import annotations
 
+from typing import Any
+
 import cython
 
 from api.manufacturers import UNITS_PER_CARD, UNITS_PER_SHARE
@@ -35,7 +37,7 @@ _SHARE = cython.declare(cython.longlong, UNITS_PER_SHARE)
 
 
 @cython.cfunc
-def _want(demand: object) -> Demand:
+def _want(demand: Any) -> Demand:
     """``demand`` as a ``Demand`` (any object with the same attributes is accepted)."""
     if type(demand) is Demand:
         return demand

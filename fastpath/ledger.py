@@ -68,7 +68,7 @@ _PROFILE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 
 @cython.cfunc
-def _int(value: object) -> cython.longlong:
+def _int(value: Any) -> cython.longlong:
     """An integer field of a Devices object; 0 for anything else."""
     if type(value) is int:
         return value
@@ -216,8 +216,8 @@ def node_ledger(
     rows_by_group = _rows_by_group(status_groups)
     label_keys = None
     cards: list = []
-    last_raw: list = None
-    last_profiles: list = None
+    last_raw: list | None = None
+    last_profiles: list = _EMPTY_LIST
     for group in _list(_dict(devices.get("spec")).get("groups")):
         group = _dict(group)
         if label_keys is None:
@@ -275,18 +275,18 @@ def _apply_profiles(card: Card, row: dict) -> None:
     allocated: dict = {}
     for entry in _list(row.get("allocatedProfiles")):
         entry = _dict(entry)
-        i = index.get(entry.get("name"))
+        at = index.get(entry.get("name"))
         count = _int(entry.get("count"))
-        if i is not None and count > 0:
-            allocated[i] = allocated.get(i, 0) + count
+        if at is not None and count > 0:
+            allocated[at] = allocated.get(at, 0) + count
     reported = None
     if "remainingProfiles" in row:
         reported = {}
         for entry in _list(row.get("remainingProfiles")):
             entry = _dict(entry)
-            i = index.get(entry.get("name"))
-            if i is not None:
-                reported[i] = _int(entry.get("count"))
+            at = index.get(entry.get("name"))
+            if at is not None:
+                reported[at] = _int(entry.get("count"))
     reconstruct(card, allocated, reported)
 
 

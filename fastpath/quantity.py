@@ -194,9 +194,9 @@ def _decimal_suffix(s: str, i: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cytho
 
 
 @cython.cfunc
-@cython.locals(num=object, den=object, g=object)
+@cython.locals(den=object, g=object)
 def _exact(
-    num: object, frac: cython.Py_ssize_t, exp10: cython.long, exp2: cython.int, negative: cython.bint
+    num: int, frac: cython.Py_ssize_t, exp10: cython.long, exp2: cython.int, negative: cython.bint
 ) -> tuple:
     """``num × 10^(exp10 − frac) × 2^exp2`` (negated when ``negative``) as a reduced fraction."""
     if num == 0:

@@ -280,7 +280,7 @@ def _scan_container(container: object, field: str, index: cython.int, group: cyt
         return None
     limits = resources.get("limits")
     requests = resources.get("requests")
-    cf: ContainerFacts = None
+    cf: ContainerFacts | None = None
     if type(limits) is dict:
         for key in limits:
             if type(key) is not str:
