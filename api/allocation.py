@@ -1,8 +1,8 @@
-"""The allocation record ``device.gpustack.ai/accelerator.allocated``, and the ledger rebuilt from it.
+"""The allocation record ``device.gpustack.ai/accelerator.allocated``: its one encoder and decoder.
 
 The device manager (gate 5) writes the record on a Pod when ``Allocate`` settles a container;
-gate 3 and the Instance status read it.  This module is the one encoder, decoder and aggregator
-all of them use, so the three never disagree on what a Pod holds.
+gate 3 and the Instance status read it.  All of them use this codec, and ``fastpath.ledger``'s
+aggregation of it, so they never disagree on what a Pod holds.
 
 Shape — a JSON object in the annotation value, keyed by **container name** (a reservation is
 keyed by Pod UID and container, so two containers of one Pod are both recorded and both charged);
@@ -33,13 +33,9 @@ remaining units right after the grant (informational; aggregation ignores it).  
 entries (the SSH sidecar reusing its owner's cards) are recorded but never charge.  Unknown fields
 are kept by the decoder and ignored by the aggregator.
 
-Aggregation (:func:`ledger_rows`) is the device manager's: per card, Σ ``allocated`` over the
-charging entries of the node's Pods, ``remaining = max(0, M − Σ)`` (0 once Exclusive), Σ slices,
-and for a partitioned card the allocated profile counts plus the placement-aware remaining count of
-every profile, computed from the recorded placements.  A Pod charges until it is gone, except that
-a finished Pod (``Succeeded``/``Failed``) stops charging its exclusive and shared cards and its
-logical slices — not its partitions, nor MetaX/Cambricon slices, which the reclaimer destroys only
-with the Pod — unless ``GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS=false``.
+The ledger rebuilt from the records (which entries charge, how much, and when a finished Pod stops
+charging) is ``fastpath.ledger``'s, next to every other reader of the Devices ledger;
+``GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS=false`` keeps a finished Pod's cards charged there.
 """
 
 from __future__ import annotations
@@ -49,25 +45,11 @@ from typing import Any
 
 import orjson
 
-from api import constants as c
+from api import constants
 from api.booleans import env_bool
-from api.manufacturers import UNITS_PER_CARD, UNITS_PER_SHARE
-from fastpath import requests as rq
 
-ANNOTATION = c.ANNOTATION_ACCELERATOR_ALLOCATED
+ANNOTATION = constants.ANNOTATION_ACCELERATOR_ALLOCATED
 ENV_RELEASE_TERMINATED = "GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS"
-TERMINAL_PHASES = ("Succeeded", "Failed")
-# Slices the reclaimer destroys only with the Pod: they stay charged after it finishes.
-SLICES_HELD_UNTIL_GONE = frozenset({"metax", "cambricon"})
-
-MODE_NONE = c.DEVICE_MODE_NONE
-MODE_EXCLUSIVE = c.DEVICE_MODE_EXCLUSIVE
-MODE_SHARED = c.DEVICE_MODE_SHARED
-MODE_SLICED = c.DEVICE_MODE_SLICED
-MODE_PARTITIONED = c.DEVICE_MODE_PARTITIONED
-MODE_VISIBILITY = c.DEVICE_MODE_VISIBILITY
-# Which mode a card reports when (against the allocator's invariant) entries of several meet.
-_PRECEDENCE = {MODE_EXCLUSIVE: 4, MODE_PARTITIONED: 3, MODE_SLICED: 2, MODE_SHARED: 1}
 
 Record = dict[str, list[dict[str, Any]]]
 
@@ -163,7 +145,11 @@ def decode(value: str | bytes | None) -> Record:
                 if not isinstance(card, dict) or not isinstance(card.get("id"), str):
                     raise RecordError(f"{where}.accelerators[{j}]: want an entry with an id")
                 mode = card.get("mode")
-                if not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 5:
+                if (
+                    not isinstance(mode, int)
+                    or isinstance(mode, bool)
+                    or not constants.DEVICE_MODE_NONE <= mode <= constants.DEVICE_MODE_VISIBILITY
+                ):
                     raise RecordError(f"{where}.accelerators[{j}].mode: want 0..5")
     return data
 
@@ -176,175 +162,3 @@ def record_of(pod: Mapping[str, Any]) -> Record:
         return decode(annotations.get(ANNOTATION))
     except RecordError:
         return {}
-
-
-# --- Pods ---------------------------------------------------------------------------------------------------
-
-
-def accelerator_containers(pod: Mapping[str, Any]) -> list[str]:
-    """Names of the Pod's containers (init, sidecar and app) that ask for an accelerator family."""
-    facts = rq.scan_pod((pod.get("spec") or {}) if isinstance(pod, Mapping) else None)
-    return [cf.name for cf in facts.containers if cf.claims()]
-
-
-def is_held(pod: Mapping[str, Any], record: Record | None = None) -> bool:
-    """True once the record names every container of the Pod that asks for an accelerator (a Pod
-    asking for none is never held: it has nothing to hold)."""
-    record = record_of(pod) if record is None else record
-    wanted = accelerator_containers(pod)
-    return bool(wanted) and all(record.get(name) for name in wanted)
-
-
-def _charges(mode: int, manufacturer: str, finished: bool, release_terminated: bool) -> bool:
-    if mode not in _PRECEDENCE:
-        return False  # None, Visibility, garbage
-    if not finished or not release_terminated:
-        return True
-    if mode == MODE_PARTITIONED:
-        return True
-    return mode == MODE_SLICED and manufacturer in SLICES_HELD_UNTIL_GONE
-
-
-def _allocated_of(entry: Mapping[str, Any], mode: int) -> int:
-    value = entry.get("allocated")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return max(0, value)
-    if mode == MODE_EXCLUSIVE:
-        return UNITS_PER_CARD
-    if mode == MODE_SHARED:
-        return UNITS_PER_SHARE
-    return 0
-
-
-# --- Aggregation --------------------------------------------------------------------------------------------
-
-
-class _Tally:
-    __slots__ = ("allocated", "complete", "mode", "occupied", "profiles", "slices")
-
-    def __init__(self) -> None:
-        self.mode = MODE_NONE
-        self.allocated = 0
-        self.slices = 0
-        self.profiles: dict[str, int] = {}
-        self.occupied = 0  # memory-slice bitmask of the recorded partition placements
-        self.complete = True  # every partition entry carried its placements
-
-    def add(self, entry: Mapping[str, Any], mode: int) -> None:
-        if _PRECEDENCE[mode] > _PRECEDENCE.get(self.mode, 0):
-            self.mode = mode
-        self.allocated += _allocated_of(entry, mode)
-        if mode == MODE_SLICED:
-            slices = entry.get("allocatedSlices")
-            self.slices += slices if isinstance(slices, int) and slices > 0 else 1
-        elif mode == MODE_PARTITIONED:
-            profile = entry.get("allocatedPhysicalProfile")
-            if isinstance(profile, str) and profile:
-                self.profiles[profile] = self.profiles.get(profile, 0) + 1
-            placements = entry.get("allocatedPhysicalPlacements")
-            if isinstance(placements, list) and placements:
-                for placement in placements:
-                    start = placement.get("start") if isinstance(placement, dict) else None
-                    length = placement.get("length") if isinstance(placement, dict) else None
-                    if (
-                        isinstance(start, int)
-                        and isinstance(length, int)
-                        and 0 <= start < start + length <= 64
-                    ):
-                        self.occupied |= ((1 << length) - 1) << start
-            else:
-                self.complete = False
-
-
-def _free_placements(profile: Mapping[str, Any], occupied: int) -> int:
-    """Most disjoint free legal placements of ``profile`` (greedy by end, then start — optimal for
-    intervals, and the order ``fastpath.fit`` counts in)."""
-    slots = []
-    for placement in profile.get("placements") or ():
-        if isinstance(placement, dict):
-            start, length = placement.get("start"), placement.get("length")
-            if isinstance(start, int) and isinstance(length, int) and 0 <= start < start + length <= 64:
-                slots.append((start + length, start, ((1 << length) - 1) << start))
-    slots.sort()
-    count, taken = 0, occupied
-    for _end, _start, mask in slots:
-        if not mask & taken:
-            taken |= mask
-            count += 1
-    return count
-
-
-def tally_pods(pods: Iterable[Mapping[str, Any]], *, release_terminated: bool = True) -> dict[tuple, _Tally]:
-    """Per ``(node, group id, manufacturer, card id)`` the charges the Pods' records make (a record
-    charges only the node its Pod is bound to)."""
-    tallies: dict[tuple, _Tally] = {}
-    for pod in pods:
-        record = record_of(pod)
-        if not record:
-            continue
-        node = (pod.get("spec") or {}).get("nodeName") or ""
-        finished = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
-        for groups in record.values():
-            for group in groups:
-                gid, manufacturer = group.get("id"), group.get("manufacturer")
-                for entry in group.get("accelerators") or ():
-                    mode = entry.get("mode")
-                    if not _charges(mode, manufacturer, finished, release_terminated):
-                        continue
-                    key = (node, gid, manufacturer, entry.get("id"))
-                    tally = tallies.get(key)
-                    if tally is None:
-                        tally = tallies[key] = _Tally()
-                    tally.add(entry, mode)
-    return tallies
-
-
-def ledger_rows(
-    devices: Mapping[str, Any],
-    pods: Iterable[Mapping[str, Any]],
-    *,
-    release_terminated: bool = True,
-    tallies: Mapping[tuple, _Tally] | None = None,
-) -> list[dict[str, Any]]:
-    """The ``status.groups`` the device manager would publish for ``devices`` given the Pods bound
-    to its node (``tallies``: :func:`tally_pods` of them, when already counted): one row for every
-    card of ``spec.groups``, free cards included (seeded at M)."""
-    if tallies is None:
-        tallies = tally_pods(pods, release_terminated=release_terminated)
-    node = (devices.get("metadata") or {}).get("name") or ""
-    out = []
-    for group in (devices.get("spec") or {}).get("groups") or ():
-        gid, manufacturer = group.get("id"), group.get("manufacturer")
-        rows = []
-        for card in group.get("accelerators") or ():
-            card_id = card.get("id")
-            status = card.get("status") or {}
-            profiles = [
-                p for p in ((status.get("physicalSliced") or {}).get("profiles") or ()) if isinstance(p, dict)
-            ]
-            tally = tallies.get((node, gid, manufacturer, card_id))
-            row: dict[str, Any] = {"id": card_id, "index": card.get("index", 0), "mode": MODE_NONE}
-            if tally is None:
-                row.update(allocated=0, remaining=UNITS_PER_CARD)
-            else:
-                allocated = UNITS_PER_CARD if tally.mode == MODE_EXCLUSIVE else tally.allocated
-                row.update(
-                    mode=tally.mode,
-                    allocated=min(allocated, UNITS_PER_CARD),
-                    remaining=max(0, UNITS_PER_CARD - allocated),
-                )
-            if profiles:
-                allocated_profiles = dict(tally.profiles) if tally is not None else {}
-                row["allocatedProfiles"] = [
-                    {"name": n, "count": k} for n, k in sorted(allocated_profiles.items())
-                ]
-                if tally is None or tally.complete:
-                    occupied = tally.occupied if tally is not None else 0
-                    row["remainingProfiles"] = [
-                        {"name": p.get("name"), "count": _free_placements(p, occupied)} for p in profiles
-                    ]
-            else:
-                row["allocatedSlices"] = tally.slices if tally is not None else 0
-            rows.append(row)
-        out.append({"id": gid, "manufacturer": manufacturer, "accelerators": rows})
-    return out

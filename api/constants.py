@@ -114,12 +114,17 @@ KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 
 # --- Devices and allocation ----------------------------------------------------------------------
 ANNOTATION_ACCELERATOR_ALLOCATED = "device.gpustack.ai/accelerator.allocated"
+# A card's mode (Devices ``status.groups[].accelerators[].mode``), which is also the code of the
+# request family (§3.2) whose grant puts a card in it.  The compiled spelling of these codes is
+# fastpath/codes.pxd; tests/unit/test_codes.py ties the two together.
 DEVICE_MODE_NONE = 0
 DEVICE_MODE_EXCLUSIVE = 1
 DEVICE_MODE_SHARED = 2
 DEVICE_MODE_SLICED = 3
 DEVICE_MODE_PARTITIONED = 4
 DEVICE_MODE_VISIBILITY = 5
+FAMILY_NAMES = ("none", "exclusive", "shared", "sliced", "partitioned", "visibility")  # by code
+FAMILY_CODES = {name: code for code, name in enumerate(FAMILY_NAMES)}
 
 # --- Instances -----------------------------------------------------------------------------------
 LABEL_PART_OF = "app.kubernetes.io/part-of"

@@ -2,7 +2,7 @@
 
 One structure feeds every consumer: the renderer drops operator-owned env and never composes a degree,
 the ModelDeployment webhook refuses owned keys and reads degrees, the Pod KV-cache injector scans for
-the same keys, and ``fastpath.argv`` compiles its recognition tables from ``GRAMMARS`` at import.
+the same keys, and ``fastpath.degrees`` compiles its recognition tables from ``GRAMMARS`` at import.
 
 Ownership is per (engine, key): a key one engine owns is a plain user key on the other
 (model-deployment.md §3.1).  Nothing here decides by name prefix; the tables are the authority.

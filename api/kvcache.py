@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from api import constants as c
+from api import constants
 from api.engines import SETTING_KV_CACHE_DTYPE_OWNED
 
 # --- Kinds ---------------------------------------------------------------------------------------
@@ -49,20 +49,20 @@ POD_ROLES = ("Prefill", "Decode")
 # Keys a Pod may submit under kvcache.gpustack.ai/ (rule 1): the label and the five annotations.
 POD_INPUT_ANNOTATIONS = frozenset(
     {
-        c.ANNOTATION_KVCACHE_BINDING,
-        c.ANNOTATION_KVCACHE_ENGINE,
-        c.ANNOTATION_KVCACHE_MANUFACTURER,
-        c.ANNOTATION_KVCACHE_ROLE,
-        c.ANNOTATION_KVCACHE_CONTAINER,
-        c.ANNOTATION_KVCACHE_LAUNCH_ARGS_FORWARDED,
+        constants.ANNOTATION_KVCACHE_BINDING,
+        constants.ANNOTATION_KVCACHE_ENGINE,
+        constants.ANNOTATION_KVCACHE_MANUFACTURER,
+        constants.ANNOTATION_KVCACHE_ROLE,
+        constants.ANNOTATION_KVCACHE_CONTAINER,
+        constants.ANNOTATION_KVCACHE_LAUNCH_ARGS_FORWARDED,
     }
 )
-POD_WRITTEN_ANNOTATIONS = (c.ANNOTATION_KVCACHE_CLIENT_CONFIG, c.ANNOTATION_KVCACHE_INJECTED)
+POD_WRITTEN_ANNOTATIONS = (constants.ANNOTATION_KVCACHE_CLIENT_CONFIG, constants.ANNOTATION_KVCACHE_INJECTED)
 
 # --- What injection and the ModelDeployment renderer write (§4) ----------------------------------
 CONFIG_VOLUME = "gpustack-kvcache-config"
 CONFIG_FILE_NAME = "mooncake.json"
-CONFIG_MOUNT = c.KVCACHE_CONFIG_MOUNT
+CONFIG_MOUNT = constants.KVCACHE_CONFIG_MOUNT
 CONFIG_FILE = f"{CONFIG_MOUNT}/{CONFIG_FILE_NAME}"
 METADATA_SERVER = "P2PHANDSHAKE"
 CLIENT_MODE = "standalone-store"

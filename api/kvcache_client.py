@@ -15,10 +15,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
-
-Obj = dict[str, Any]
+from api.objects import Obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +60,7 @@ def config_volume() -> Obj:
                 {
                     "path": kv.CONFIG_FILE_NAME,
                     "fieldRef": {
-                        "fieldPath": f"metadata.annotations['{c.ANNOTATION_KVCACHE_CLIENT_CONFIG}']"
+                        "fieldPath": f"metadata.annotations['{constants.ANNOTATION_KVCACHE_CLIENT_CONFIG}']"
                     },
                 }
             ]

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import Obj
 
-Obj = dict[str, Any]
 DEFAULT_DOMAIN = "default"
 
 

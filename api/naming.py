@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api.constants import GENERIC_GROUP, LOCAL_QUEUE_PREFIX, NAME_PREFIX
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -69,14 +69,14 @@ def instance_type_name(
 def schedule_labels(spec: Mapping[str, Any], aware_cpu: bool) -> dict[str, str]:
     """The labels a pool's ClusterQueue and InstanceType carry: the node labels that select it."""
     labels = {
-        c.LABEL_ACCELERATABLE: "true" if spec.get("acceleratable") else "false",
-        c.LABEL_OS: spec.get("os") or "",
-        c.LABEL_ARCH: spec.get("arch") or "",
+        constants.LABEL_ACCELERATABLE: "true" if spec.get("acceleratable") else "false",
+        constants.LABEL_OS: spec.get("os") or "",
+        constants.LABEL_ARCH: spec.get("arch") or "",
     }
     group = spec.get("acceleratorGroup") or ""
     if spec.get("acceleratable") and group:
-        labels[c.label_accelerator_group(group)] = "true"
-    general = spec.get("generalGroup") or c.GENERIC_GROUP
-    if aware_cpu and general != c.GENERIC_GROUP:
-        labels[c.label_general_group(general)] = "true"
+        labels[constants.label_accelerator_group(group)] = "true"
+    general = spec.get("generalGroup") or constants.GENERIC_GROUP
+    if aware_cpu and general != constants.GENERIC_GROUP:
+        labels[constants.label_general_group(general)] = "true"
     return {key: value for key, value in labels.items() if value}

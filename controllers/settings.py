@@ -7,7 +7,7 @@ registered default."""
 
 from __future__ import annotations
 
-from api import constants as c
+from api import constants
 from api.booleans import parse_bool
 from api.settings import definition
 from kube.informer import Informer
@@ -23,7 +23,7 @@ class SettingsReader:
         self.informer = informer
 
     def value(self, name: str) -> str:
-        obj = self.informer.get(name, c.SYSTEM_NAMESPACE)
+        obj = self.informer.get(name, constants.SYSTEM_NAMESPACE)
         value = ((obj or {}).get("spec") or {}).get("value")
         return value if isinstance(value, str) else definition(name).default
 

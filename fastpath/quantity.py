@@ -96,14 +96,7 @@ def _binary_si(ch: cython.Py_UCS4) -> cython.int:
     mant=cython.longlong,
     exp10=cython.long,
     exp2=cython.int,
-    e=cython.long,
-    e_negative=cython.bint,
-    e_digits=cython.Py_ssize_t,
-    power=cython.int,
-    frac=cython.Py_ssize_t,
     num=object,
-    den=object,
-    g=object,
 )
 def _parse_text(s: str) -> tuple:
     n = len(s)
@@ -145,54 +138,67 @@ def _parse_text(s: str) -> tuple:
         raise _garbage(s, "a number must have at least one digit (e.g. 1, 0.5, 100m, 16Gi)")
     if ndigits > _MAX_DIGITS:
         raise _garbage(s, f"more than {_MAX_DIGITS} digits")
-
-    # Suffix.
     exp10 = 0
     exp2 = 0
     if i < n:
-        ch = s[i]
         if i + 2 == n and s[i + 1] == "i":
-            exp2 = _binary_si(ch)
+            exp2 = _binary_si(s[i])
             if exp2 == 0:
                 raise _garbage(s, f"unknown suffix {s[i:]!r} (binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei)")
-        elif (ch == "e" or ch == "E") and i + 1 < n:
-            # A decimal exponent: e3, E-2, e+5 (a lone trailing E is exa, handled below).
-            i += 1
-            e_negative = False
-            ch = s[i]
-            if ch == "+" or ch == "-":
-                e_negative = ch == "-"
-                i += 1
-            e = 0
-            e_digits = 0
-            while i < n:
-                ch = s[i]
-                if ch < "0" or ch > "9":
-                    raise _garbage(s, "a decimal exponent takes only digits after e/E (e.g. 1e3)")
-                if e <= _MAX_EXPONENT:
-                    e = e * 10 + (ord(ch) - 48)
-                e_digits += 1
-                i += 1
-            if e_digits == 0:
-                raise _garbage(s, "a decimal exponent needs digits after e/E (e.g. 1e3)")
-            if e > _MAX_EXPONENT:
-                raise _garbage(s, f"the exponent is out of range (at most {_MAX_EXPONENT})")
-            exp10 = e
-            if e_negative:
-                exp10 = -e
-        elif i + 1 == n:
-            power = _decimal_si(ch)
-            if power == 99:
-                raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
-            exp10 = power
         else:
-            raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
-
-    frac = frac_end - frac_start
+            exp10 = _decimal_suffix(s, i, n)
     if ndigits <= _FAST_DIGITS:
         num = mant
     else:
         num = int(s[int_start:int_end] + s[frac_start:frac_end])
+    return _exact(num, frac_end - frac_start, exp10, exp2, negative)
+
+
+@cython.cfunc
+@cython.exceptval(check=True)
+@cython.locals(
+    ch=cython.Py_UCS4, e=cython.long, e_negative=cython.bint, e_digits=cython.Py_ssize_t, power=cython.int
+)
+def _decimal_suffix(s: str, i: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cython.long:
+    """The power of ten of the suffix ``s[i:]``: a decimal exponent (``e3``, ``E-2``, ``e+5``) or a
+    one-letter decimal SI suffix (a lone trailing ``E`` is exa)."""
+    ch = s[i]
+    if (ch == "e" or ch == "E") and i + 1 < n:
+        i += 1
+        e_negative = False
+        ch = s[i]
+        if ch == "+" or ch == "-":
+            e_negative = ch == "-"
+            i += 1
+        e = 0
+        e_digits = 0
+        while i < n:
+            ch = s[i]
+            if ch < "0" or ch > "9":
+                raise _garbage(s, "a decimal exponent takes only digits after e/E (e.g. 1e3)")
+            if e <= _MAX_EXPONENT:
+                e = e * 10 + (ord(ch) - 48)
+            e_digits += 1
+            i += 1
+        if e_digits == 0:
+            raise _garbage(s, "a decimal exponent needs digits after e/E (e.g. 1e3)")
+        if e > _MAX_EXPONENT:
+            raise _garbage(s, f"the exponent is out of range (at most {_MAX_EXPONENT})")
+        return -e if e_negative else e
+    if i + 1 == n:
+        power = _decimal_si(ch)
+        if power == 99:
+            raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
+        return power
+    raise _garbage(s, f"unknown suffix {s[i:]!r} (use n, u, m, k, M, G, T, P, E or Ki..Ei)")
+
+
+@cython.cfunc
+@cython.locals(den=object, g=object)
+def _exact(
+    num: int, frac: cython.Py_ssize_t, exp10: cython.long, exp2: cython.int, negative: cython.bint
+) -> tuple:
+    """``num × 10^(exp10 − frac) × 2^exp2`` (negated when ``negative``) as a reduced fraction."""
     if num == 0:
         return (0, 1)
     den = 1
@@ -239,8 +245,28 @@ def parse(value: object) -> tuple[int, int]:
     raise _garbage(value, f"expected a string or a number, got {type(value).__name__}")
 
 
-@cython.ccall
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
+@cython.cfunc
+@cython.exceptval(check=False)
 @cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, ch=cython.Py_UCS4, mant=cython.longlong)
+def small_whole(s: str) -> cython.longlong:
+    """The value of ``s`` when it is 1 to 18 ASCII digits, else -1: the common case on the hot
+    path ("1", "50", "16384"), read without parsing a quantity."""
+    n = len(s)
+    if n == 0 or n > _FAST_DIGITS:
+        return -1
+    mant = 0
+    for i in range(n):
+        ch = s[i]
+        if ch < "0" or ch > "9":
+            return -1
+        mant = mant * 10 + (ord(ch) - 48)
+    return mant
+
+
+@cython.ccall
+@cython.locals(fast=cython.longlong)
 def whole(value: object) -> object:
     """The value as an ``int`` when it is a whole number, else ``None`` (``"1m"``, ``"0.5"``).
 
@@ -249,20 +275,9 @@ def whole(value: object) -> object:
     if type(value) is int:
         return value
     if type(value) is str:
-        s: str = value
-        n = len(s)
-        if 0 < n <= _FAST_DIGITS:
-            # The common case on the hot path: "1", "50", "16384".
-            mant = 0
-            i = 0
-            while i < n:
-                ch = s[i]
-                if ch < "0" or ch > "9":
-                    break
-                mant = mant * 10 + (ord(ch) - 48)
-                i += 1
-            if i == n:
-                return mant
+        fast = small_whole(value)
+        if fast >= 0:
+            return fast
     num, den = parse(value)
     if den == 1:
         return num

@@ -1,66 +1,44 @@
-"""Accelerator resource keys of a Pod: classify each key, and collect in one pass every fact the
-seven request rules, the credits fold, the card-count pin, gate 3 and the Workload pin read.
+"""What a Pod asks of its accelerators: in one pass over ``spec.containers`` and
+``spec.initContainers``, every fact the seven request rules, the credits fold, the card-count pin,
+gate 3 and the Workload pin read, each key classified by ``fastpath.keys`` (§3.2).
 
-``family_of(key)`` is the §3.2 classifier::
+Values come from ``limits``, else ``requests``.  Containers fall in three groups: the **init** group
+(init containers without ``restartPolicy: Always``), the **app** group (``spec.containers``) and
+**native sidecars** (init containers with ``restartPolicy: Always``), which belong to neither.
 
-    <base>                                exclusive
-    <base>.shared                         shared
-    <base>.sliced[.units|.cores-percentage|.memory-percentage|.memory-mib]    sliced
-    <base>.partitioned[.units|.<kind>-<profile>]                              partitioned
-    device.gpustack.ai/<manufacturer>.visibility                              visibility
-    anything else (credits.*, cpu, RDMA keys, unknown bases or sub-keys)      none
-
-``scan_pod(spec)`` walks ``spec.containers`` and ``spec.initContainers`` once.  Values come from
-``limits``, else ``requests``.  Containers fall in three groups: the **init** group (init containers
-without ``restartPolicy: Always``), the **app** group (``spec.containers``) and **native sidecars**
-(init containers with ``restartPolicy: Always``), which belong to neither.
-
-Pod objects stay plain dicts here.  Compiled by Cython in pure-Python mode: keys are matched with
-C-level character comparisons, counts are C integers.
+Pod objects stay plain dicts here.  Compiled by Cython in pure-Python mode: counts are C integers.
 """
 
 from __future__ import annotations
 
 import cython
 
-from api.manufacturers import (
-    MANUFACTURERS,
-    UNITS_PER_CARD,
-    UNITS_PER_PERCENT,
-    UNITS_PER_SHARE,
-)
-from fastpath import quantity
-from fastpath.fit import Demand
+from api.constants import FAMILY_NAMES
+from api.manufacturers import UNITS_PER_CARD, UNITS_PER_PERCENT, UNITS_PER_SHARE
+from fastpath.cards import Demand
+from fastpath.keys import ROLE_NAMES
 
-# --- Codes ------------------------------------------------------------------------------------------
-
-NONE = 0
-EXCLUSIVE = 1
-SHARED = 2
-SLICED = 3
-PARTITIONED = 4
-VISIBILITY = 5
-FAMILY_NAMES = ("none", "exclusive", "shared", "sliced", "partitioned", "visibility")
-
-# What a key does inside its family.
-ROLE_NONE = 0
-ROLE_TOKEN = 1  # <base>, .shared, .sliced, .partitioned: the device-plugin token
-ROLE_UNITS = 2  # .sliced.units, .partitioned.units: written by the fold
-ROLE_CORES = 3  # .sliced.cores-percentage
-ROLE_MEMORY_PERCENT = 4  # .sliced.memory-percentage
-ROLE_MEMORY_MIB = 5  # .sliced.memory-mib
-ROLE_PROFILE = 6  # .partitioned.<kind>-<profile>
-ROLE_VISIBILITY = 7
-ROLE_NAMES = (
-    "",
-    "token",
-    "units",
-    "cores-percentage",
-    "memory-percentage",
-    "memory-mib",
-    "profile",
-    "visibility",
-)
+if not cython.compiled:  # compiled, these come from the .pxd files requests.pxd cimports
+    from api.constants import (
+        DEVICE_MODE_EXCLUSIVE,
+        DEVICE_MODE_PARTITIONED,
+        DEVICE_MODE_SHARED,
+        DEVICE_MODE_SLICED,
+        DEVICE_MODE_VISIBILITY,
+    )
+    from fastpath.keys import (
+        ROLE_MEMORY_MIB,
+        ROLE_MEMORY_PERCENT,
+        ROLE_PROFILE,
+        ROLE_TOKEN,
+        ROLE_UNITS,
+        classify_code,
+        key_fact,
+        manufacturer_base,
+        manufacturer_name,
+        profile_of,
+    )
+    from fastpath.quantity import small_whole, whole
 
 GROUP_INIT = 0
 GROUP_APP = 1
@@ -70,213 +48,48 @@ GROUP_NAMES = ("init", "app", "sidecar")
 # A count that is absent, or not a non-negative whole number.
 ABSENT = -1
 INVALID = -2
-_HUGE = cython.declare(
-    cython.longlong, 1 << 62
-)  # larger whole values are clamped: no rule distinguishes them
+_HUGE = cython.declare(cython.longlong, 1 << 62)  # larger whole values are clamped: no rule tells them apart
 
-_SLICING_MASK = cython.declare(cython.int, (1 << SLICED) | (1 << PARTITIONED))
+_SLICING_MASK = cython.declare(cython.int, (1 << DEVICE_MODE_SLICED) | (1 << DEVICE_MODE_PARTITIONED))
 _ACCELERATOR_MASK = cython.declare(
-    cython.int, (1 << EXCLUSIVE) | (1 << SHARED) | (1 << SLICED) | (1 << PARTITIONED)
+    cython.int,
+    (1 << DEVICE_MODE_EXCLUSIVE)
+    | (1 << DEVICE_MODE_SHARED)
+    | (1 << DEVICE_MODE_SLICED)
+    | (1 << DEVICE_MODE_PARTITIONED),
 )
 
-_VISIBILITY_PREFIX = "device.gpustack.ai/"
-_VISIBILITY_SUFFIX = ".visibility"
+_ACCELERATOR_FAMILIES = (
+    DEVICE_MODE_EXCLUSIVE,
+    DEVICE_MODE_SHARED,
+    DEVICE_MODE_SLICED,
+    DEVICE_MODE_PARTITIONED,
+)
 
-# The manufacturer table, flattened for the key matcher.
-_COUNT = cython.declare(cython.int, len(MANUFACTURERS))
-_NAMES = cython.declare(list, [m.name for m in MANUFACTURERS])
-_BASES = cython.declare(list, [m.base for m in MANUFACTURERS])
-_KINDS = cython.declare(list, [m.partition_kind for m in MANUFACTURERS])
-
-
-# C-level twins of the codes above, for the compiled loops (a module global is a dict lookup).
-_NONE = cython.declare(cython.int, 0)
-_EXCLUSIVE = cython.declare(cython.int, 1)
-_SHARED = cython.declare(cython.int, 2)
-_SLICED = cython.declare(cython.int, 3)
-_PARTITIONED = cython.declare(cython.int, 4)
-_VISIBILITY = cython.declare(cython.int, 5)
-_ROLE_TOKEN = cython.declare(cython.int, 1)
-_ROLE_UNITS = cython.declare(cython.int, 2)
-_ROLE_CORES = cython.declare(cython.int, 3)
-_ROLE_MEMORY_PERCENT = cython.declare(cython.int, 4)
-_ROLE_MEMORY_MIB = cython.declare(cython.int, 5)
-_ROLE_PROFILE = cython.declare(cython.int, 6)
-_ROLE_VISIBILITY = cython.declare(cython.int, 7)
-_GROUP_INIT = cython.declare(cython.int, 0)
-_GROUP_APP = cython.declare(cython.int, 1)
-_GROUP_SIDECAR = cython.declare(cython.int, 2)
-_ABSENT = cython.declare(cython.longlong, -1)
-_INVALID = cython.declare(cython.longlong, -2)
+# C-level twins of the Python names above, for the compiled loops (a module global is a dict lookup).
+_GROUP_INIT = cython.declare(cython.int, GROUP_INIT)
+_GROUP_APP = cython.declare(cython.int, GROUP_APP)
+_GROUP_SIDECAR = cython.declare(cython.int, GROUP_SIDECAR)
+_ABSENT = cython.declare(cython.longlong, ABSENT)
+_INVALID = cython.declare(cython.longlong, INVALID)
 _M = cython.declare(cython.longlong, UNITS_PER_CARD)
 _FAMILY_NAMES = cython.declare(tuple, FAMILY_NAMES)
 _ROLE_NAMES = cython.declare(tuple, ROLE_NAMES)
 _SHARE = cython.declare(cython.longlong, UNITS_PER_SHARE)
 _PERCENT = cython.declare(cython.longlong, UNITS_PER_PERCENT)
 
-# --- Key matching -------------------------------------------------------------------------------------
-
-
-@cython.boundscheck(False)  # indices are checked against lengths just above
-@cython.wraparound(False)
-@cython.cfunc
-@cython.inline
-@cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t)
-def _starts_at(key: str, pos: cython.Py_ssize_t, lit: str) -> cython.bint:
-    """``key[pos:].startswith(lit)``, compared character by character."""
-    m = len(lit)
-    if pos + m > len(key):
-        return False
-    for i in range(m):  # noqa: SIM110 - a C loop, where all() would build a generator
-        if key[pos + i] != lit[i]:
-            return False
-    return True
-
-
-@cython.cfunc
-@cython.inline
-def _equals_at(key: str, pos: cython.Py_ssize_t, lit: str) -> cython.bint:
-    """``key[pos:] == lit``."""
-    if len(key) - pos != len(lit):
-        return False
-    return _starts_at(key, pos, lit)
-
-
-@cython.boundscheck(False)  # indices are checked against lengths just above
-@cython.wraparound(False)
-@cython.cfunc
-@cython.locals(n=cython.Py_ssize_t, p=cython.Py_ssize_t, k=cython.Py_ssize_t)
-def _suffix_code(key: str, at: cython.Py_ssize_t, kind: str) -> cython.int:
-    """Family and role of the part of ``key`` after its base, packed as ``family | role << 4``."""
-    n = len(key)
-    if at == n:
-        return _EXCLUSIVE | (_ROLE_TOKEN << 4)
-    if _equals_at(key, at, ".shared"):
-        return _SHARED | (_ROLE_TOKEN << 4)
-    if _starts_at(key, at, ".sliced"):
-        p = at + 7
-        if p == n:
-            return _SLICED | (_ROLE_TOKEN << 4)
-        if _equals_at(key, p, ".units"):
-            return _SLICED | (_ROLE_UNITS << 4)
-        if _equals_at(key, p, ".memory-percentage"):
-            return _SLICED | (_ROLE_MEMORY_PERCENT << 4)
-        if _equals_at(key, p, ".memory-mib"):
-            return _SLICED | (_ROLE_MEMORY_MIB << 4)
-        if _equals_at(key, p, ".cores-percentage"):
-            return _SLICED | (_ROLE_CORES << 4)
-        return 0
-    k = len(kind)
-    if k and _starts_at(key, at, ".partitioned"):
-        p = at + 12
-        if p == n:
-            return _PARTITIONED | (_ROLE_TOKEN << 4)
-        if _equals_at(key, p, ".units"):
-            return _PARTITIONED | (_ROLE_UNITS << 4)
-        # .<kind>-<non-empty profile>
-        if key[p] == "." and _starts_at(key, p + 1, kind) and p + k + 2 < n and key[p + k + 1] == "-":
-            return _PARTITIONED | (_ROLE_PROFILE << 4)
-        return 0
-    return 0
-
-
-@cython.boundscheck(False)  # indices are checked against lengths just above
-@cython.wraparound(False)
-@cython.cfunc
-@cython.locals(
-    n=cython.Py_ssize_t,
-    m=cython.int,
-    length=cython.Py_ssize_t,
-    code=cython.int,
-    first=cython.Py_UCS4,
-    base=str,
-)
-def _classify(key: str) -> cython.int:
-    """``family | role << 4 | manufacturer index << 8``; 0 for a key of no family."""
-    n = len(key)
-    if n < 4:
-        return 0
-    first = key[0]
-    if (
-        first == "d"
-        and n > 30
-        and _starts_at(key, 0, _VISIBILITY_PREFIX)
-        and _equals_at(key, n - 11, _VISIBILITY_SUFFIX)
-    ):
-        for m in range(_COUNT):
-            base = _NAMES[m]
-            length = len(base)
-            if length == n - 30 and _starts_at(key, 19, base):
-                return _VISIBILITY | (_ROLE_VISIBILITY << 4) | (m << 8)
-        # Fall through: a base may itself live under the device domain.
-    for m in range(_COUNT):
-        base = _BASES[m]
-        length = len(base)
-        if length > n or (length < n and key[length] != "."):
-            continue
-        if not _starts_at(key, 0, base):
-            continue
-        code = _suffix_code(key, length, _KINDS[m])
-        if code:
-            return code | (m << 8)
-        return 0
-    return 0
-
-
-@cython.boundscheck(False)  # indices are checked against lengths just above
-@cython.wraparound(False)
-@cython.cfunc
-def _profile_of(key: str, m: cython.int) -> str:
-    base: str = _BASES[m]
-    kind: str = _KINDS[m]
-    return key[len(base) + 12 + len(kind) + 2 :]
-
-
-def classify(key: str) -> tuple[str, str, str, str]:
-    """``(family, role, manufacturer, profile)`` of a resource key; family ``"none"`` with empty
-    fields for a key of no family.  ``role`` is one of ``ROLE_NAMES``."""
-    if not isinstance(key, str):
-        return ("none", "", "", "")
-    code: cython.int = _classify(key)
-    if code == 0:
-        return ("none", "", "", "")
-    family: cython.int = code & 15
-    role: cython.int = (code >> 4) & 15
-    m: cython.int = code >> 8
-    profile = _profile_of(key, m) if role == _ROLE_PROFILE else ""
-    return (_FAMILY_NAMES[family], _ROLE_NAMES[role], _NAMES[m], profile)
-
-
-def family_of(key: str) -> tuple[str, str, str]:
-    """``(family, manufacturer, profile)`` per the §3.2 classifier: family is one of exclusive,
-    shared, sliced, partitioned, visibility, none."""
-    family, _role, manufacturer, profile = classify(key)
-    return (family, manufacturer, profile)
-
 
 # --- Values -------------------------------------------------------------------------------------------
 
 
-@cython.boundscheck(False)  # indices are checked against lengths just above
-@cython.wraparound(False)
 @cython.cfunc
-@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, ch=cython.Py_UCS4, mant=cython.longlong)
+@cython.locals(fast=cython.longlong)
 def _count(value: object) -> cython.longlong:
     """A non-negative whole value as a C integer (clamped at 2**62), or ``INVALID``."""
     if type(value) is str:
-        s: str = value
-        n = len(s)
-        if 0 < n <= 18:
-            mant = 0
-            i = 0
-            while i < n:
-                ch = s[i]
-                if ch < "0" or ch > "9":
-                    break
-                mant = mant * 10 + (ord(ch) - 48)
-                i += 1
-            if i == n:
-                return mant
+        fast = small_whole(value)
+        if fast >= 0:
+            return fast
     elif type(value) is int:
         if value < 0:
             return _INVALID
@@ -284,14 +97,14 @@ def _count(value: object) -> cython.longlong:
             return _HUGE
         return value
     try:
-        whole = quantity.whole(value)
+        count = whole(value)
     except ValueError:
         return _INVALID
-    if whole is None or whole < 0:
+    if count is None or count < 0:
         return _INVALID
-    if whole > _HUGE:
+    if count > _HUGE:
         return _HUGE
-    return whole
+    return count
 
 
 # --- Facts --------------------------------------------------------------------------------------------
@@ -302,8 +115,7 @@ def _count(value: object) -> cython.longlong:
 class ContainerFacts:
     """One container that names at least one accelerator or visibility key.
 
-    ``keys`` lists ``(key, family, role, manufacturer, profile, value, count, source)`` for each such
-    key (``source`` is ``"limits"`` or ``"requests"``, ``count`` the whole value or ``INVALID``).
+    ``keys`` lists a ``fastpath.keys.KeyFact`` for each such key, in the order read (limits, then requests).
     The scalar fields summarise the container's first manufacturer; ``ABSENT`` (-1) when the key is
     not there, ``INVALID`` (-2) when it is not a non-negative whole number.
     """
@@ -355,7 +167,7 @@ class ContainerFacts:
 
     @property
     def base(self) -> str:
-        return _BASES[self.mfr] if self.mfr >= 0 else ""
+        return manufacturer_base(self.mfr) if self.mfr >= 0 else ""
 
     @property
     def resources_path(self) -> str:
@@ -365,15 +177,15 @@ class ContainerFacts:
     def source_of(self, key: str) -> str:
         """``"limits"`` or ``"requests"``: where this container's value for ``key`` was read."""
         for entry in self.keys:
-            if entry[0] == key:
-                return entry[7]
+            if entry.key == key:
+                return entry.source
         return "limits"
 
     def value_of(self, key: str) -> object:
         """The raw value of ``key`` as the author wrote it (``None`` when absent)."""
         for entry in self.keys:
-            if entry[0] == key:
-                return entry[5]
+            if entry.key == key:
+                return entry.value
         return None
 
     def claims(self) -> cython.bint:
@@ -388,7 +200,7 @@ class ContainerFacts:
             self.group,
             self.families,
             self.manufacturer,
-            tuple(self.keys),
+            tuple(fact.as_tuple() for fact in self.keys),
             self.has_limits,
             self.has_requests,
             self.exclusive,
@@ -416,38 +228,42 @@ def _record(cf: ContainerFacts, key: str, code: cython.int, value: object, sourc
     m = code >> 8
     count = _count(value)
     profile = ""
-    if role == _ROLE_PROFILE:
-        profile = _profile_of(key, m)
-    cf.keys.append((key, _FAMILY_NAMES[family], _ROLE_NAMES[role], _NAMES[m], profile, value, count, source))
+    if role == ROLE_PROFILE:
+        profile = profile_of(key, m)
+    cf.keys.append(
+        key_fact(
+            key, _FAMILY_NAMES[family], _ROLE_NAMES[role], manufacturer_name(m), profile, value, count, source
+        )
+    )
     cf.families |= 1 << family
-    if family == _VISIBILITY:
+    if family == DEVICE_MODE_VISIBILITY:
         if cf.visibility < 0 or count > cf.visibility:
             cf.visibility = count
         return
     if cf.mfr < 0:
         cf.mfr = m
-        cf.manufacturer = _NAMES[m]
+        cf.manufacturer = manufacturer_name(m)
     elif cf.mfr != m:
         return  # a second manufacturer in one container: its keys are listed, not summarised
-    if family == _EXCLUSIVE:
+    if family == DEVICE_MODE_EXCLUSIVE:
         cf.exclusive = count
-    elif family == _SHARED:
+    elif family == DEVICE_MODE_SHARED:
         cf.shared = count
-    elif family == _SLICED:
-        if role == _ROLE_TOKEN:
+    elif family == DEVICE_MODE_SLICED:
+        if role == ROLE_TOKEN:
             cf.sliced = count
-        elif role == _ROLE_UNITS:
+        elif role == ROLE_UNITS:
             cf.sliced_units = count
-        elif role == _ROLE_MEMORY_PERCENT:
+        elif role == ROLE_MEMORY_PERCENT:
             cf.memory_percentage = count
-        elif role == _ROLE_MEMORY_MIB:
+        elif role == ROLE_MEMORY_MIB:
             cf.memory_mib = count
         else:
             cf.cores_percentage = count
     else:
-        if role == _ROLE_TOKEN:
+        if role == ROLE_TOKEN:
             cf.partitioned = count
-        elif role == _ROLE_UNITS:
+        elif role == ROLE_UNITS:
             cf.partitioned_units = count
         else:
             cf.profiles.append(profile)
@@ -464,12 +280,12 @@ def _scan_container(container: object, field: str, index: cython.int, group: cyt
         return None
     limits = resources.get("limits")
     requests = resources.get("requests")
-    cf: ContainerFacts = None
+    cf: ContainerFacts | None = None
     if type(limits) is dict:
         for key in limits:
             if type(key) is not str:
                 continue
-            code = _classify(key)
+            code = classify_code(key)
             if code == 0:
                 continue
             if cf is None:
@@ -481,7 +297,7 @@ def _scan_container(container: object, field: str, index: cython.int, group: cyt
         for key in requests:
             if type(key) is not str or (limits is not None and key in limits):
                 continue
-            code = _classify(key)
+            code = classify_code(key)
             if code == 0:
                 continue
             if cf is None:
@@ -538,7 +354,7 @@ class PodFacts:
         """The accelerator families in ``mask`` (default: all groups), in canonical order."""
         if mask == -1:
             mask = self.families
-        return [FAMILY_NAMES[f] for f in (_EXCLUSIVE, _SHARED, _SLICED, _PARTITIONED) if mask & (1 << f)]
+        return [_FAMILY_NAMES[f] for f in _ACCELERATOR_FAMILIES if mask & (1 << f)]
 
     @cython.ccall
     def demand(self, card_vram_mib: cython.longlong = 0) -> object:
@@ -572,16 +388,16 @@ class PodFacts:
                 continue
             if m < 0:
                 m = cf.mfr
-            if family == _EXCLUSIVE:
+            if family == DEVICE_MODE_EXCLUSIVE:
                 if cf.exclusive > 0:
                     if cf.group == _GROUP_INIT:
                         init_sum += cf.exclusive
                     else:
                         app_sum += cf.exclusive
-            elif family == _SHARED:
+            elif family == DEVICE_MODE_SHARED:
                 if cf.shared > count:
                     count = cf.shared
-            elif family == _SLICED:
+            elif family == DEVICE_MODE_SLICED:
                 u = _slice_units(cf, card_vram_mib)
                 if u > units:
                     units = u
@@ -590,16 +406,16 @@ class PodFacts:
                     units = cf.partitioned_units
                 if not profile and cf.profiles:
                     profile = cf.profiles[0]
-        if family == _EXCLUSIVE:
+        if family == DEVICE_MODE_EXCLUSIVE:
             count = init_sum if init_sum > app_sum else app_sum
             units = _M
-        elif family == _SHARED:
+        elif family == DEVICE_MODE_SHARED:
             units = _SHARE
         else:
             count = 1
         if m >= 0:
-            manufacturer = _NAMES[m]
-            base = _BASES[m]
+            manufacturer = manufacturer_name(m)
+            base = manufacturer_base(m)
         else:
             base = ""
         return Demand(_FAMILY_NAMES[family], manufacturer, base, count, units, profile)
@@ -612,7 +428,7 @@ class PodFacts:
         best: cython.longlong = 0
         u: cython.longlong
         for cf in self.containers:
-            if cf.families & (1 << _SLICED):
+            if cf.families & (1 << DEVICE_MODE_SLICED):
                 u = _slice_units(cf, card_vram_mib)
                 if u > best:
                     best = u
@@ -665,7 +481,7 @@ def _add(facts: PodFacts, cf: ContainerFacts) -> cython.void:
         facts.shared_max = cf.shared
     if cf.sliced_units > facts.sliced_units_max:
         facts.sliced_units_max = cf.sliced_units
-    if fam & (1 << _SLICED) and cf.memory_percentage == _ABSENT and cf.memory_mib != _ABSENT:
+    if fam & (1 << DEVICE_MODE_SLICED) and cf.memory_percentage == _ABSENT and cf.memory_mib != _ABSENT:
         facts.needs_vram = True
     if cf.profiles:
         facts.needs_vram = True
@@ -704,11 +520,3 @@ def slice_units_for_percentage(percentage: int) -> int:
 def slice_units_for_mib(mib: int, card_vram_mib: int) -> int:
     """The fold of a MiB budget (a slice's or a profile's): ``⌊mib × M / cardVRAMMiB⌋``."""
     return (mib * _M) // card_vram_mib
-
-
-def base_of(manufacturer: str) -> str:
-    """The base resource of a manufacturer (``nvidia`` → ``nvidia.com/gpu``), or ``""``."""
-    for i in range(len(_NAMES)):
-        if _NAMES[i] == manufacturer:
-            return _BASES[i]
-    return ""

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from api.objects import Obj
 from fastpath import quantity
 
-Obj = dict[str, Any]
 Num = int | Fraction
 Profiles = tuple[tuple[str, int], ...]  # (profile name, count) pairs
 

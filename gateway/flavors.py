@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from api.objects import Obj
 from gateway import amounts
-from gateway.amounts import Obj
 from gateway.fleet import ADDED, DELETED, MODIFIED, Change
 
 

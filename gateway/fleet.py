@@ -33,8 +33,9 @@ from typing import Any
 import orjson
 
 from api.constants import PHASE_ACTIVE
+from api.objects import Obj
 from gateway import amounts
-from gateway.amounts import Num, Obj, Profiles, SlicedSum
+from gateway.amounts import Num, Profiles, SlicedSum
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 Change = tuple[str, Any]  # (event type, aggregated object: a dict, or JSON text when encoded)

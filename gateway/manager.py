@@ -27,8 +27,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
+from api.objects import Obj
 from gateway import metrics, readiness
 from gateway.events import DELETED, MODIFIED, Bus, WorkerEvent
 from gateway.kinds import KINDS, Kind
@@ -38,7 +38,6 @@ from gateway.sources import ClusterSource, check_cluster_name
 
 log = logging.getLogger("gateway.manager")
 
-Obj = dict[str, Any]
 Check = Callable[[ClusterClient, float], Readiness]
 
 

@@ -12,12 +12,11 @@ from typing import Any
 
 import orjson
 
+from api.objects import Obj
 from gateway.events import DELETED, WorkerEvent
 from gateway.flavors import Catalog
 from gateway.fleet import Fleet
 from gateway.kinds import Kind
-
-Obj = dict[str, Any]
 
 
 def clustered(cluster: str, obj: Obj) -> Obj:

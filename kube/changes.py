@@ -10,17 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-Obj = Mapping[str, Any]
 
-
-def resync(obj: Obj, old: Obj | None) -> bool:
+def resync(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
     if old is None or old is obj:
         return True
     version = (obj.get("metadata") or {}).get("resourceVersion")
     return version is not None and version == (old.get("metadata") or {}).get("resourceVersion")
 
 
-def path(obj: Obj | None, *keys: str) -> Any:
+def path(obj: Mapping[str, Any] | None, *keys: str) -> Any:
     value: Any = obj or {}
     for key in keys:
         if not isinstance(value, Mapping):
@@ -29,23 +27,23 @@ def path(obj: Obj | None, *keys: str) -> Any:
     return value
 
 
-def moved(event: str, obj: Obj, old: Obj | None, *paths: tuple[str, ...]) -> bool:
+def moved(event: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None, *paths: tuple[str, ...]) -> bool:
     """True on ADDED/DELETED, on a resync, or when any of ``paths`` differs between the two."""
     if event in ("ADDED", "DELETED") or resync(obj, old):
         return True
     return any(path(obj, *p) != path(old, *p) for p in paths)
 
 
-def labels_moved(obj: Obj, old: Obj | None, keep: Callable[[str], bool]) -> bool:
+def labels_moved(obj: Mapping[str, Any], old: Mapping[str, Any] | None, keep: Callable[[str], bool]) -> bool:
     """Some label for which ``keep(key)`` holds was added, removed or changed."""
     new = path(obj, "metadata", "labels") or {}
     before = path(old, "metadata", "labels") or {}
     return any(new.get(k) != before.get(k) for k in set(new) | set(before) if keep(k))
 
 
-def name_of(obj: Obj) -> str:
+def name_of(obj: Mapping[str, Any]) -> str:
     return path(obj, "metadata", "name") or ""
 
 
-def namespace_of(obj: Obj) -> str:
+def namespace_of(obj: Mapping[str, Any]) -> str:
     return path(obj, "metadata", "namespace") or ""

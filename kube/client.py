@@ -14,9 +14,9 @@ import orjson
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from api.objects import Obj
 from kube.resources import resource
 
-Obj = dict[str, Any]
 JSON = "application/json"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"

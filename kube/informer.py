@@ -13,13 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
+from api.objects import Obj
 from kube.client import ApiError, Client
 
 log = logging.getLogger("controllers.informer")
 
-Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, old object)
 IndexFunc = Callable[[Obj], list[str]]

@@ -13,10 +13,10 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from api.objects import Obj
 from kube.client import Client
 from kube.events import Recorder
 from kube.informer import IndexFunc, Informer
@@ -35,7 +35,6 @@ RECONCILE_ERRORS = Counter(
     "gpustack_controller_reconcile_errors_total", "Reconciles that raised.", ["controller"]
 )
 
-Obj = dict[str, Any]
 Mapper = Callable[[str, Obj, Obj | None], Iterable[Hashable]]
 
 

@@ -143,11 +143,14 @@ def _run(module, cases, owned_sets, rounds: int) -> float:
 def bench_argv(rounds: int = 20, repeat: int = 5) -> dict:
     """Seconds for ``rounds`` passes over 64 command lines, compiled and interpreted (best of
     ``repeat``), and their ratio.  Raises if the compiled extension is not built."""
-    import fastpath.argv as compiled
-
-    if not pure.is_compiled(compiled):
-        raise RuntimeError("fastpath.argv is not compiled: run `python setup.py build_ext --inplace`")
-    interpreted = pure.load("argv")
+    reader = ("argv", "degrees")  # token recognition and the degree tables
+    for module in pure.modules(reader):
+        if not pure.is_compiled(module):
+            raise RuntimeError(
+                f"{module.__name__} is not compiled: run `python setup.py build_ext --inplace`"
+            )
+    compiled = pure.bundle(reader)
+    interpreted = pure.bundle(reader, interpreted=True)
     cases = workload()
     owned_sets = {engine: _owned(engine) for engine in (ENGINE_VLLM, ENGINE_SGLANG)}
     for engine, argv, env in cases:  # same answers before timing anything

@@ -1,7 +1,7 @@
 """Benchmark of the admission hot paths: each compiled extension against its interpreted source.
 
 Run ``python -m loadtests.bench_fastpath`` from the repository root after building the extensions
-(``pip install -e .``, or ``cythonize -i -3 fastpath/quantity.py fastpath/requests.py fastpath/fit.py``).
+(``pip install -e .``, or ``python setup.py build_ext --inplace``).
 Each ``bench_*()`` measures the same realistic inputs both ways (``timeit``, best of several repeats)
 and returns ``{"compiled_s", "interpreted_s", "speedup"}``, seconds per round:
 
@@ -26,11 +26,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from fastpath import fit, quantity, requests
-from fastpath.pure import is_compiled, load
+from fastpath import quantity, requests
+from fastpath.pure import bundle, is_compiled, load, modules
 
 M = 1_600_000
 REPEATS = 7
+# The Devices ledger: its classes, building, placement, views and fit labels.
+LEDGER = ("cards", "ledger", "fit", "views", "fit_labels")
 
 # --- Inputs ----------------------------------------------------------------------------------------------
 
@@ -286,7 +288,7 @@ def _requests_round(r: ModuleType) -> Callable[[], None]:
     return round_
 
 
-def _fit_round(f: ModuleType) -> Callable[[], None]:
+def _fit_round(f: Any) -> Callable[[], None]:
     pools = [
         (A10G_POOL, "nvidia-a10g", _a10g_demands(f.Demand)),
         (H100_POOL, "nvidia-h100-80gb-hbm3", _h100_demands(f.Demand)),
@@ -309,13 +311,17 @@ def _fit_round(f: ModuleType) -> Callable[[], None]:
 
 
 def _measure(
-    make: Callable[[ModuleType], Callable[[], None]], compiled: ModuleType, interpreted: ModuleType
+    make: Callable[[Any], Callable[[], None]],
+    compiled: Any,
+    interpreted: Any,
+    built: list[ModuleType] | None = None,
 ) -> dict[str, float]:
-    if not is_compiled(compiled):
-        raise SystemExit(
-            f"{compiled.__name__} is not compiled ({compiled.__file__}): build the extensions first "
-            "(pip install -e . or cythonize -i -3 fastpath/<module>.py)"
-        )
+    for module in built or [compiled]:
+        if not is_compiled(module):
+            raise SystemExit(
+                f"{module.__name__} is not compiled ({module.__file__}): build the extensions first "
+                "(pip install -e . or python setup.py build_ext --inplace)"
+            )
     figures = {}
     for label, module in (("compiled_s", compiled), ("interpreted_s", interpreted)):
         round_ = make(module)
@@ -336,7 +342,7 @@ def bench_requests() -> dict[str, float]:
 
 
 def bench_fit() -> dict[str, float]:
-    return _measure(_fit_round, fit, load("fit"))
+    return _measure(_fit_round, bundle(LEDGER), bundle(LEDGER, interpreted=True), modules(LEDGER))
 
 
 def main() -> int:

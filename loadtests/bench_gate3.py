@@ -25,9 +25,8 @@ import sys
 import time
 from typing import Any
 
-from api import allocation
-from api import constants as c
-from controllers.nodedevices import fit as nd
+from api import allocation, constants
+from controllers.nodedevices import fit
 from nodeplugins.devicemanager import simulated as sim
 
 A10G = sim.PRODUCTS["NVIDIA A10G"]
@@ -40,13 +39,13 @@ INFLIGHT = 5
 def _flavor() -> dict:
     labels = sim.node_labels("x", A10G, 8)
     keys = (
-        c.LABEL_OS,
-        c.LABEL_ARCH,
-        c.LABEL_MANAGED,
-        c.label_general_group("generic"),
-        c.label_accelerator_group(A10G.group),
-        c.label_accelerator_count(A10G.group),
-        c.LABEL_TOPOLOGY_PROFILE,
+        constants.LABEL_OS,
+        constants.LABEL_ARCH,
+        constants.LABEL_MANAGED,
+        constants.label_general_group("generic"),
+        constants.label_accelerator_group(A10G.group),
+        constants.label_accelerator_count(A10G.group),
+        constants.LABEL_TOPOLOGY_PROFILE,
     )
     return {"metadata": {"name": FLAVOR}, "spec": {"nodeLabels": {k: labels[k] for k in keys}}}
 
@@ -110,7 +109,7 @@ def _workload(name: str, cards: int, nodes: dict[str, int] | None, *, ready: boo
     assignment["flavors"] = {"cpu": FLAVOR, CREDITS: FLAVOR}
     if nodes:
         assignment["topologyAssignment"] = {
-            "levels": [c.LABEL_HOSTNAME],
+            "levels": [constants.LABEL_HOSTNAME],
             "slices": [
                 {
                     "domainCount": len(nodes),
@@ -140,7 +139,7 @@ def _workload(name: str, cards: int, nodes: dict[str, int] | None, *, ready: boo
             "conditions": [{"type": "QuotaReserved", "status": "True"}]
             + ([{"type": "Admitted", "status": "True"}] if ready else []),
             "admission": {"clusterQueue": "cq", "podSetAssignments": [assignment]},
-            "admissionChecks": [{"name": nd.CHECK, "state": "Ready" if ready else "Pending"}],
+            "admissionChecks": [{"name": fit.CHECK, "state": "Ready" if ready else "Pending"}],
         },
     }
 
@@ -192,7 +191,7 @@ def bench_gate3(sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
                 verdicts=verdicts,
             ):
                 verdicts.append(
-                    nd.decide(
+                    fit.decide(
                         workload, flavors=flavors, nodes=nodes, devices=devices, pods=listed, others=others
                     )
                 )

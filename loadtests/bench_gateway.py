@@ -21,13 +21,12 @@ import json
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import orjson
 
+from api.objects import Obj
 from gateway.fleet import MODIFIED, Fleet
 
-Obj = dict[str, Any]
 CARDS = 8
 
 

@@ -23,9 +23,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import orjson
 
+from api.objects import Obj
 from kube.resources import by_plural, resource
 
-Obj = dict[str, Any]
 StoreKey = tuple[str, str, str, str]  # (group, plural, namespace, name)
 
 

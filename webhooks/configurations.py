@@ -13,10 +13,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from webhooks import registry
-
-Obj = dict[str, Any]
 
 
 def _client_config(
@@ -74,7 +73,7 @@ def render(
     url: str | None = None,
     service: dict[str, Any] | None = None,
     ca_bundle: bytes | None = None,
-    system_namespace: str = c.SYSTEM_NAMESPACE,
+    system_namespace: str = constants.SYSTEM_NAMESPACE,
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
 ) -> list[Obj]:
     """Both configuration objects.  Give ``url`` (``https://127.0.0.1:31443``) for a worker outside

@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
+from api.objects import Obj
+
 MAX_ALIAS_EXPANSION = 10_000
-Obj = dict[str, Any]
 
 _BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"),

@@ -12,7 +12,7 @@ import copy
 import re
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api.naming import local_queue_name, schedule_labels
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject, required
@@ -32,17 +32,17 @@ async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
     after = copy.deepcopy(obj)
     spec = after.setdefault("spec", {})
     if not spec.get("generalGroup"):
-        spec["generalGroup"] = c.GENERIC_GROUP
+        spec["generalGroup"] = constants.GENERIC_GROUP
     meta = after.setdefault("metadata", {})
     labels = meta.setdefault("labels", {})
     aware = await lookups.setting_enabled(SETTING_AWARE_CPU)
     # Awareness regroups pools by CPU key: drop a stale general label before stamping.
-    for key in [k for k in labels if k.startswith(c.PREFIX_GENERAL)]:
+    for key in [k for k in labels if k.startswith(constants.PREFIX_GENERAL)]:
         del labels[key]
     labels.update(schedule_labels(spec, aware))
     name = meta.get("name") or request.name
     if name:
-        labels[c.LABEL_QUEUE_ENTRANCE] = local_queue_name(name)
+        labels[constants.LABEL_QUEUE_ENTRANCE] = local_queue_name(name)
     return allow(jsonpatch.diff(obj, after))
 
 
@@ -113,7 +113,7 @@ def _update_errors(spec: dict[str, Any], old: dict[str, Any]) -> list[FieldError
             continue
         before, after = old.get(field), spec.get(field)
         if field == "generalGroup":  # defaulted: empty and "generic" are the same group
-            before, after = before or c.GENERIC_GROUP, after or c.GENERIC_GROUP
+            before, after = before or constants.GENERIC_GROUP, after or constants.GENERIC_GROUP
         if before != after:
             errors.append(
                 forbidden(

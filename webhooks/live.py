@@ -11,17 +11,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from kube.client import ApiError, Client, load_api_client
 from kube.informer import Informer
 from webhooks.lookups import LookupFailed, Lookups
 
-Obj = dict[str, Any]
 DEADLINE = 6.0  # seconds; webhooks time out at 10
 
 
 def _entrance(obj: Obj) -> list[str]:
-    value = ((obj.get("metadata") or {}).get("labels") or {}).get(c.LABEL_QUEUE_ENTRANCE)
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(constants.LABEL_QUEUE_ENTRANCE)
     return [value] if value else []
 
 
@@ -30,7 +30,7 @@ class LiveLookups(Lookups):
         self.client = client or Client(load_api_client(kubeconfig), timeout=DEADLINE)
         self.informers: dict[str, Informer] = {
             "InstanceType": Informer(self.client, "InstanceType", indexes={"entrance": _entrance}),
-            "Setting": Informer(self.client, "Setting", namespace=c.SYSTEM_NAMESPACE),
+            "Setting": Informer(self.client, "Setting", namespace=constants.SYSTEM_NAMESPACE),
         }
 
     async def start(self) -> None:
@@ -78,6 +78,6 @@ class LiveLookups(Lookups):
                 return hits[0]
         # Cold cache, or created a moment ago: one uncached read decides.
         items, _ = await self._direct(
-            self.client.list, "InstanceType", label_selector=f"{c.LABEL_QUEUE_ENTRANCE}={queue_name}"
+            self.client.list, "InstanceType", label_selector=f"{constants.LABEL_QUEUE_ENTRANCE}={queue_name}"
         )
         return items[0] if items else None

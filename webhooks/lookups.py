@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from api import constants as c
+from api import constants
 from api.booleans import parse_bool
+from api.objects import Obj
 from webhooks import documents
-
-Obj = dict[str, Any]
 
 
 class LookupFailed(Exception):
@@ -50,13 +48,15 @@ class Lookups:
     async def instance_type_by_entrance(self, queue_name: str) -> Obj | None:
         """The InstanceType whose ``schedule.gpustack.ai/queue-entrance`` label is ``queue_name``."""
         for item in await self.list("InstanceType"):
-            if (item.get("metadata", {}).get("labels") or {}).get(c.LABEL_QUEUE_ENTRANCE) == queue_name:
+            if (item.get("metadata", {}).get("labels") or {}).get(
+                constants.LABEL_QUEUE_ENTRANCE
+            ) == queue_name:
                 return item
         return None
 
     async def setting(self, name: str) -> str:
         """The value of Setting ``name``, or its registered default when none is stored."""
-        obj = await self.get("Setting", name, c.SYSTEM_NAMESPACE)
+        obj = await self.get("Setting", name, constants.SYSTEM_NAMESPACE)
         if obj is not None:
             value = (obj.get("spec") or {}).get("value")
             if isinstance(value, str):

@@ -15,22 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import constants as c
-from api import units
+from api import constants, units
 from api.fielderrors import FieldError, forbidden, invalid, not_found, not_supported, required
 from api.manufacturers import BY_NAME, UNITS_PER_CARD, UNITS_PER_PERCENT, publish_profile
-from fastpath import quantity
-from fastpath import requests as rq
+from fastpath import quantity, requests
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, allow, reject, retry_later
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.review import AdmissionRequest
 
 KIND = "Pod"
-QUEUE_LABEL_PATH = f"metadata.labels[{c.KUEUE_QUEUE_NAME}]"
+QUEUE_LABEL_PATH = f"metadata.labels[{constants.KUEUE_QUEUE_NAME}]"
 _MIB = 1 << 20
-_SLICED_BIT = 1 << rq.SLICED
-_PARTITIONED_BIT = 1 << rq.PARTITIONED
+_SLICED_BIT = 1 << constants.DEVICE_MODE_SLICED
+_PARTITIONED_BIT = 1 << constants.DEVICE_MODE_PARTITIONED
 
 
 def _queued_pod(request: AdmissionRequest) -> tuple[dict[str, Any], str] | None:
@@ -41,7 +39,7 @@ def _queued_pod(request: AdmissionRequest) -> tuple[dict[str, Any], str] | None:
     if not isinstance(pod, dict):
         return None
     labels = (pod.get("metadata") or {}).get("labels")
-    queue = labels.get(c.KUEUE_QUEUE_NAME) if isinstance(labels, dict) else None
+    queue = labels.get(constants.KUEUE_QUEUE_NAME) if isinstance(labels, dict) else None
     if not isinstance(queue, str) or not queue:
         return None
     return pod, queue
@@ -94,7 +92,7 @@ def _no_pool(queue: str, why: str) -> FieldError:
     return not_found(
         QUEUE_LABEL_PATH,
         queue,
-        f"no InstanceType carries {c.LABEL_QUEUE_ENTRANCE}={queue}, yet {why}; set the label to the "
+        f"no InstanceType carries {constants.LABEL_QUEUE_ENTRANCE}={queue}, yet {why}; set the label to the "
         "ENTRANCE of a pool (kubectl get instancetypes)",
     )
 
@@ -117,7 +115,7 @@ async def mutate(request: AdmissionRequest, lookups: Lookups) -> Decision:
         return allow()
     pod, queue = selected
     spec = pod.get("spec")
-    facts = rq.scan_pod(spec)
+    facts = requests.scan_pod(spec)
     if not facts.any_accelerator:
         return allow()
     name = request.display_name
@@ -170,7 +168,7 @@ async def mutate(request: AdmissionRequest, lookups: Lookups) -> Decision:
                 ],
             )
         expression = {
-            "key": c.label_accelerator_count(pool.group),
+            "key": constants.label_accelerator_count(pool.group),
             "operator": "Gt",
             "values": [str(pin - 1)],
         }
@@ -187,7 +185,7 @@ def _fold(cf: Any, pool: _Pool | None, errors: list[FieldError]) -> dict[str, in
         if 0 < cf.memory_percentage <= 100:  # the percentage is preferred when both are set
             units = cf.memory_percentage * UNITS_PER_PERCENT
         elif (
-            cf.memory_percentage == rq.ABSENT
+            cf.memory_percentage == requests.ABSENT
             and cf.memory_mib > 0
             and pool is not None
             and cf.memory_mib <= pool.vram_mib
@@ -195,7 +193,7 @@ def _fold(cf: Any, pool: _Pool | None, errors: list[FieldError]) -> dict[str, in
             units = cf.memory_mib * UNITS_PER_CARD // pool.vram_mib
         if units >= 0:
             writes[base + ".sliced.units"] = units
-        if cf.cores_percentage == rq.ABSENT:
+        if cf.cores_percentage == requests.ABSENT:
             writes[base + ".sliced.cores-percentage"] = 100
     if cf.families & _PARTITIONED_BIT and cf.profiles and pool is not None:
         profile = cf.profiles[0]
@@ -302,7 +300,7 @@ async def validate(request: AdmissionRequest, lookups: Lookups) -> Decision:
     if selected is None:
         return allow()
     pod, queue = selected
-    facts = rq.scan_pod(pod.get("spec"))
+    facts = requests.scan_pod(pod.get("spec"))
     if not facts.any_accelerator:
         return allow()
     vram = 0
@@ -346,7 +344,7 @@ def rules(facts: Any, vram_mib: int = 0) -> list[FieldError]:
         )
     for cf in facts.containers:
         # Rule 7 — a native sidecar may not request an accelerator.
-        if cf.group == rq.GROUP_SIDECAR and cf.claims():
+        if cf.group == requests.GROUP_SIDECAR and cf.claims():
             errors.append(
                 forbidden(
                     f"{cf.resources_path}.{_claim_source(cf)}",
@@ -383,7 +381,7 @@ def rules(facts: Any, vram_mib: int = 0) -> list[FieldError]:
 def _claim_source(cf: Any) -> str:
     """``limits`` when any accelerator claim of the container sits there, else ``requests``."""
     for entry in cf.keys:
-        if entry[1] != "visibility" and entry[7] == "limits":
+        if entry.family != "visibility" and entry.source == "limits":
             return "limits"
     return "requests"
 
@@ -398,7 +396,7 @@ def _slice_rules(cf: Any, vram_mib: int, errors: list[FieldError]) -> None:
     token = base + ".sliced"
     percent_key = token + ".memory-percentage"
     mib_key = token + ".memory-mib"
-    if cf.sliced == rq.ABSENT:
+    if cf.sliced == requests.ABSENT:
         errors.append(
             required(
                 f"{cf.resources_path}.limits[{token}]",
@@ -414,8 +412,8 @@ def _slice_rules(cf: Any, vram_mib: int, errors: list[FieldError]) -> None:
                 f"not supported yet: request several Pods, or whole accelerators with {base}",
             )
         )
-    has_percent = cf.memory_percentage != rq.ABSENT
-    has_mib = cf.memory_mib != rq.ABSENT
+    has_percent = cf.memory_percentage != requests.ABSENT
+    has_mib = cf.memory_mib != requests.ABSENT
     if not has_percent and not has_mib:
         errors.append(
             required(
@@ -453,7 +451,7 @@ def _slice_rules(cf: Any, vram_mib: int, errors: list[FieldError]) -> None:
                 )
             )
     cores_key = token + ".cores-percentage"
-    if cf.cores_percentage != rq.ABSENT and not 0 < cf.cores_percentage <= 100:
+    if cf.cores_percentage != requests.ABSENT and not 0 < cf.cores_percentage <= 100:
         errors.append(
             invalid(
                 _path(cf, cores_key),
@@ -468,7 +466,7 @@ def _partition_rules(cf: Any, errors: list[FieldError]) -> None:
     base = cf.base
     token = base + ".partitioned"
     kind = BY_NAME[cf.manufacturer].partition_kind if cf.manufacturer in BY_NAME else "mig"
-    if cf.partitioned == rq.ABSENT:
+    if cf.partitioned == requests.ABSENT:
         errors.append(
             required(
                 f"{cf.resources_path}.limits[{token}]",
@@ -491,11 +489,11 @@ def _partition_rules(cf: Any, errors: list[FieldError]) -> None:
             )
         )
     for entry in cf.keys:
-        if entry[2] == "profile" and entry[6] != 1:
+        if entry.role == "profile" and entry.count != 1:
             errors.append(
                 invalid(
-                    f"{cf.resources_path}.{entry[7]}[{entry[0]}]",
-                    entry[5],
+                    f"{cf.resources_path}.{entry.source}[{entry.key}]",
+                    entry.value,
                     "a partition profile request must be exactly 1 instance",
                 )
             )

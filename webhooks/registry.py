@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from api import GROUP
-from api import constants as c
+from api import GROUP, constants
 from webhooks import instance, instance_companions, instance_type, modeldeployment, pod, shapes, workload
 from webhooks.decision import Decision, allow, reject
 from webhooks.kvcache import backend as kv_backend
@@ -85,8 +84,10 @@ class Webhook:
         return await self.handler(request, lookups)
 
 
-_QUEUED_POD = {"matchExpressions": [{"key": c.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
-_KVCACHE_POD = {"matchExpressions": [{"key": c.LABEL_KVCACHE_INJECT, "operator": "In", "values": ["true"]}]}
+_QUEUED_POD = {"matchExpressions": [{"key": constants.KUEUE_QUEUE_NAME, "operator": "Exists"}]}
+_KVCACHE_POD = {
+    "matchExpressions": [{"key": constants.LABEL_KVCACHE_INJECT, "operator": "In", "values": ["true"]}]
+}
 
 WEBHOOKS: tuple[Webhook, ...] = (
     # Gate 1: the Pod webhook (CREATE only; the Pod handler never sees an UPDATE).

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api.naming import is_qualified_name
-from fastpath import quantity
-from fastpath import requests as rq
+from fastpath import quantity, requests
 from webhooks.decision import Decision, allow
 from webhooks.lookups import Lookups
 from webhooks.pod import required_affinity_ops
@@ -66,7 +65,7 @@ def _wanted(
         spec = template.get("spec") if isinstance(template, dict) else None
         if not isinstance(spec, dict):
             continue
-        facts = rq.scan_pod(spec)
+        facts = requests.scan_pod(spec)
         if not facts.any_accelerator:
             continue
         expressions = []
@@ -74,7 +73,7 @@ def _wanted(
         if units > 0:
             expressions.append(
                 {
-                    "key": c.label_fit_sliced_max_free_units(group),
+                    "key": constants.label_fit_sliced_max_free_units(group),
                     "operator": "Gt",
                     "values": [str(units - 1)],
                 }
@@ -82,7 +81,7 @@ def _wanted(
         if facts.shared_max >= 2:
             expressions.append(
                 {
-                    "key": c.label_fit_shared_free_cards(group),
+                    "key": constants.label_fit_shared_free_cards(group),
                     "operator": "Gt",
                     "values": [str(facts.shared_max - 1)],
                 }
@@ -97,8 +96,8 @@ def _asks(pod_sets: list) -> bool:
     for pod_set in pod_sets:
         template = pod_set.get("template") if isinstance(pod_set, dict) else None
         spec = template.get("spec") if isinstance(template, dict) else None
-        facts = rq.scan_pod(spec)
-        if facts.families & ((1 << rq.SLICED) | (1 << rq.SHARED)):
+        facts = requests.scan_pod(spec)
+        if facts.families & ((1 << constants.DEVICE_MODE_SLICED) | (1 << constants.DEVICE_MODE_SHARED)):
             return True
     return False
 
@@ -135,7 +134,7 @@ async def _pin(request: AdmissionRequest, lookups: Lookups) -> Decision:
         return allow()
     cluster_queue = await lookups.get("ClusterQueue", cluster_queue_name)
     labels = ((cluster_queue or {}).get("metadata") or {}).get("labels") or {}
-    if labels.get(c.LABEL_RESOURCE_TYPE) != c.RESOURCE_TYPE_INSTANCE_TYPES:
+    if labels.get(constants.LABEL_RESOURCE_TYPE) != constants.RESOURCE_TYPE_INSTANCE_TYPES:
         return allow()
     instance_type = await lookups.get("InstanceType", cluster_queue_name)
     if instance_type is None:
@@ -147,7 +146,10 @@ async def _pin(request: AdmissionRequest, lookups: Lookups) -> Decision:
         return allow()
     if not all(
         is_qualified_name(key)
-        for key in (c.label_fit_sliced_max_free_units(group), c.label_fit_shared_free_cards(group))
+        for key in (
+            constants.label_fit_sliced_max_free_units(group),
+            constants.label_fit_shared_free_cards(group),
+        )
     ):
         return allow(
             warnings=[

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable
-from typing import Any, cast
+from typing import cast
 
-from api import constants as c
-from api import ssh
+from api import constants, ssh
+from api.objects import Obj
 from controllers.instance import companions as cp
 from kube import changes
 from kube.client import ApiError
@@ -24,7 +24,6 @@ from kube.manager import Controller, Manager, Watch
 
 log = logging.getLogger("controllers.instance.backing")
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
@@ -37,7 +36,7 @@ class _Backing(Controller):
     def __init__(self, manager: Manager) -> None:
         super().__init__(manager)
         self.owners = self.informer(self.kind)
-        self.selector = f"{c.LABEL_OWNED_BY_INSTANCES}={cp.PLURALS[self.kind]}"
+        self.selector = f"{constants.LABEL_OWNED_BY_INSTANCES}={cp.PLURALS[self.kind]}"
         self.backed: Informer = manager.informer(self.core_kind, label_selector=self.selector)
 
     def watches(self) -> list[Watch]:

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Obj = dict[str, Any]
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 
 

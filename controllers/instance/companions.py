@@ -21,11 +21,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from api import API_VERSION, ssh
-from api import constants as c
+from api import API_VERSION, constants, ssh
 from api.models.instance import InstanceImagePullSecret, InstancePersistentVolume, InstanceSSHPublicKey
+from api.objects import Obj
 
-Obj = dict[str, Any]
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
 DOCKER_CONFIG_KEY = ".dockerconfigjson"
 PLURALS = {
@@ -48,7 +47,7 @@ def backing_metadata(owner: Mapping[str, Any]) -> Obj:
     return {
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
-        "labels": {c.LABEL_OWNED_BY_INSTANCES: PLURALS[kind]},
+        "labels": {constants.LABEL_OWNED_BY_INSTANCES: PLURALS[kind]},
         "ownerReferences": [
             {
                 "apiVersion": API_VERSION,
@@ -88,7 +87,7 @@ def ssh_key_secret(key: Mapping[str, Any]) -> Obj:
         "kind": "Secret",
         "metadata": backing_metadata(key),
         "type": "Opaque",
-        "data": {c.SSH_AUTHORIZED_KEYS_FILE: _b64(f"{parsed.line}\n".encode())},
+        "data": {constants.SSH_AUTHORIZED_KEYS_FILE: _b64(f"{parsed.line}\n".encode())},
     }
 
 

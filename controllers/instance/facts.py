@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants as c
-from api import images
+from api import constants, images
 from api.manufacturers import BY_NAME, Manufacturer, manufacturer_of_group
 from api.naming import local_queue_name
 from controllers.instance.claims import verdict
@@ -44,7 +43,7 @@ def entrance(instance_type: Mapping[str, Any]) -> str:
     meta = instance_type.get("metadata") or {}
     labels = meta.get("labels") or {}
     return (
-        labels.get(c.LABEL_QUEUE_ENTRANCE)
+        labels.get(constants.LABEL_QUEUE_ENTRANCE)
         or (instance_type.get("status") or {}).get("entrance")
         or local_queue_name(meta.get("name") or "")
     )
@@ -125,7 +124,7 @@ class FactsReader:
         secret = self.client.get("Secret", name, namespace)
         if secret is None or not _owned_by(secret, key):
             return Blocked(f"spec.sshPublicKey: waiting for the Secret {name} of InstanceSSHPublicKey {name}")
-        if c.SSH_AUTHORIZED_KEYS_FILE not in (secret.get("data") or {}):
+        if constants.SSH_AUTHORIZED_KEYS_FILE not in (secret.get("data") or {}):
             return Blocked(f"spec.sshPublicKey: the Secret of InstanceSSHPublicKey {name} holds no key")
         return None
 
@@ -183,4 +182,4 @@ class FactsReader:
             return ""
         node = self.nodes.get(node_name) or self.client.get("Node", node_name)
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-        return labels.get(c.LABEL_HOSTNAME) or node_name
+        return labels.get(constants.LABEL_HOSTNAME) or node_name

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.instance.status import READY, STARTING, STOPPED, STOPPING
 
-Obj = dict[str, Any]
 STOPPED_STATUS: Obj = {"phase": STOPPED}
 
 
@@ -33,7 +33,7 @@ def stop_reason(instance_type: Mapping[str, Any] | None, name: str) -> str:
     if deleting(instance_type):
         return f"InstanceType {name} is being deleted"
     status = instance_type.get("status") or {}
-    if status.get("phase") == c.PHASE_INACTIVE:
+    if status.get("phase") == constants.PHASE_INACTIVE:
         why = status.get("phaseMessage") or "its queue admits nothing"
         return f"InstanceType {name} is Inactive ({why})"
     return ""

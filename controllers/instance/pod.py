@@ -15,12 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api import API_VERSION
-from api import constants as c
+from api import API_VERSION, constants
 from api.manufacturers import Manufacturer
+from api.objects import Obj
 from controllers.instance.resources import accelerator_request, general_limits, general_requests
 
-Obj = dict[str, Any]
 PART_OF_VALUE = "instances"  # LABEL_OWNED_BY_INSTANCES on the Pod and the Service
 WORKSPACE = "workspace"
 SSHD_KEYS_VOLUME = "sshd-authorized-keys"
@@ -59,9 +58,9 @@ def pod_labels(instance: Mapping[str, Any], queue_name: str) -> dict[str, str]:
     """The labels the controller sets; the Service selects exactly these."""
     meta = instance.get("metadata") or {}
     return {
-        c.KUEUE_QUEUE_NAME: queue_name,
-        c.LABEL_PART_OF: str(meta.get("uid") or ""),
-        c.LABEL_OWNED_BY_INSTANCES: PART_OF_VALUE,
+        constants.KUEUE_QUEUE_NAME: queue_name,
+        constants.LABEL_PART_OF: str(meta.get("uid") or ""),
+        constants.LABEL_OWNED_BY_INSTANCES: PART_OF_VALUE,
     }
 
 
@@ -148,7 +147,7 @@ def _main(spec: Mapping[str, Any], facts: PodFacts, mounts: Sequence[Obj]) -> Ob
     if spec.get("privileged"):
         security["privileged"] = True
     container: Obj = {
-        "name": c.INSTANCE_CONTAINER_MAIN,
+        "name": constants.INSTANCE_CONTAINER_MAIN,
         "image": spec.get("image"),
         "imagePullPolicy": spec.get("imagePullPolicy") or "IfNotPresent",
     }
@@ -170,15 +169,15 @@ def _main(spec: Mapping[str, Any], facts: PodFacts, mounts: Sequence[Obj]) -> Ob
 def _sshd(spec: Mapping[str, Any], facts: PodFacts) -> Obj:
     accel = accelerator_request(spec.get("resources") or {}, facts.maker)
     container: Obj = {
-        "name": c.INSTANCE_CONTAINER_SSHD,
+        "name": constants.INSTANCE_CONTAINER_SSHD,
         "image": facts.ssh_image,
         "stdin": True,
         "tty": True,
         "env": [{"name": "VOLUME_MOUNT_PATH", "value": spec.get("volumeMount") or "/workspace"}],
-        "ports": [{"name": "ssh", "containerPort": c.SSH_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "ssh", "containerPort": constants.SSH_PORT, "protocol": "TCP"}],
         "securityContext": {"runAsUser": 0, "capabilities": {"add": list(SSHD_CAPABILITIES)}},
         "volumeMounts": [
-            {"name": SSHD_KEYS_VOLUME, "mountPath": c.SSH_AUTHORIZED_KEYS_MOUNT, "readOnly": True}
+            {"name": SSHD_KEYS_VOLUME, "mountPath": constants.SSH_AUTHORIZED_KEYS_MOUNT, "readOnly": True}
         ],
     }
     if facts.maker is not None and accel.cards > 0:
@@ -201,7 +200,12 @@ def render_pod(instance: Mapping[str, Any], facts: PodFacts) -> Obj:
                 "secret": {
                     "secretName": ssh_key,
                     "defaultMode": SSHD_KEYS_MODE,
-                    "items": [{"key": c.SSH_AUTHORIZED_KEYS_FILE, "path": c.SSH_AUTHORIZED_KEYS_FILE}],
+                    "items": [
+                        {
+                            "key": constants.SSH_AUTHORIZED_KEYS_FILE,
+                            "path": constants.SSH_AUTHORIZED_KEYS_FILE,
+                        }
+                    ],
                 },
             }
         )
@@ -220,7 +224,7 @@ def render_pod(instance: Mapping[str, Any], facts: PodFacts) -> Obj:
     if facts.runtime_class:
         pod_spec["runtimeClassName"] = facts.runtime_class
     if facts.hostname:
-        pod_spec["nodeSelector"] = {c.LABEL_HOSTNAME: facts.hostname}
+        pod_spec["nodeSelector"] = {constants.LABEL_HOSTNAME: facts.hostname}
     if facts.node_affinity:
         pod_spec["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": dict(facts.node_affinity)}

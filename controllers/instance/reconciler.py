@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any, cast
+from typing import cast
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.instance import lifecycle
 from controllers.instance import status as st
 from controllers.instance.facts import Blocked, FactsReader
@@ -40,11 +41,10 @@ from kube.manager import Controller, Manager, Watch
 
 log = logging.getLogger("controllers.instance")
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 POLL_SECONDS = 2.0
 BLOCKED_RETRY_SECONDS = 5.0
-OWNED = f"{c.LABEL_OWNED_BY_INSTANCES}={PART_OF_VALUE}"
+OWNED = f"{constants.LABEL_OWNED_BY_INSTANCES}={PART_OF_VALUE}"
 COMPANIONS = ("InstanceSSHPublicKey", "InstanceImagePullSecret", "InstancePersistentVolume")
 
 
@@ -89,7 +89,7 @@ class InstanceReconciler(Controller):
         self.nodes = self.informer("Node")
         self.devices = self.informer("Devices")
         self.companions = {kind: self.informer(kind) for kind in COMPANIONS}
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self.facts = FactsReader(
             self.client,
             self.settings,
@@ -182,14 +182,14 @@ class InstanceReconciler(Controller):
     def _ensure_finalizer(self, instance: Obj) -> Obj:
         meta = instance.get("metadata") or {}
         finalizers = list(meta.get("finalizers") or [])
-        if c.FINALIZER_INSTANCE in finalizers:
+        if constants.FINALIZER_INSTANCE in finalizers:
             return instance
         return self.client.patch(
             "Instance",
             meta["name"],
             {
                 "metadata": {
-                    "finalizers": [*finalizers, c.FINALIZER_INSTANCE],
+                    "finalizers": [*finalizers, constants.FINALIZER_INSTANCE],
                     "resourceVersion": meta.get("resourceVersion"),
                 }
             },
@@ -199,7 +199,7 @@ class InstanceReconciler(Controller):
     def _delete(self, instance: Obj) -> float | None:
         meta = instance.get("metadata") or {}
         finalizers = list(meta.get("finalizers") or [])
-        if c.FINALIZER_INSTANCE not in finalizers:
+        if constants.FINALIZER_INSTANCE not in finalizers:
             return None
         name, namespace = meta["name"], meta.get("namespace", "")
         self._write_status(instance, {**(instance.get("status") or {}), "phase": st.DELETING})
@@ -218,7 +218,7 @@ class InstanceReconciler(Controller):
                 name,
                 {
                     "metadata": {
-                        "finalizers": [f for f in finalizers if f != c.FINALIZER_INSTANCE],
+                        "finalizers": [f for f in finalizers if f != constants.FINALIZER_INSTANCE],
                         "resourceVersion": meta.get("resourceVersion"),
                     }
                 },

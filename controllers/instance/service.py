@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.instance.pod import PART_OF_VALUE, owner_reference
 
-Obj = dict[str, Any]
-SELECTOR_KEYS = (c.KUEUE_QUEUE_NAME, c.LABEL_PART_OF, c.LABEL_OWNED_BY_INSTANCES)
+SELECTOR_KEYS = (constants.KUEUE_QUEUE_NAME, constants.LABEL_PART_OF, constants.LABEL_OWNED_BY_INSTANCES)
 
 
 def port_name(port: int, protocol: str) -> str:
@@ -47,8 +47,8 @@ def render_service(instance: Mapping[str, Any], pod: Mapping[str, Any]) -> Obj |
             "name": meta.get("name"),
             "namespace": meta.get("namespace"),
             "labels": {
-                c.LABEL_PART_OF: str(meta.get("uid") or ""),
-                c.LABEL_OWNED_BY_INSTANCES: PART_OF_VALUE,
+                constants.LABEL_PART_OF: str(meta.get("uid") or ""),
+                constants.LABEL_OWNED_BY_INSTANCES: PART_OF_VALUE,
             },
             "ownerReferences": [owner_reference(instance)],
         },

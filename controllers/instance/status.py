@@ -21,12 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from api import allocation
-from api import constants as c
+from api import allocation, constants
+from api.objects import Obj
 from controllers.instance.service import port_name
 
-Obj = dict[str, Any]
-STARTING, READY, STOPPING, STOPPED, DELETING = c.INSTANCE_PHASES
+STARTING, READY, STOPPING, STOPPED, DELETING = constants.INSTANCE_PHASES
 QUEUED = "Queued"
 _ALLOCATION_KEYS = (
     "id",
@@ -40,10 +39,10 @@ _ALLOCATION_KEYS = (
     "allocatedLogicalPlacements",
 )
 _CHARGING = (
-    c.DEVICE_MODE_EXCLUSIVE,
-    c.DEVICE_MODE_SHARED,
-    c.DEVICE_MODE_SLICED,
-    c.DEVICE_MODE_PARTITIONED,
+    constants.DEVICE_MODE_EXCLUSIVE,
+    constants.DEVICE_MODE_SHARED,
+    constants.DEVICE_MODE_SLICED,
+    constants.DEVICE_MODE_PARTITIONED,
 )
 
 
@@ -99,7 +98,7 @@ def pod_phase(pod: Mapping[str, Any]) -> tuple[str, str]:
         return "Unknown", status.get("message") or "the Pod's node stopped reporting"
     scheduled = _condition(pod, "PodScheduled")
     if (pod.get("spec") or {}).get("schedulingGates") or scheduled.get("reason") == "SchedulingGated":
-        queue = ((pod.get("metadata") or {}).get("labels") or {}).get(c.KUEUE_QUEUE_NAME, "")
+        queue = ((pod.get("metadata") or {}).get("labels") or {}).get(constants.KUEUE_QUEUE_NAME, "")
         return QUEUED, f"waiting for Kueue to admit it from queue {queue}"
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         return "Unschedulable", scheduled.get("message") or "no node can take the Pod"
@@ -155,9 +154,9 @@ def status_ports(instance: Mapping[str, Any], service: Mapping[str, Any] | None)
             entry["name"] = port["name"]
         wanted.append(entry)
     if (spec.get("sshPublicKey") or {}).get("name") and not any(
-        p["port"] == c.SSH_PORT and p["protocol"] == "TCP" for p in wanted
+        p["port"] == constants.SSH_PORT and p["protocol"] == "TCP" for p in wanted
     ):
-        wanted.append({"name": "ssh", "port": c.SSH_PORT, "protocol": "TCP"})
+        wanted.append({"name": "ssh", "port": constants.SSH_PORT, "protocol": "TCP"})
     node_ports = {
         p.get("name"): p.get("nodePort")
         for p in ((service or {}).get("spec") or {}).get("ports") or []
@@ -202,7 +201,7 @@ def allocations(pod: Mapping[str, Any], devices: Mapping[str, Any] | None) -> li
     record = allocation.record_of(pod)
     rows = _ledger_rows(devices)
     groups: list[Obj] = []
-    for group in record.get(c.INSTANCE_CONTAINER_MAIN) or []:
+    for group in record.get(constants.INSTANCE_CONTAINER_MAIN) or []:
         gid, manufacturer = group.get("id"), group.get("manufacturer")
         cards = [
             {k: entry[k] for k in _ALLOCATION_KEYS if k in entry}

@@ -17,14 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
 from api import kvcache_client as client
 from api import kvcache_offer as offer
+from api.objects import Obj
 from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict
 from controllers.kvcache.figures import to_bytes
 
-Obj = dict[str, Any]
 MD_FIELD_MANAGER_PREFIX = "worker.gpustack.ai/model-deployment-kv-cache"
 
 
@@ -146,7 +146,7 @@ def role_connector(
         out.env = client.sglang_env(attachment.target)
         out.args = [kv.ARG_HICACHE_STORAGE_BACKEND, "mooncake"]
     else:
-        out.annotations[c.ANNOTATION_KVCACHE_CLIENT_CONFIG] = client.client_config_annotation(
+        out.annotations[constants.ANNOTATION_KVCACHE_CLIENT_CONFIG] = client.client_config_annotation(
             attachment.target
         )
         out.volumes = [client.config_volume()]
@@ -165,7 +165,7 @@ def role_connector(
 def exempt_labels() -> dict[str, str]:
     """The marker every ModelDeployment Pod carries: the explicit opt-out of Pod injection (the
     renderer configures the cache itself), so the injection webhook never selects these Pods."""
-    return {c.LABEL_KVCACHE_INJECT: kv.INJECT_FALSE}
+    return {constants.LABEL_KVCACHE_INJECT: kv.INJECT_FALSE}
 
 
 def used_by_manager(md: Obj) -> str:

@@ -13,17 +13,16 @@ from __future__ import annotations
 import calendar
 import time
 from collections.abc import Hashable
-from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
+from api.objects import Obj
 from controllers.kvcache import admin, backend_render, backend_status, members_render, writes
 from controllers.kvcache.conditions import now
 from kube import changes
 from kube.events import WARNING
 from kube.manager import Controller, Manager, Watch
 
-Obj = dict[str, Any]
 POLL_S = 15.0
 DELETE_POLL_S = 5.0
 GRACE_SLACK_S = 120
@@ -47,7 +46,7 @@ class KVCacheBackendReconciler(Controller):
 
     def __init__(self, manager: Manager) -> None:
         super().__init__(manager)
-        ns = c.SYSTEM_NAMESPACE
+        ns = constants.SYSTEM_NAMESPACE
         self.namespace = ns
         self.backends = self.informer(kv.KIND_BACKEND)
         self.settings = self.informer("Setting", ns)

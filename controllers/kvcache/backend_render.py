@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import Obj
 
-Obj = dict[str, Any]
 FABRIC = ("RDMA", "EFA")
 RDMA_SHARED = "device.gpustack.ai/rdma.shared"
 RDMA_EXCLUSIVE = "device.gpustack.ai/rdma"

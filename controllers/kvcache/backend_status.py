@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import Obj
 from controllers.kvcache import admin
 from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict, render
 from controllers.kvcache.figures import to_quantity
 
-Obj = dict[str, Any]
 MAX_LISTING = 1000  # rows status.members may carry before the listing is withheld, never truncated
 NEVER_STARTS = frozenset(
     {

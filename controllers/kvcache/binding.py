@@ -9,16 +9,16 @@ domain, so no other Binding's tenant is ever released — before removing its fi
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any, cast
+from typing import cast
 
 from api import kvcache as kv
 from api import kvcache_offer as offer
+from api.objects import Obj
 from controllers.kvcache import admin, backend_render, quota, writes
 from controllers.kvcache.conditions import FALSE, TRUE, Verdict, find, now, render
 from kube import changes
 from kube.manager import Controller, Manager, Watch
 
-Obj = dict[str, Any]
 HOLD_S = 15.0
 RELEASE_RETRY_S = 30.0
 MISSING_POOL_S = 30.0

@@ -7,7 +7,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-Obj = dict[str, Any]
+from api.objects import Obj
+
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 
 

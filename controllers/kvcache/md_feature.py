@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
+from api.objects import Obj
 from controllers.kvcache import attach
 from controllers.kvcache.conditions import Verdict
 
-Obj = dict[str, Any]
 Reader = Callable[[str, str, str], Obj | None]
 HIERARCHICAL = "--enable-hierarchical-cache"
 RETRACTION = "--disaggregation-decode-retraction-backup"
@@ -50,7 +50,7 @@ class RoleCache:
 
 
 def _dtype_owned(reader: Reader) -> bool:
-    setting = reader("Setting", kv.SETTING_DTYPE_OWNED, c.SYSTEM_NAMESPACE)
+    setting = reader("Setting", kv.SETTING_DTYPE_OWNED, constants.SYSTEM_NAMESPACE)
     value = ((setting or {}).get("spec") or {}).get("value")
     return value.strip().lower() not in ("false", "0", "f") if isinstance(value, str) else True
 

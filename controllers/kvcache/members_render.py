@@ -15,10 +15,10 @@ import json
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import Obj
 from controllers.kvcache import backend_render as br
 from controllers.kvcache.figures import to_bytes, to_quantity
 
-Obj = dict[str, Any]
 FABRIC_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
 
 

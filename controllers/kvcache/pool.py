@@ -10,17 +10,16 @@ Each pool claims its backend under its own field manager, so its entry in the ba
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
 from api import kvcache_offer as offer
+from api.objects import Obj
 from controllers.kvcache import admin, backend_render, pool_status, quota, writes
 from controllers.kvcache.conditions import FALSE, TRUE, Verdict, find, now, render
 from kube import changes
 from kube.manager import Controller, Manager, Watch
 
-Obj = dict[str, Any]
 POLL_S = 15.0
 RELEASE_RETRY_S = 30.0
 BINDING_FIGURES = ("requestedQuota", "effectiveQuota", "usage", "overQuota")
@@ -155,7 +154,7 @@ class KVCachePoolReconciler(Controller):
             document = quota.policy_document(live)
             if document is not None:
                 self.client.apply(
-                    quota.seed_configmap(backend_name, c.SYSTEM_NAMESPACE, document),
+                    quota.seed_configmap(backend_name, constants.SYSTEM_NAMESPACE, document),
                     field_manager=kv.FIELD_MANAGER_POOL,
                 )
         client = self._client(backend)

@@ -14,11 +14,11 @@ from typing import Any
 
 from api import kvcache as kv
 from api import kvcache_offer as offer
+from api.objects import Obj
 from controllers.kvcache import admin
 from controllers.kvcache.conditions import FALSE, TRUE, Verdict, render
 from controllers.kvcache.figures import to_bytes, to_quantity
 
-Obj = dict[str, Any]
 AVAILABLE, DISABLED, UNREACHABLE = "Available", kv.REASON_MULTI_TENANCY_DISABLED, kv.REASON_LEDGER_UNREACHABLE
 USAGE_FIGURE = "usage is the master's charged_bytes: completed memory replicas plus in-flight allocations"
 

@@ -4,11 +4,9 @@ and adding or removing its finalizer."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from api.objects import Obj
 from kube.client import JSON_PATCH, ApiError, Client
 
-Obj = dict[str, Any]
 API_VERSION = "worker.gpustack.ai/v1"
 
 

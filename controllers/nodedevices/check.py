@@ -33,9 +33,9 @@ import threading
 from collections.abc import Hashable, Iterable
 from typing import Any, cast
 
-from api import allocation
-from api import constants as c
-from controllers.nodedevices import fit as nd
+from api import allocation, constants
+from api.objects import Obj
+from controllers.nodedevices import fit
 from controllers.nodedevices.fit_labels import is_fit_label
 from kube import changes
 from kube.client import ApiError
@@ -46,15 +46,13 @@ from kube.manager import Controller, Manager, Watch
 log = logging.getLogger("controllers.nodedevices.check")
 
 FIELD_MANAGER = "gpustack-node-devices"
-CHECK = c.ADMISSION_CHECK_NODE_DEVICES
-CONTROLLER_NAME = c.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
+CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
+CONTROLLER_NAME = constants.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
 CONDITION_ACTIVE = "Active"
 REASON_READY = "NodeDevicesFit"
 REASON_RETRY = "NodeDevicesDoNotFit"
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)  # never a Workload's (namespace, name)
 MESSAGE_LIMIT = 1024
-
-Obj = dict[str, Any]
 
 
 def _now() -> str:
@@ -71,21 +69,21 @@ def _revision(obj: Obj | None) -> int:
 def admission_check() -> Obj:
     """The AdmissionCheck object the worker applies at startup (spec only)."""
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "AdmissionCheck",
-        "metadata": {"name": CHECK, "labels": {c.LABEL_PART_OF: "gpustack-operator"}},
+        "metadata": {"name": CHECK, "labels": {constants.LABEL_PART_OF: "gpustack-operator"}},
         "spec": {"controllerName": CONTROLLER_NAME},
     }
 
 
-def check_status_patch(workload: Obj, verdict: nd.Verdict, *, retry_after: int, now: str) -> Obj | None:
+def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int, now: str) -> Obj | None:
     """The server-side-apply body that records ``verdict`` in ``workload``'s check entry, or None
     when the entry already says it (same state, message and requeue delay).  The entry's
     ``lastTransitionTime`` moves only when the state does; ``resourceVersion`` and ``uid`` make the
     write conditional on the Workload the verdict was reached for."""
-    current = nd.check_state(workload) or {}
+    current = fit.check_state(workload) or {}
     message = verdict.message[:MESSAGE_LIMIT]
-    requeue = retry_after if verdict.state == nd.RETRY else None
+    requeue = retry_after if verdict.state == fit.RETRY else None
     if (
         current.get("state") == verdict.state
         and current.get("message") == message
@@ -103,7 +101,7 @@ def check_status_patch(workload: Obj, verdict: nd.Verdict, *, retry_after: int, 
         entry["requeueAfterSeconds"] = requeue
     meta = workload.get("metadata") or {}
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "Workload",
         "metadata": {
             "name": meta.get("name"),
@@ -119,7 +117,7 @@ def pod_field_selector(workload: Obj) -> str:
     """The one Pod list a verdict needs: the single node every accelerator PodSet is assigned to,
     else every bound Pod (the flavor's pool, or several nodes)."""
     nodes: set[str] = set()
-    for ps in nd.podset_demands(workload):
+    for ps in fit.podset_demands(workload):
         if ps.nodes is None:
             return "spec.nodeName!="
         nodes.update(ps.nodes)
@@ -169,13 +167,13 @@ class NodeDevicesCheck(Controller):
                 or _revision(obj) >= _revision(remembered)
             ):
                 del self._ready_written[key]
-            if event != "DELETED" and nd.needs_verdict(obj):
+            if event != "DELETED" and fit.needs_verdict(obj):
                 self._waiting.add(key)
                 wake = [key]
             else:
                 self._waiting.discard(key)
                 wake = []
-        if old is not None and nd.is_inflight(old) and (event == "DELETED" or not nd.is_inflight(obj)):
+        if old is not None and fit.is_inflight(old) and (event == "DELETED" or not fit.is_inflight(obj)):
             return self._waiting_keys()  # a promise let go: the waiting ones may fit now
         return wake
 
@@ -218,21 +216,21 @@ class NodeDevicesCheck(Controller):
             return self.ensure_admission_check()
         namespace, name = cast(tuple[str, str], key)
         cached = self.workloads.get(name, namespace)
-        if cached is None or not nd.needs_verdict(cached):
+        if cached is None or not fit.needs_verdict(cached):
             with self._lock:
                 self._waiting.discard((namespace, name))
             return None
         workload = self.client.get("Workload", name, namespace)
-        if workload is None or not nd.needs_verdict(workload):
+        if workload is None or not fit.needs_verdict(workload):
             return None
         verdict = self.judge(workload)
         self.record(workload, verdict)
-        return float(self.retry_after_seconds) if verdict.state == nd.RETRY else None
+        return float(self.retry_after_seconds) if verdict.state == fit.RETRY else None
 
-    def judge(self, workload: Obj) -> nd.Verdict:
+    def judge(self, workload: Obj) -> fit.Verdict:
         """Gather the objects and decide (the bound Pods with one uncached list)."""
         pods, _ = self.client.list("Pod", field_selector=pod_field_selector(workload), timeout=60)
-        return nd.decide(
+        return fit.decide(
             workload,
             flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
             nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
@@ -254,7 +252,7 @@ class NodeDevicesCheck(Controller):
         out.extend(remembered.values())  # written, not yet in the cache at all
         return out
 
-    def record(self, workload: Obj, verdict: nd.Verdict) -> None:
+    def record(self, workload: Obj, verdict: fit.Verdict) -> None:
         """Write ``verdict`` into the Workload's check entry when it changes it."""
         body = check_status_patch(workload, verdict, retry_after=self.retry_after_seconds, now=_now())
         if body is None:
@@ -267,7 +265,7 @@ class NodeDevicesCheck(Controller):
                 raise RetryNow(f"workload changed before the verdict was written: {error}") from None
             raise
         key = key_of(workload)
-        if verdict.state == nd.READY:
+        if verdict.state == fit.READY:
             with self._lock:
                 self._ready_written[key] = written
                 self._waiting.discard(key)
@@ -282,8 +280,8 @@ class NodeDevicesCheck(Controller):
         )
         self.recorder.event(
             workload,
-            NORMAL if verdict.state == nd.READY else WARNING,
-            REASON_READY if verdict.state == nd.READY else REASON_RETRY,
+            NORMAL if verdict.state == fit.READY else WARNING,
+            REASON_READY if verdict.state == fit.READY else REASON_RETRY,
             verdict.message,
         )
 
@@ -316,7 +314,7 @@ def apply_admission_check(client: Any) -> bool:
         return True
     client.apply(
         {
-            "apiVersion": c.KUEUE_API_VERSION,
+            "apiVersion": constants.KUEUE_API_VERSION,
             "kind": "AdmissionCheck",
             "metadata": {"name": CHECK},
             "status": {

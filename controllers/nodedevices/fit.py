@@ -12,7 +12,7 @@ slice leave 6,400,000 free credits, so four whole cards pass Kueue although no c
    PodSet without one is judged across the flavor's whole node pool.  An assigned Node that is gone
    holds the Workload.
 4. Each node's ledger is rebuilt from the bound Pods' allocation records with the device manager's
-   own aggregation (``api.allocation``), charged at least as much as the published ``Devices``
+   own aggregation (``fastpath.ledger``), charged at least as much as the published ``Devices``
    status (per card the fuller of the two: the status lags the Pod list when a Pod is allocated,
    the Pod list lags nothing it holds).
 5. Every other Workload that holds a reservation and is admitted or ``Ready`` here, and has a
@@ -34,13 +34,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import allocation
-from api import constants as c
+from api import constants
 from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
-from fastpath import fit
-from fastpath import requests as rq
+from fastpath import fit, fit_labels, requests
+from fastpath.ledger import Book, accelerator_key, is_held
 
-CHECK = c.ADMISSION_CHECK_NODE_DEVICES
+CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
 READY = "Ready"
 RETRY = "Retry"
 PENDING = "Pending"
@@ -49,7 +48,6 @@ ADMITTED = "Admitted"
 EVICTED = "Evicted"
 FINISHED = "Finished"
 
-Obj = dict[str, Any]
 _MANUFACTURER_NAMES = frozenset(m.name for m in MANUFACTURERS)
 
 
@@ -123,9 +121,9 @@ def hostname_counts(assignment: Mapping[str, Any] | None) -> dict[str, int] | No
     if not isinstance(assignment, Mapping):
         return None
     levels = assignment.get("levels") or []
-    if c.LABEL_HOSTNAME not in levels:
+    if constants.LABEL_HOSTNAME not in levels:
         return None
-    at = levels.index(c.LABEL_HOSTNAME)
+    at = levels.index(constants.LABEL_HOSTNAME)
     counts: dict[str, int] = {}
     for domain in assignment.get("domains") or ():
         values = domain.get("values") or []
@@ -162,9 +160,9 @@ def accelerator_groups(flavor: Mapping[str, Any]) -> list[str]:
     labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
     groups = []
     for key, value in labels.items():
-        if not key.startswith(c.PREFIX_ACCELERATABLE) or str(value) != "true":
+        if not key.startswith(constants.PREFIX_ACCELERATABLE) or str(value) != "true":
             continue
-        name = key[len(c.PREFIX_ACCELERATABLE) :]
+        name = key[len(constants.PREFIX_ACCELERATABLE) :]
         if name and "." not in name and name not in _MANUFACTURER_NAMES:
             groups.append(name)
     return sorted(groups)
@@ -192,13 +190,13 @@ class PodSetDemand:
     count: int  # Pods admitted
     flavor: str
     group: str = ""
-    demand: Any = None  # fit.Demand, or None when the PodSet asks for no accelerator
+    demand: Any = None  # fastpath.cards.Demand, or None when the PodSet asks for no accelerator
     nodes: dict[str, int] | None = None  # hostname-level assignment
 
 
 def _label_of(name: str, template: Mapping[str, Any]) -> str:
     labels = (template.get("metadata") or {}).get("labels") or {}
-    role = labels.get(c.LABEL_ROLE_KIND) or labels.get(c.LABEL_APP_COMPONENT)
+    role = labels.get(constants.LABEL_ROLE_KIND) or labels.get(constants.LABEL_APP_COMPONENT)
     return f'role "{role}" (PodSet "{name}")' if role else f'PodSet "{name}"'
 
 
@@ -209,7 +207,11 @@ def _flavor_of(flavors: Mapping[str, Any], manufacturer: str) -> str:
             if flavors.get(key):
                 return str(flavors[key])
     for key, flavor in flavors.items():
-        if key in BY_BASE or key.startswith(c.PREFIX_ACCELERATABLE) or key.startswith("credits.gpustack.ai/"):
+        if (
+            key in BY_BASE
+            or key.startswith(constants.PREFIX_ACCELERATABLE)
+            or key.startswith("credits.gpustack.ai/")
+        ):
             return str(flavor)
     distinct = {str(f) for f in flavors.values() if f}
     return distinct.pop() if len(distinct) == 1 else ""
@@ -229,7 +231,7 @@ def podset_demands(workload: Mapping[str, Any]) -> list[PodSetDemand]:
         name = pod_set.get("name") or "main"
         template = pod_set.get("template") or {}
         spec = template.get("spec") or {}
-        facts = rq.scan_pod(spec)
+        facts = requests.scan_pod(spec)
         if not facts.any_accelerator:
             continue
         manufacturer = facts.demand(0).manufacturer
@@ -250,7 +252,7 @@ def podset_demands(workload: Mapping[str, Any]) -> list[PodSetDemand]:
 
 def _model_keys(devices: Mapping[str, Any]) -> list[str]:
     labels = (devices.get("metadata") or {}).get("labels") or {}
-    prefix = c.PREFIX_ACCELERATABLE
+    prefix = constants.PREFIX_ACCELERATABLE
     return [k[len(prefix) :] for k, v in labels.items() if k.startswith(prefix) and str(v) == "true"]
 
 
@@ -259,7 +261,7 @@ def _vram_of(devices: Iterable[Mapping[str, Any]], group: str) -> int:
     for obj in devices:
         labels = _model_keys(obj)
         for spec_group in (obj.get("spec") or {}).get("groups") or ():
-            if fit.accelerator_key(spec_group, labels) == group:
+            if accelerator_key(spec_group, labels) == group:
                 return int(spec_group.get("memory") or 0)
     return 0
 
@@ -286,99 +288,8 @@ def _resolve(
         ps.group = groups[0]
         if ps.group not in vram:
             vram[ps.group] = _vram_of(devices.values(), ps.group)
-        ps.demand = rq.scan_pod(ps.spec).demand(vram[ps.group])
+        ps.demand = requests.scan_pod(ps.spec).demand(vram[ps.group])
     return ""
-
-
-# --- The ledger book ------------------------------------------------------------------------------------------
-
-
-def _charge_key(row: Mapping[str, Any] | None) -> tuple:
-    if row is None:
-        return (-1,)
-    remaining = row.get("remaining")
-    remaining = remaining if isinstance(remaining, int) and not isinstance(remaining, bool) else 0
-    profiles = sum(
-        int(p.get("count") or 0) for p in row.get("allocatedProfiles") or () if isinstance(p, Mapping)
-    )
-    return (
-        UNITS_PER_CARD - remaining,
-        int(row.get("allocatedSlices") or 0),
-        profiles,
-        int(row.get("mode") or 0),
-    )
-
-
-def merged_rows(devices: Mapping[str, Any], tallies: Mapping[tuple, Any]) -> list[Obj]:
-    """Per card the fuller of the ledger rebuilt from the Pods and the published status row."""
-    rebuilt = allocation.ledger_rows(devices, (), tallies=tallies)
-    published: dict[tuple, Mapping[str, Any]] = {}
-    for group in (devices.get("status") or {}).get("groups") or ():
-        for row in group.get("accelerators") or ():
-            if isinstance(row, Mapping):
-                published[(group.get("id"), group.get("manufacturer"), row.get("id"))] = row
-    if not published:
-        return rebuilt
-    for group in rebuilt:
-        rows = group["accelerators"]
-        for i, row in enumerate(rows):
-            other = published.get((group["id"], group["manufacturer"], row["id"]))
-            if other is not None and _charge_key(other) > _charge_key(row):
-                rows[i] = dict(other)
-    return rebuilt
-
-
-class Book:
-    """Node ledgers built on first use, one per (node, model), with the inflight charges that fall
-    on them applied as they are built — a pool of a thousand nodes costs only the nodes looked at
-    (their Pods' records are aggregated then too)."""
-
-    def __init__(
-        self,
-        devices: Mapping[str, Mapping[str, Any]],
-        pods_by_node: Mapping[str, list[Mapping[str, Any]]],
-        *,
-        release_terminated: bool = True,
-    ) -> None:
-        self.devices = devices
-        self.pods_by_node = pods_by_node
-        self.release_terminated = release_terminated
-        self._ledgers: dict[tuple[str, str], Any] = {}
-        self._pending: dict[tuple[str, str], list[tuple[Any, int]]] = {}
-
-    def charge_later(self, node: str, group: str, demand: Any, pods: int) -> None:
-        key = (node, group)
-        if key in self._ledgers:
-            if self._ledgers[key] is not None:
-                _place_up_to(self._ledgers[key], demand, pods)
-        else:
-            self._pending.setdefault(key, []).append((demand, pods))
-
-    def ledger(self, node: str, group: str) -> Any:
-        """The node's ledger of ``group``'s cards, or None when the node has no ``Devices``."""
-        key = (node, group)
-        ledger = self._ledgers.get(key)
-        if ledger is None and key not in self._ledgers:
-            devices = self.devices.get(node)
-            if devices is not None:
-                tallies = allocation.tally_pods(
-                    self.pods_by_node.get(node, ()), release_terminated=self.release_terminated
-                )
-                ledger = fit.node_ledger(devices, group, merged_rows(devices, tallies))
-                for demand, pods in self._pending.pop(key, ()):
-                    _place_up_to(ledger, demand, pods)
-            self._ledgers[key] = ledger
-        return ledger
-
-
-def _place_up_to(ledger: Any, demand: Any, pods: int) -> int:
-    """Charge up to ``pods`` copies of ``demand`` (an inflight Pod that does not fit charges
-    nothing: the ledger already says the node is full)."""
-    placed = 0
-    for _ in range(pods):
-        if fit.place(ledger, demand) is not None:
-            placed += 1
-    return placed
 
 
 # --- Pods ------------------------------------------------------------------------------------------------------
@@ -389,14 +300,14 @@ def held_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, st
     held: dict[tuple[str, str, str, str], int] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
-        workload = (meta.get("annotations") or {}).get(c.KUEUE_WORKLOAD)
+        workload = (meta.get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
         node = (pod.get("spec") or {}).get("nodeName")
-        if not workload or not node or not allocation.is_held(pod):
+        if not workload or not node or not is_held(pod):
             continue
         key = (
             meta.get("namespace") or "",
             workload,
-            (meta.get("labels") or {}).get(c.KUEUE_PODSET) or "",
+            (meta.get("labels") or {}).get(constants.KUEUE_PODSET) or "",
             node,
         )
         held[key] = held.get(key, 0) + 1
@@ -433,9 +344,9 @@ def _room(ledger: Any, demand: Any, group: str) -> str:
         free = sum(1 for card in cards if card.mode == 0 and card.remaining == UNITS_PER_CARD)
         return f"{free} of {len(cards)} cards whole and free"
     if family == "shared":
-        free = fit.shared_free_cards(ledger, group) or 0
+        free = fit_labels.shared_free_cards(ledger, group) or 0
         return f"{free} of {len(cards)} cards can grant a share"
-    best = fit.sliced_max_free_units(ledger, group) or 0
+    best = fit_labels.sliced_max_free_units(ledger, group) or 0
     return f"largest free slice {best} units on {len(cards)} cards"
 
 

@@ -3,7 +3,7 @@
 ``sliced-max-free-units.fit.gpustack.ai/<aKey>`` is the largest ``remaining`` over the group's cards
 that can take a slice and have a free slot (``0`` when all are full); ``shared-free-cards.fit.
 gpustack.ai/<aKey>`` counts the group's cards that can still grant a share.  They are computed with
-gate 3's own predicates (``fastpath.fit``), removed when the group has no such card or the node is
+gate 3's own predicates (``fastpath.fit_labels``), removed when the group has no such card or the node is
 not managed, patched onto the Node directly (not through NFD), and written only on change after a
 3-second coalescing window, so a burst of ledger updates costs one Node write.  The Workload fit pin
 (``webhooks.workload``) reads them; without them a pinned Workload would fit no node.
@@ -14,23 +14,23 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from api import constants as c
-from fastpath import fit
+from api import constants
+from fastpath import fit_labels, ledger
 from kube import changes
 from kube.client import ApiError
 from kube.manager import Controller, Manager, Watch
 
 FIELD_MANAGER = "gpustack-operator/node-fit-labels"
 COALESCE_SECONDS = 3.0
-is_fit_label = c.is_fit_label
+is_fit_label = constants.is_fit_label
 
 
 def desired_fit_labels(node: Mapping[str, Any], devices: Mapping[str, Any] | None) -> dict[str, str]:
     """The fit labels the node should carry (none when unmanaged or without a ledger)."""
     labels = changes.path(node, "metadata", "labels") or {}
-    if devices is None or labels.get(c.LABEL_MANAGED) != "true":
+    if devices is None or labels.get(constants.LABEL_MANAGED) != "true":
         return {}
-    return dict(fit.fit_labels(fit.node_ledger(dict(devices))))
+    return dict(fit_labels.fit_labels(ledger.node_ledger(dict(devices))))
 
 
 def fit_label_patch(node: Mapping[str, Any], want: Mapping[str, str]) -> dict[str, str | None]:
@@ -61,7 +61,7 @@ class NodeFitLabelReconciler(Controller):
             if changes.resync(obj, old) or event == "ADDED":
                 return [changes.name_of(obj)]
             # Our own label writes wake nothing; a managed flip or a stray edit of ours does.
-            if changes.labels_moved(obj, old, lambda k: k == c.LABEL_MANAGED or is_fit_label(k)):
+            if changes.labels_moved(obj, old, lambda k: k == constants.LABEL_MANAGED or is_fit_label(k)):
                 return later(changes.name_of(obj))
             return []
 

@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 from collections.abc import Hashable
 
-from api import constants as c
+from api import constants
 from controllers.pools import render
 from controllers.pools.queue_plan import QueueSettings, plan_queue
 from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, DRAIN_WHEN_NO_FLAVORS, SettingsReader
@@ -44,7 +44,7 @@ class ClusterQueueReconciler(Controller):
         self.flavors = self.informer("ResourceFlavor")
         self.topologies = self.informer("Topology")
         self.checks = self.informer("AdmissionCheck")
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
 
     def watches(self) -> list[Watch]:
         def by_name(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -73,7 +73,7 @@ class ClusterQueueReconciler(Controller):
             Watch("ResourceFlavor", flavors),
             Watch("Topology", every_queue),
             Watch("AdmissionCheck", checks),
-            Watch("Setting", every_queue, namespace=c.SYSTEM_NAMESPACE),
+            Watch("Setting", every_queue, namespace=constants.SYSTEM_NAMESPACE),
         ]
 
     def reconcile(self, key: Hashable) -> float | None:
@@ -124,7 +124,7 @@ class ClusterQueueReconciler(Controller):
         if previous is not None and previous.get("status") == condition["status"]:
             stamp = previous.get("lastTransitionTime") or stamp
         body = {
-            "apiVersion": c.KUEUE_API_VERSION,
+            "apiVersion": constants.KUEUE_API_VERSION,
             "kind": "ClusterQueue",
             "metadata": {"name": render.name_of(queue)},
             "status": {"conditions": [{**condition, "lastTransitionTime": stamp}]},

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
 from controllers.pools import render
 from kube import changes
 from kube.client import ApiError
@@ -21,7 +21,7 @@ from kube.manager import Controller, Manager, Watch
 
 log = logging.getLogger("controllers.pools.devices_labels")
 
-MIRRORED = (c.LABEL_MANAGED, c.LABEL_TOPOLOGY_PROFILE)
+MIRRORED = (constants.LABEL_MANAGED, constants.LABEL_TOPOLOGY_PROFILE)
 
 
 def label_patch(devices: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, str | None]:

@@ -1,6 +1,6 @@
 """An InstanceType's status, purely: phase, entrance, hardware detail and the four views (§2.2, §7).
 
-The views are ``fastpath.fit``'s projection of the pool's ledger (the same fit gates 1, 3 and 5
+The views are ``fastpath.views``' projection of the pool's ledger (the same fit gates 1, 3 and 5
 use), scoped to the type's accelerator group; the detail comes from one ``Devices`` read (the
 first pool node, by name, that reports the group), so ``manufacturer`` and ``slicedDetail`` are
 written together.  ``unitSummary``, ``acceleratorSummary`` and ``cpuSummary`` are the printer
@@ -13,21 +13,22 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api.naming import local_queue_name
+from api.objects import Obj
 from controllers.pools import render
 from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
-from fastpath import fit
-
-Obj = dict[str, Any]
+from fastpath import views
+from fastpath.cards import Ledger, NodeLedger
+from fastpath.ledger import accelerator_key, build_ledger
 
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining."""
     if render.deleting(instance_type):
-        return c.PHASE_INACTIVE, "being deleted: its queue is torn down"
+        return constants.PHASE_INACTIVE, "being deleted: its queue is torn down"
     if queue is None:
-        return c.PHASE_INACTIVE, "waiting for its ClusterQueue"
+        return constants.PHASE_INACTIVE, "waiting for its ClusterQueue"
     spec = queue.get("spec") or {}
     status = queue.get("status") or {}
     policy = spec.get("stopPolicy") or "None"
@@ -35,13 +36,13 @@ def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) 
     if policy == STOP_DRAIN:
         busy = int(status.get("reservingWorkloads") or 0) + int(status.get("admittedWorkloads") or 0)
         if busy:
-            return c.PHASE_DRAINING, f"draining: {busy} workload(s) still hold quota"
-        return c.PHASE_INACTIVE, "drained: no node serves this pool"
+            return constants.PHASE_DRAINING, f"draining: {busy} workload(s) still hold quota"
+        return constants.PHASE_INACTIVE, "drained: no node serves this pool"
     if policy == STOP_HOLD:
-        if c.ANNOTATION_EMPTY_PLAN_HOLD in annotations:
-            return c.PHASE_INACTIVE, "held: no node serves this pool yet"
-        return c.PHASE_INACTIVE, "held: the type is inactive"
-    return c.PHASE_ACTIVE, ""
+        if constants.ANNOTATION_EMPTY_PLAN_HOLD in annotations:
+            return constants.PHASE_INACTIVE, "held: no node serves this pool yet"
+        return constants.PHASE_INACTIVE, "held: the type is inactive"
+    return constants.PHASE_ACTIVE, ""
 
 
 def _memory(mib: Any) -> str:
@@ -53,12 +54,12 @@ def _memory(mib: Any) -> str:
 
 def _group_of(devices: Mapping[str, Any], accelerator_group: str) -> Obj | None:
     labels = [
-        k[len(c.PREFIX_ACCELERATABLE) :]
+        k[len(constants.PREFIX_ACCELERATABLE) :]
         for k, v in ((devices.get("metadata") or {}).get("labels") or {}).items()
-        if k.startswith(c.PREFIX_ACCELERATABLE) and v == "true"
+        if k.startswith(constants.PREFIX_ACCELERATABLE) and v == "true"
     ]
     for group in (devices.get("spec") or {}).get("groups") or []:
-        if fit.accelerator_key(group, labels) == accelerator_group:
+        if accelerator_key(group, labels) == accelerator_group:
             return group
     return None
 
@@ -90,7 +91,7 @@ def cpu_detail(node_facts: render.NodeFacts | None, general_group: str) -> Obj:
     raw = dict(node_facts.cpu_detail)
     out: Obj = {}
     manufacturer = (
-        general_group.split("-", 1)[0] if general_group and general_group != c.GENERIC_GROUP else ""
+        general_group.split("-", 1)[0] if general_group and general_group != constants.GENERIC_GROUP else ""
     )
     if manufacturer:
         out["manufacturer"] = manufacturer
@@ -148,10 +149,10 @@ def render_status(
     cores = {f.name: f.cores for f in facts}
     if accelerated:
         ledgers = [devices[f.name] for f in facts if f.name in devices]
-        ledger = fit.build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
+        ledger = build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
     else:
-        ledger = fit.Ledger([fit.NodeLedger(f.name, [], f.cores) for f in facts])
-    views = fit.views(ledger)
+        ledger = Ledger([NodeLedger(f.name, [], f.cores) for f in facts])
+    pool_views = views.views(ledger)
     phase, message = phase_of(instance_type, queue)
     status: Obj = {"phase": phase}
     if message:
@@ -169,14 +170,14 @@ def render_status(
             detail["cpu"] = host
     elif first is not None:
         detail = cpu_detail(first, spec.get("generalGroup") or "") or {}
-        detail.setdefault("manufacturer", spec.get("generalGroup") or c.GENERIC_GROUP)
+        detail.setdefault("manufacturer", spec.get("generalGroup") or constants.GENERIC_GROUP)
     if detail:
         status["detail"] = detail
-    status.update(views.to_status())
+    status.update(pool_views.to_status())
     unit = spec.get("unitResources") or {}
     status["unitSummary"] = f"{unit.get('cpu', '')}/{unit.get('ram', '')}/{spec.get('localStorage', '')}"
-    status["acceleratorSummary"] = views.summary()
-    status["cpuSummary"] = views.cpu_summary()
+    status["acceleratorSummary"] = pool_views.summary()
+    status["cpuSummary"] = pool_views.cpu_summary()
     return status
 
 

@@ -19,8 +19,7 @@ import logging
 from collections.abc import Hashable
 from typing import Any
 
-from api import API_VERSION
-from api import constants as c
+from api import API_VERSION, constants
 from controllers.pools import render
 from controllers.pools.instance_type_status import pool_nodes, render_status, status_changed
 from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, MIXED_ON_NODE, SettingsReader
@@ -38,7 +37,7 @@ TEARDOWN_POLL_SECONDS = 2.0
 
 def _devices_groups(obj: dict) -> set[str]:
     labels = changes.path(obj, "metadata", "labels") or {}
-    prefix = c.PREFIX_ACCELERATABLE
+    prefix = constants.PREFIX_ACCELERATABLE
     return {k[len(prefix) :] for k, v in labels.items() if k.startswith(prefix) and v == "true"}
 
 
@@ -52,7 +51,7 @@ class InstanceTypeReconciler(Controller):
         self.nodes = self.informer("Node")
         self.devices = self.informer("Devices")
         self.queues = self.informer("ClusterQueue")
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
 
     def watches(self) -> list[Watch]:
         def types(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -99,7 +98,7 @@ class InstanceTypeReconciler(Controller):
             Watch("ResourceFlavor", flavors),
             Watch("ClusterQueue", queues),
             Watch("Devices", devices),
-            Watch("Setting", every_type, namespace=c.SYSTEM_NAMESPACE),
+            Watch("Setting", every_type, namespace=constants.SYSTEM_NAMESPACE),
         ]
 
     def reconcile(self, key: Hashable) -> float | None:
@@ -141,14 +140,14 @@ class InstanceTypeReconciler(Controller):
     def _ensure_finalizer(self, instance_type: dict) -> None:
         meta = instance_type.get("metadata") or {}
         finalizers = list(meta.get("finalizers") or [])
-        if c.FINALIZER_CONTROLLED in finalizers:
+        if constants.FINALIZER_CONTROLLED in finalizers:
             return
         self.client.patch(
             "InstanceType",
             meta["name"],
             {
                 "metadata": {
-                    "finalizers": [*finalizers, c.FINALIZER_CONTROLLED],
+                    "finalizers": [*finalizers, constants.FINALIZER_CONTROLLED],
                     "resourceVersion": meta.get("resourceVersion"),
                 }
             },
@@ -157,7 +156,7 @@ class InstanceTypeReconciler(Controller):
     def teardown(self, instance_type: dict) -> float | None:
         meta = instance_type.get("metadata") or {}
         finalizers = list(meta.get("finalizers") or [])
-        if c.FINALIZER_CONTROLLED not in finalizers:
+        if constants.FINALIZER_CONTROLLED not in finalizers:
             return None
         name = meta["name"]
         self.write_status(instance_type)
@@ -169,7 +168,7 @@ class InstanceTypeReconciler(Controller):
                     instance_type, NORMAL, "TearingDown", f"deleted ClusterQueue {name}; waiting for it to go"
                 )
             return TEARDOWN_POLL_SECONDS
-        remaining = [f for f in finalizers if f != c.FINALIZER_CONTROLLED]
+        remaining = [f for f in finalizers if f != constants.FINALIZER_CONTROLLED]
         try:
             self.client.patch(
                 "InstanceType",

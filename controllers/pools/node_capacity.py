@@ -41,7 +41,10 @@ from api.manufacturers import (
     UNITS_PER_CARD,
     Manufacturer,
 )
-from fastpath import fit, quantity
+from fastpath import quantity
+from fastpath.cards import NodeLedger
+from fastpath.fit_labels import partition_capacity
+from fastpath.ledger import node_ledger
 
 SLICED_SUFFIXES = (
     SUFFIX_SLICED_UNITS,
@@ -108,7 +111,7 @@ def _sliced_keys(maker: Manufacturer, devices: Mapping[str, Any]) -> dict[str, s
 
 def _partition_ledger(maker: Manufacturer, ledger: Any) -> Any:
     cards = [card for card in ledger.cards if card.manufacturer == maker.name and card.partitioned]
-    return fit.NodeLedger(ledger.name, cards) if cards else None
+    return NodeLedger(ledger.name, cards) if cards else None
 
 
 def _cards(maker: Manufacturer, devices: Mapping[str, Any]) -> int:
@@ -135,11 +138,11 @@ def node_capacity(
             out.keys.update(_sliced_keys(maker, devices))
         if _positive(capacity.get(base + SUFFIX_PARTITIONED)):
             if ledger is None:
-                ledger = fit.node_ledger(dict(devices))
+                ledger = node_ledger(dict(devices))
             partitioned = _partition_ledger(maker, ledger)
             if partitioned is None:
                 continue
-            tokens, per_profile = fit.partition_capacity(partitioned)
+            tokens, per_profile = partition_capacity(partitioned)
             out.partition_tokens[base + SUFFIX_PARTITIONED] = int(tokens)
             out.keys[base + SUFFIX_PARTITIONED_UNITS] = str(len(partitioned.cards) * UNITS_PER_CARD)
             for profile, count in per_profile.items():

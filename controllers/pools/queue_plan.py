@@ -26,16 +26,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
-from api import kueue
+from api import constants, kueue
+from api.objects import Obj
 from controllers.pools import render
 from fastpath import quantity
 
-Obj = dict[str, Any]
-
 STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
-ANNOTATION_APPLIED_STOP = c.ANNOTATION_APPLIED_STOP_POLICY
-ANNOTATION_DRAIN_HOLD = c.ANNOTATION_DRAIN_PLAN_HOLD
+ANNOTATION_APPLIED_STOP = constants.ANNOTATION_APPLIED_STOP_POLICY
+ANNOTATION_DRAIN_HOLD = constants.ANNOTATION_DRAIN_PLAN_HOLD
 MAX_FLAVORS = 64
 DRAIN_POLL_SECONDS = 5.0
 
@@ -245,15 +243,15 @@ def render_queue(
     if checks:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "ClusterQueue",
         "metadata": {"name": name, "labels": dict(labels), "annotations": dict(annotations)},
         "spec": spec,
     }
 
 
-_OUR_ANNOTATIONS = (c.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
-_OUR_LABEL_PREFIXES = (c.PREFIX_GENERAL, c.PREFIX_ACCELERATABLE)
+_OUR_ANNOTATIONS = (constants.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
+_OUR_LABEL_PREFIXES = (constants.PREFIX_GENERAL, constants.PREFIX_ACCELERATABLE)
 
 
 def _checks_of(spec: Mapping[str, Any]) -> list[str]:
@@ -287,7 +285,7 @@ def needs_apply(body: Obj, current: Mapping[str, Any] | None) -> bool:
 
 def topology_condition(status: str, reason: str, message: str, generation: int) -> Obj:
     return {
-        "type": c.CONDITION_TOPOLOGY_READY,
+        "type": constants.CONDITION_TOPOLOGY_READY,
         "status": status,
         "reason": reason,
         "message": message[:32768],
@@ -307,6 +305,17 @@ def condition_changed(queue: Mapping[str, Any], condition: Mapping[str, Any]) ->
 # --- The plan -----------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _Stop:
+    """The resource groups a plan applies and the stop policy it holds them under, with the two
+    annotations that remember why: the policy saved across a drain, and the empty-plan hold."""
+
+    groups: list[Obj]
+    policy: str
+    drain_saved: str | None
+    empty_marker: bool
+
+
 def plan_queue(
     name: str,
     instance_type: Mapping[str, Any] | None,
@@ -318,144 +327,182 @@ def plan_queue(
 ) -> QueuePlan:
     """What to do with the ClusterQueue ``name`` given its InstanceType and the world."""
     plan = QueuePlan()
-    qspec = (queue or {}).get("spec") or {}
-    annotations = dict(((queue or {}).get("metadata") or {}).get("annotations") or {})
-    current_groups = list(qspec.get("resourceGroups") or [])
-    current_checks = _checks_of(qspec)
-    policy_now = qspec.get("stopPolicy") or STOP_NONE
-    labels = {
-        k: v
-        for k, v in (((queue or {}).get("metadata") or {}).get("labels") or {}).items()
-        if k == c.LABEL_RESOURCE_TYPE
-        or k == c.LABEL_ACCELERATABLE
-        or k.startswith(_OUR_LABEL_PREFIXES)
-        or k in (c.LABEL_OS, c.LABEL_ARCH)
-    }
-    ours = {k: annotations[k] for k in _OUR_ANNOTATIONS if k in annotations}
-
     if instance_type is None or render.deleting(instance_type) or render.deleting(queue):
-        if queue is None or not render.owned_cluster_queue(queue):
-            return plan
-        ours[ANNOTATION_APPLIED_STOP] = STOP_DRAIN
-        body = render_queue(name, labels, ours, current_groups, current_checks, STOP_DRAIN)
-        plan.apply = body if needs_apply(body, queue) else None
-        plan.delete = instance_type is None and not render.deleting(queue)
-        if policy_now != STOP_DRAIN:
-            plan.events.append(
-                ("Normal", "Draining", "the queue is being removed: HoldAndDrain evicts its workloads")
-            )
+        _plan_removal(plan, name, instance_type, queue)
         return plan
 
     pool = render.pool_of_instance_type(instance_type)
     labels = {
         **render.instance_type_schedule_labels(instance_type, settings.aware_cpu),
-        c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_INSTANCE_TYPES,
+        constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_INSTANCE_TYPES,
     }
-    inactive = bool((instance_type.get("spec") or {}).get("inactive"))
-    empty_marker = c.ANNOTATION_EMPTY_PLAN_HOLD in annotations
-    drain_saved = annotations.get(ANNOTATION_DRAIN_HOLD)
-    applied = annotations.get(ANNOTATION_APPLIED_STOP)
-    if (
-        queue is not None
-        and not empty_marker
-        and drain_saved is None
-        and policy_now != STOP_NONE
-        and policy_now != applied
-        and not inactive
-    ):
-        plan.backfill_inactive = True
-        inactive = True
-        plan.events.append(
-            ("Normal", "Inactive", f"the queue was stopped ({policy_now}): the type is now inactive")
-        )
-    base = STOP_HOLD if inactive else STOP_NONE
-
+    inactive = _inactive(plan, instance_type, queue)
     flavors = list(flavors)
     matched = render.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
-    # A dropped flavor still live left by matching elsewhere: it may hold reservations worth a
-    # drain.  One whose nodes left (deleted or finalizing) is dropped in place.
-    live_all = {render.name_of(f) for f in flavors if not render.deleting(f)}
     grouping = plan_groups(pool, matched, topologies)
-    desired_groups = grouping.groups if grouping.valid else current_groups
-
-    if not desired_groups:
-        if current_groups and grouping.valid:
-            if settings.drain_when_no_flavors:
-                policy = STOP_DRAIN
-                drain_saved = drain_saved or (policy_now if policy_now != STOP_DRAIN else base)
-                if drained(queue):
-                    groups: list[Obj] = []
-                else:
-                    groups = current_groups
-                    plan.requeue = DRAIN_POLL_SECONDS
-                if policy_now != STOP_DRAIN:
-                    plan.events.append(
-                        (
-                            "Normal",
-                            "Draining",
-                            "no flavor is left: draining before emptying the resource groups",
-                        )
-                    )
-            else:
-                groups, policy = current_groups, (policy_now if policy_now != STOP_NONE else base)
-        else:
-            groups = []
-            if drain_saved is not None:
-                policy = STOP_DRAIN
-            else:
-                policy, empty_marker = STOP_HOLD, True
-    else:
-        wanted = set(_flavor_names(desired_groups))
-        dropped = [n for n in _flavor_names(current_groups) if n not in wanted and n in live_all]
-        risky = [n for n in dropped if flavor_reserved(queue, n)]
-        if risky and not drained(queue):
-            policy = STOP_DRAIN
-            drain_saved = drain_saved or (policy_now if policy_now != STOP_DRAIN else base)
-            groups = current_groups
-            plan.requeue = DRAIN_POLL_SECONDS
-            if policy_now != STOP_DRAIN:
-                plan.events.append(
-                    (
-                        "Normal",
-                        "Draining",
-                        f"flavor(s) {', '.join(risky)} leave the plan while reserved: draining first",
-                    )
-                )
-        else:
-            groups, policy = desired_groups, base
-            if drain_saved is not None:
-                plan.events.append(("Normal", "Restored", f"the new plan is in place: stop policy {policy}"))
-            drain_saved, empty_marker = None, False
+    stop = _stop(plan, queue, flavors, grouping, settings, STOP_HOLD if inactive else STOP_NONE)
 
     checks = []
-    if groups:
+    if stop.groups:
         active = set(active_checks)
-        if pool.acceleratable and settings.derived_from_node and c.ADMISSION_CHECK_NODE_DEVICES in active:
-            checks.append(c.ADMISSION_CHECK_NODE_DEVICES)
-        if c.ADMISSION_CHECK_JOINT in active:
-            checks.append(c.ADMISSION_CHECK_JOINT)
+        if (
+            pool.acceleratable
+            and settings.derived_from_node
+            and constants.ADMISSION_CHECK_NODE_DEVICES in active
+        ):
+            checks.append(constants.ADMISSION_CHECK_NODE_DEVICES)
+        if constants.ADMISSION_CHECK_JOINT in active:
+            checks.append(constants.ADMISSION_CHECK_JOINT)
 
-    ours = {ANNOTATION_APPLIED_STOP: policy}
-    if empty_marker and policy == STOP_HOLD:
-        ours[c.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
-    if drain_saved is not None:
-        ours[ANNOTATION_DRAIN_HOLD] = drain_saved
-    body = render_queue(name, labels, ours, groups, checks, policy)
+    ours = {ANNOTATION_APPLIED_STOP: stop.policy}
+    if stop.empty_marker and stop.policy == STOP_HOLD:
+        ours[constants.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
+    if stop.drain_saved is not None:
+        ours[ANNOTATION_DRAIN_HOLD] = stop.drain_saved
+    body = render_queue(name, labels, ours, stop.groups, checks, stop.policy)
     if needs_apply(body, queue):
         plan.apply = body
     elif queue is not None:
-        generation = int((queue.get("metadata") or {}).get("generation") or 0)
-        if not grouping.valid:
-            cond = topology_condition("False", grouping.reason, grouping.message, generation)
-        elif not kueue_current(queue):
-            cond = topology_condition(
-                "Unknown",
-                c.REASON_AWAITING_QUEUE_STATUS,
-                "Kueue has not reported this generation yet",
-                generation,
-            )
-        else:
-            cond = topology_condition("True", grouping.reason, grouping.message, generation)
+        cond = _topology_condition_of(queue, grouping)
         if condition_changed(queue, cond):
             plan.condition = cond
     return plan
+
+
+def _plan_removal(
+    plan: QueuePlan, name: str, instance_type: Mapping[str, Any] | None, queue: Mapping[str, Any] | None
+) -> None:
+    """The InstanceType is gone or going (or the queue is): drain an owned queue, then delete it."""
+    if queue is None or not render.owned_cluster_queue(queue):
+        return
+    qspec = queue.get("spec") or {}
+    annotations = dict((queue.get("metadata") or {}).get("annotations") or {})
+    labels = {
+        k: v
+        for k, v in ((queue.get("metadata") or {}).get("labels") or {}).items()
+        if k == constants.LABEL_RESOURCE_TYPE
+        or k == constants.LABEL_ACCELERATABLE
+        or k.startswith(_OUR_LABEL_PREFIXES)
+        or k in (constants.LABEL_OS, constants.LABEL_ARCH)
+    }
+    ours = {k: annotations[k] for k in _OUR_ANNOTATIONS if k in annotations}
+    ours[ANNOTATION_APPLIED_STOP] = STOP_DRAIN
+    groups = list(qspec.get("resourceGroups") or [])
+    body = render_queue(name, labels, ours, groups, _checks_of(qspec), STOP_DRAIN)
+    plan.apply = body if needs_apply(body, queue) else None
+    plan.delete = instance_type is None and not render.deleting(queue)
+    if (qspec.get("stopPolicy") or STOP_NONE) != STOP_DRAIN:
+        plan.events.append(
+            ("Normal", "Draining", "the queue is being removed: HoldAndDrain evicts its workloads")
+        )
+
+
+def _inactive(plan: QueuePlan, instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> bool:
+    """Whether the type is inactive: as its spec says, or because someone else stopped the queue
+    (then the plan backfills ``inactive`` on the type)."""
+    inactive = bool((instance_type.get("spec") or {}).get("inactive"))
+    if queue is None or inactive:
+        return inactive
+    policy_now = (queue.get("spec") or {}).get("stopPolicy") or STOP_NONE
+    annotations = (queue.get("metadata") or {}).get("annotations") or {}
+    if (
+        constants.ANNOTATION_EMPTY_PLAN_HOLD not in annotations
+        and annotations.get(ANNOTATION_DRAIN_HOLD) is None
+        and policy_now != STOP_NONE
+        and policy_now != annotations.get(ANNOTATION_APPLIED_STOP)
+    ):
+        plan.backfill_inactive = True
+        plan.events.append(
+            ("Normal", "Inactive", f"the queue was stopped ({policy_now}): the type is now inactive")
+        )
+        return True
+    return False
+
+
+def _stop(
+    plan: QueuePlan,
+    queue: Mapping[str, Any] | None,
+    flavors: list[Mapping[str, Any]],
+    grouping: GroupsPlan,
+    settings: QueueSettings,
+    base: str,
+) -> _Stop:
+    """The groups to apply and the policy to hold them under (``base``: Hold when inactive)."""
+    qspec = (queue or {}).get("spec") or {}
+    annotations = ((queue or {}).get("metadata") or {}).get("annotations") or {}
+    current = _Stop(
+        groups=list(qspec.get("resourceGroups") or []),
+        policy=qspec.get("stopPolicy") or STOP_NONE,
+        drain_saved=annotations.get(ANNOTATION_DRAIN_HOLD),
+        empty_marker=constants.ANNOTATION_EMPTY_PLAN_HOLD in annotations,
+    )
+    desired_groups = grouping.groups if grouping.valid else current.groups
+    if not desired_groups:
+        return _stop_without_groups(plan, queue, current, grouping, settings, base)
+    # A dropped flavor still live left by matching elsewhere: it may hold reservations worth a
+    # drain.  One whose nodes left (deleted or finalizing) is dropped in place.
+    live_all = {render.name_of(f) for f in flavors if not render.deleting(f)}
+    wanted = set(_flavor_names(desired_groups))
+    dropped = [n for n in _flavor_names(current.groups) if n not in wanted and n in live_all]
+    risky = [n for n in dropped if flavor_reserved(queue, n)]
+    if risky and not drained(queue):
+        plan.requeue = DRAIN_POLL_SECONDS
+        if current.policy != STOP_DRAIN:
+            plan.events.append(
+                (
+                    "Normal",
+                    "Draining",
+                    f"flavor(s) {', '.join(risky)} leave the plan while reserved: draining first",
+                )
+            )
+        return _Stop(current.groups, STOP_DRAIN, _saved_policy(current, base), current.empty_marker)
+    if current.drain_saved is not None:
+        plan.events.append(("Normal", "Restored", f"the new plan is in place: stop policy {base}"))
+    return _Stop(desired_groups, base, None, False)
+
+
+def _stop_without_groups(
+    plan: QueuePlan,
+    queue: Mapping[str, Any] | None,
+    current: _Stop,
+    grouping: GroupsPlan,
+    settings: QueueSettings,
+    base: str,
+) -> _Stop:
+    """No flavor is left in the plan: drain (or hold) what the queue still has, or hold it empty."""
+    if not (current.groups and grouping.valid):
+        if current.drain_saved is not None:
+            return _Stop([], STOP_DRAIN, current.drain_saved, current.empty_marker)
+        return _Stop([], STOP_HOLD, current.drain_saved, True)
+    if not settings.drain_when_no_flavors:
+        policy = current.policy if current.policy != STOP_NONE else base
+        return _Stop(current.groups, policy, current.drain_saved, current.empty_marker)
+    groups: list[Obj] = []
+    if not drained(queue):
+        groups = current.groups
+        plan.requeue = DRAIN_POLL_SECONDS
+    if current.policy != STOP_DRAIN:
+        plan.events.append(
+            ("Normal", "Draining", "no flavor is left: draining before emptying the resource groups")
+        )
+    return _Stop(groups, STOP_DRAIN, _saved_policy(current, base), current.empty_marker)
+
+
+def _saved_policy(current: _Stop, base: str) -> str:
+    """The policy a drain saves, to restore once the new plan is in place."""
+    return current.drain_saved or (current.policy if current.policy != STOP_DRAIN else base)
+
+
+def _topology_condition_of(queue: Mapping[str, Any], grouping: GroupsPlan) -> Obj:
+    """``TopologyReady`` as the plan and Kueue's status say."""
+    generation = int((queue.get("metadata") or {}).get("generation") or 0)
+    if not grouping.valid:
+        return topology_condition("False", grouping.reason, grouping.message, generation)
+    if not kueue_current(queue):
+        return topology_condition(
+            "Unknown",
+            constants.REASON_AWAITING_QUEUE_STATUS,
+            "Kueue has not reported this generation yet",
+            generation,
+        )
+    return topology_condition("True", grouping.reason, grouping.message, generation)

@@ -19,24 +19,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import API_VERSION, unit_presets
-from api import constants as c
+from api import API_VERSION, constants, unit_presets
 from api.manufacturers import UNITS_PER_CARD, manufacturer_of_group
 from api.naming import instance_type_name, local_queue_name, schedule_labels, topology_profile
-
-Obj = dict[str, Any]
+from api.objects import Obj
 
 # Our additions to the vocabulary (candidates for api.constants once the chain settles).
-HOSTNAME_PROFILE = topology_profile([c.LABEL_HOSTNAME])
+HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])
 TOPOLOGY_PREFIX = "gpustack-"
-NOTE_GROUP = c.PREFIX_NOTE + "group"
-NOTE_MANUFACTURER = c.PREFIX_NOTE + "manufacturer"
-NOTE_PRODUCT = c.PREFIX_NOTE + "product"
-NOTE_FAMILY = c.PREFIX_NOTE + "family"
-NOTE_MEMORY = c.PREFIX_NOTE + "memory"
-NOTE_CORES = c.PREFIX_NOTE + "cores"
-NOTE_COMPUTE_CAPABILITY = c.PREFIX_NOTE + "computeCapability"
-SYSTEM_NAMESPACES = frozenset((*c.KUBE_SYSTEM_NAMESPACES, c.SYSTEM_NAMESPACE, "kueue-system"))
+NOTE_GROUP = constants.PREFIX_NOTE + "group"
+NOTE_MANUFACTURER = constants.PREFIX_NOTE + "manufacturer"
+NOTE_PRODUCT = constants.PREFIX_NOTE + "product"
+NOTE_FAMILY = constants.PREFIX_NOTE + "family"
+NOTE_MEMORY = constants.PREFIX_NOTE + "memory"
+NOTE_CORES = constants.PREFIX_NOTE + "cores"
+NOTE_COMPUTE_CAPABILITY = constants.PREFIX_NOTE + "computeCapability"
+SYSTEM_NAMESPACES = frozenset((*constants.KUBE_SYSTEM_NAMESPACES, constants.SYSTEM_NAMESPACE, "kueue-system"))
 TOLERATE_ALL = [{"operator": "Exists"}]
 _CPU_DETAIL_ANNOTATIONS = (
     "name",
@@ -126,33 +124,35 @@ def _groups_with_count(labels: Mapping[str, str], prefix: str) -> list[tuple[str
 def node_facts(node: Mapping[str, Any]) -> NodeFacts:
     labels = _labels(node)
     annotations = _annotations(node)
-    general = _groups_with_count(labels, c.PREFIX_GENERAL)
+    general = _groups_with_count(labels, constants.PREFIX_GENERAL)
     gkey, cores = general[0] if general else ("", 0)
     if cores <= 0:
         cores = cpu_cores(((node.get("status") or {}).get("capacity") or {}).get("cpu"))
-    accelerators = tuple((a, n) for a, n in _groups_with_count(labels, c.PREFIX_ACCELERATABLE) if n > 0)
+    accelerators = tuple(
+        (a, n) for a, n in _groups_with_count(labels, constants.PREFIX_ACCELERATABLE) if n > 0
+    )
     notes = []
     for akey, _count in accelerators:
-        prefix = f"{c.PREFIX_ACCELERATABLE}{akey}."
+        prefix = f"{constants.PREFIX_ACCELERATABLE}{akey}."
         described = tuple(
             sorted((k[len(prefix) :], v) for k, v in labels.items() if k.startswith(prefix) and v)
         )
         notes.append((akey, described))
     detail = []
     for item in _CPU_DETAIL_ANNOTATIONS:
-        value = annotations.get(c.PREFIX_CPU_ANNOTATION + item)
+        value = annotations.get(constants.PREFIX_CPU_ANNOTATION + item)
         if value and not value.startswith("@"):
             detail.append((item, value))
     return NodeFacts(
         name=name_of(node),
-        os=labels.get(c.LABEL_OS, ""),
-        arch=labels.get(c.LABEL_ARCH, ""),
-        managed=labels.get(c.LABEL_MANAGED) == "true",
+        os=labels.get(constants.LABEL_OS, ""),
+        arch=labels.get(constants.LABEL_ARCH, ""),
+        managed=labels.get(constants.LABEL_MANAGED) == "true",
         general_group=gkey,
         cores=cores,
         accelerators=accelerators,
-        profile=labels.get(c.LABEL_TOPOLOGY_PROFILE, ""),
-        cpu_only=labels.get(c.LABEL_CPU_ONLY) == "true",
+        profile=labels.get(constants.LABEL_TOPOLOGY_PROFILE, ""),
+        cpu_only=labels.get(constants.LABEL_CPU_ONLY) == "true",
         cpu_detail=tuple(detail),
         notes=tuple(notes),
     )
@@ -182,10 +182,10 @@ class FlavorKey:
         a profile other than hostname-only is appended, since it is part of flavor identity and a
         live profile change must yield a replacement flavor rather than edit an immutable one."""
         if self.acceleratable:
-            head = f"{c.NAME_PREFIX}{self.general_group}--{self.accelerator_group}"
+            head = f"{constants.NAME_PREFIX}{self.general_group}--{self.accelerator_group}"
             tail = f"{self.count}d"
         else:
-            head, tail = f"{c.NAME_PREFIX}{self.general_group}", f"{self.count}c"
+            head, tail = f"{constants.NAME_PREFIX}{self.general_group}", f"{self.count}c"
         name = f"{head}-{self.os}-{self.arch}-{tail}"
         return name if self.profile == HOSTNAME_PROFILE else f"{name}-{self.profile}"
 
@@ -193,8 +193,8 @@ class FlavorKey:
     def feature_label(self) -> str:
         """The key whose ``.count``/``.capacity`` the flavor carries."""
         if self.acceleratable:
-            return c.label_accelerator_group(self.accelerator_group)
-        return c.label_general_group(self.general_group)
+            return constants.label_accelerator_group(self.accelerator_group)
+        return constants.label_general_group(self.general_group)
 
 
 @dataclass(slots=True)
@@ -239,24 +239,24 @@ def node_flavor_keys(facts: NodeFacts, *, mixed_on_node: bool = True) -> list[Fl
 def render_flavor(group: FlavorGroup, *, aware_cpu: bool = False, mixed_on_node: bool = True) -> Obj:
     """The ResourceFlavor of a group (a server-side apply body)."""
     key, first = group.key, group.first
-    general = c.label_general_group(key.general_group)
+    general = constants.label_general_group(key.general_group)
     labels = {
-        c.LABEL_OS: key.os,
-        c.LABEL_ARCH: key.arch,
-        c.LABEL_ACCELERATABLE: "true" if key.acceleratable else "false",
+        constants.LABEL_OS: key.os,
+        constants.LABEL_ARCH: key.arch,
+        constants.LABEL_ACCELERATABLE: "true" if key.acceleratable else "false",
         general: "true",
         f"{key.feature_label}.count": str(key.count),
         f"{key.feature_label}.capacity": str(group.capacity),
-        c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_NODES,
-        c.LABEL_TOPOLOGY_PROFILE: key.profile,
+        constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_NODES,
+        constants.LABEL_TOPOLOGY_PROFILE: key.profile,
     }
     node_labels = {
-        c.LABEL_OS: key.os,
-        c.LABEL_ARCH: key.arch,
-        c.LABEL_MANAGED: "true",
+        constants.LABEL_OS: key.os,
+        constants.LABEL_ARCH: key.arch,
+        constants.LABEL_MANAGED: "true",
         general: "true",
         f"{key.feature_label}.count": str(key.count),
-        c.LABEL_TOPOLOGY_PROFILE: key.profile,
+        constants.LABEL_TOPOLOGY_PROFILE: key.profile,
     }
     notes = {NOTE_GROUP: key.accelerator_group or key.general_group}
     if key.acceleratable:
@@ -264,13 +264,13 @@ def render_flavor(group: FlavorGroup, *, aware_cpu: bool = False, mixed_on_node:
         node_labels[key.feature_label] = "true"
         notes.update(_accelerator_notes(key.accelerator_group, first))
     elif not mixed_on_node:
-        node_labels[c.LABEL_CPU_ONLY] = "true"
+        node_labels[constants.LABEL_CPU_ONLY] = "true"
     if first is not None and first.cpu_detail and (not key.acceleratable or aware_cpu):
-        notes[c.ANNOTATION_CPU_DETAIL] = json.dumps(dict(first.cpu_detail), sort_keys=True)
+        notes[constants.ANNOTATION_CPU_DETAIL] = json.dumps(dict(first.cpu_detail), sort_keys=True)
     if not key.acceleratable:
         notes[NOTE_CORES] = str(key.count)
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "ResourceFlavor",
         "metadata": {"name": key.name, "labels": labels, "annotations": notes},
         "spec": {
@@ -311,7 +311,7 @@ def flavor_spec_drift(desired: Obj, current: Obj) -> list[str]:
 
 
 def owned_flavor(obj: Mapping[str, Any]) -> bool:
-    return _labels(obj).get(c.LABEL_RESOURCE_TYPE) == c.RESOURCE_TYPE_NODES
+    return _labels(obj).get(constants.LABEL_RESOURCE_TYPE) == constants.RESOURCE_TYPE_NODES
 
 
 # --- Topologies ---------------------------------------------------------------------------------------
@@ -325,11 +325,11 @@ def topology_levels(profile: str, sources: Iterable[Mapping[str, Any]] = ()) -> 
     """The ordered level keys behind a profile hash: hostname-only, or a prefix of some
     TopologySource's levels followed by the hostname (B.4); None when no source explains it."""
     if profile == HOSTNAME_PROFILE:
-        return [c.LABEL_HOSTNAME]
+        return [constants.LABEL_HOSTNAME]
     for source in sources:
         levels = [str(level) for level in ((source.get("spec") or {}).get("levels") or [])]
         for size in range(len(levels), 0, -1):
-            keys = [*levels[:size], c.LABEL_HOSTNAME]
+            keys = [*levels[:size], constants.LABEL_HOSTNAME]
             if topology_profile(keys) == profile:
                 return keys
     return None
@@ -337,11 +337,14 @@ def topology_levels(profile: str, sources: Iterable[Mapping[str, Any]] = ()) -> 
 
 def render_topology(profile: str, levels: list[str]) -> Obj:
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "Topology",
         "metadata": {
             "name": topology_name(profile),
-            "labels": {c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_NODES, c.LABEL_TOPOLOGY_PROFILE: profile},
+            "labels": {
+                constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_NODES,
+                constants.LABEL_TOPOLOGY_PROFILE: profile,
+            },
         },
         "spec": {"levels": [{"nodeLabel": key} for key in levels]},
     }
@@ -383,19 +386,19 @@ def pool_of_flavor(flavor: Mapping[str, Any], *, aware_cpu: bool) -> Pool | None
     """The pool a generated flavor belongs to under the current grouping setting."""
     labels = _labels(flavor)
     general = [
-        k[len(c.PREFIX_GENERAL) :]
+        k[len(constants.PREFIX_GENERAL) :]
         for k, v in labels.items()
-        if k.startswith(c.PREFIX_GENERAL) and v == "true"
+        if k.startswith(constants.PREFIX_GENERAL) and v == "true"
     ]
     accel = [
-        k[len(c.PREFIX_ACCELERATABLE) :]
+        k[len(constants.PREFIX_ACCELERATABLE) :]
         for k, v in labels.items()
-        if k.startswith(c.PREFIX_ACCELERATABLE) and v == "true"
+        if k.startswith(constants.PREFIX_ACCELERATABLE) and v == "true"
     ]
-    os, arch = labels.get(c.LABEL_OS, ""), labels.get(c.LABEL_ARCH, "")
+    os, arch = labels.get(constants.LABEL_OS, ""), labels.get(constants.LABEL_ARCH, "")
     if not os or not arch or len(general) != 1 or len(accel) > 1:
         return None
-    gkey = general[0] if aware_cpu else c.GENERIC_GROUP
+    gkey = general[0] if aware_cpu else constants.GENERIC_GROUP
     return Pool(bool(accel), accel[0] if accel else "", gkey, os, arch)
 
 
@@ -405,7 +408,7 @@ def pool_of_instance_type(instance_type: Mapping[str, Any]) -> Pool:
     return Pool(
         acceleratable,
         (spec.get("acceleratorGroup") or "") if acceleratable else "",
-        spec.get("generalGroup") or c.GENERIC_GROUP,
+        spec.get("generalGroup") or constants.GENERIC_GROUP,
         spec.get("os") or "",
         spec.get("arch") or "",
     )
@@ -441,8 +444,8 @@ def derived_instance_type(pool: Pool, *, aware_cpu: bool) -> Obj:
     spec["localStorage"] = preset.local_storage
     labels = {
         **schedule_labels(spec, aware_cpu),
-        c.LABEL_QUEUE_ENTRANCE: local_queue_name(name),
-        c.LABEL_DERIVED_FROM_NODE: "true",
+        constants.LABEL_QUEUE_ENTRANCE: local_queue_name(name),
+        constants.LABEL_DERIVED_FROM_NODE: "true",
     }
     return {
         "apiVersion": API_VERSION,
@@ -471,7 +474,11 @@ def flavor_count(flavor: Mapping[str, Any]) -> int:
 
 def _feature_number(flavor: Mapping[str, Any], suffix: str) -> int:
     labels = _labels(flavor)
-    prefix = c.PREFIX_ACCELERATABLE if labels.get(c.LABEL_ACCELERATABLE) == "true" else c.PREFIX_GENERAL
+    prefix = (
+        constants.PREFIX_ACCELERATABLE
+        if labels.get(constants.LABEL_ACCELERATABLE) == "true"
+        else constants.PREFIX_GENERAL
+    )
     for key, value in labels.items():
         if key.startswith(prefix) and key.endswith(suffix):
             return _int(value)
@@ -508,13 +515,13 @@ def tenant_namespace(namespace: Mapping[str, Any]) -> bool:
 
 def render_local_queue(cluster_queue: str, namespace: str) -> Obj:
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "LocalQueue",
         "metadata": {
             "name": local_queue_name(cluster_queue),
             "namespace": namespace,
-            "labels": {c.LABEL_RESOURCE_TYPE: c.RESOURCE_TYPE_INSTANCE_TYPES},
-            "annotations": {c.ANNOTATION_QUEUE: cluster_queue},
+            "labels": {constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_INSTANCE_TYPES},
+            "annotations": {constants.ANNOTATION_QUEUE: cluster_queue},
         },
         "spec": {"clusterQueue": cluster_queue},
     }
@@ -522,11 +529,11 @@ def render_local_queue(cluster_queue: str, namespace: str) -> Obj:
 
 def owned_local_queue(obj: Mapping[str, Any]) -> bool:
     name = name_of(obj)
-    return name.startswith(c.LOCAL_QUEUE_PREFIX) and c.ANNOTATION_QUEUE in _annotations(obj)
+    return name.startswith(constants.LOCAL_QUEUE_PREFIX) and constants.ANNOTATION_QUEUE in _annotations(obj)
 
 
 def owned_cluster_queue(obj: Mapping[str, Any]) -> bool:
-    return _labels(obj).get(c.LABEL_RESOURCE_TYPE) == c.RESOURCE_TYPE_INSTANCE_TYPES
+    return _labels(obj).get(constants.LABEL_RESOURCE_TYPE) == constants.RESOURCE_TYPE_INSTANCE_TYPES
 
 
 def local_queue_plan(
@@ -542,9 +549,9 @@ def local_queue_plan(
         current = have.get(name)
         if current is None or (
             (current.get("spec") or {}).get("clusterQueue") != body["spec"]["clusterQueue"]
-            or _annotations(current).get(c.ANNOTATION_QUEUE)
-            != body["metadata"]["annotations"][c.ANNOTATION_QUEUE]
-            or _labels(current).get(c.LABEL_RESOURCE_TYPE) != c.RESOURCE_TYPE_INSTANCE_TYPES
+            or _annotations(current).get(constants.ANNOTATION_QUEUE)
+            != body["metadata"]["annotations"][constants.ANNOTATION_QUEUE]
+            or _labels(current).get(constants.LABEL_RESOURCE_TYPE) != constants.RESOURCE_TYPE_INSTANCE_TYPES
         ):
             apply.append(body)
     for name in have:

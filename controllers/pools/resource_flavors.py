@@ -14,7 +14,7 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from api import constants as c
+from api import constants
 from controllers.pools import render
 from controllers.settings import AWARE_CPU, MIXED_ON_NODE, SettingsReader
 from kube import changes
@@ -28,13 +28,13 @@ FIELD_MANAGER = "gpustack-operator/resource-flavors"
 KEY = "pools"
 
 _NODE_LABEL_PREFIXES = (
-    c.PREFIX_GENERAL,
-    c.PREFIX_ACCELERATABLE,
-    c.LABEL_MANAGED,
-    c.LABEL_OS,
-    c.LABEL_ARCH,
-    c.LABEL_TOPOLOGY_PROFILE,
-    c.LABEL_CPU_ONLY,
+    constants.PREFIX_GENERAL,
+    constants.PREFIX_ACCELERATABLE,
+    constants.LABEL_MANAGED,
+    constants.LABEL_OS,
+    constants.LABEL_ARCH,
+    constants.LABEL_TOPOLOGY_PROFILE,
+    constants.LABEL_CPU_ONLY,
 )
 
 
@@ -49,7 +49,9 @@ def flavor_differs(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bo
         return True
     if any(node_pool_labels(k) and k not in want["labels"] for k in have_labels):
         return True
-    have_notes = {k: v for k, v in (have.get("annotations") or {}).items() if k.startswith(c.PREFIX_NOTE)}
+    have_notes = {
+        k: v for k, v in (have.get("annotations") or {}).items() if k.startswith(constants.PREFIX_NOTE)
+    }
     if have_notes != want["annotations"]:
         return True
     spec, have_spec = desired["spec"], current.get("spec") or {}
@@ -65,7 +67,7 @@ class ResourceFlavorReconciler(Controller):
         self.flavors = self.informer("ResourceFlavor")
         self.topologies = self.informer("Topology")
         self.sources = self.informer("TopologySource")
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self._reported: set[tuple[str, str]] = set()
 
     def watches(self) -> list[Watch]:
@@ -81,7 +83,7 @@ class ResourceFlavorReconciler(Controller):
             return []
 
         def ours(event: str, obj: dict, old: dict | None) -> list[str]:
-            return [KEY] if changes.path(obj, "metadata", "labels", c.LABEL_RESOURCE_TYPE) else []
+            return [KEY] if changes.path(obj, "metadata", "labels", constants.LABEL_RESOURCE_TYPE) else []
 
         def always(event: str, obj: dict, old: dict | None) -> list[str]:
             return [KEY]
@@ -91,7 +93,7 @@ class ResourceFlavorReconciler(Controller):
             Watch("ResourceFlavor", ours),
             Watch("Topology", ours),
             Watch("TopologySource", always),
-            Watch("Setting", always, namespace=c.SYSTEM_NAMESPACE),
+            Watch("Setting", always, namespace=constants.SYSTEM_NAMESPACE),
         ]
 
     def _report(self, obj: dict, reason: str, message: str) -> None:

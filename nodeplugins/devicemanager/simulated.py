@@ -11,12 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import API_VERSION
-from api import constants as c
+from api import API_VERSION, constants
 from api.manufacturers import BY_NAME, SHARES_PER_CARD, UNITS_PER_CARD, VISIBILITY_TOKENS_PER_CARD
 from api.naming import topology_profile
 
-HOSTNAME_PROFILE = topology_profile([c.LABEL_HOSTNAME])
+HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +162,12 @@ def devices(
         "metadata": {
             "name": node,
             "labels": {
-                c.LABEL_OS: "linux",
-                c.LABEL_ARCH: "amd64",
-                c.LABEL_MANAGED: "true",
-                c.label_general_group("generic"): "true",
-                c.label_accelerator_group(group): "true",
-                c.LABEL_TOPOLOGY_PROFILE: profile,
+                constants.LABEL_OS: "linux",
+                constants.LABEL_ARCH: "amd64",
+                constants.LABEL_MANAGED: "true",
+                constants.label_general_group("generic"): "true",
+                constants.label_accelerator_group(group): "true",
+                constants.LABEL_TOPOLOGY_PROFILE: profile,
             },
         },
         "spec": {
@@ -198,15 +197,15 @@ def node_labels(
     """The labels NFD, the device manager and the worker would put on such a node."""
     maker = BY_NAME[product.manufacturer]
     group = product.group
-    prefix = c.PREFIX_ACCELERATABLE
+    prefix = constants.PREFIX_ACCELERATABLE
     memory_gi = product.memory_mib // 1024
     return {
-        c.LABEL_OS: "linux",
-        c.LABEL_ARCH: "amd64",
-        c.LABEL_HOSTNAME: node,
-        c.LABEL_MANAGED: "true",
-        c.LABEL_ACCELERATABLE: "true",
-        c.NFD_PCI_PRESENT.format(vendor=maker.pci_vendor_id): "true",
+        constants.LABEL_OS: "linux",
+        constants.LABEL_ARCH: "amd64",
+        constants.LABEL_HOSTNAME: node,
+        constants.LABEL_MANAGED: "true",
+        constants.LABEL_ACCELERATABLE: "true",
+        constants.NFD_PCI_PRESENT.format(vendor=maker.pci_vendor_id): "true",
         f"{prefix}{product.manufacturer}": "true",
         f"{prefix}{product.manufacturer}.driver-version": product.driver_version,
         f"{prefix}{product.manufacturer}.runtime-version": product.runtime_version,
@@ -216,9 +215,9 @@ def node_labels(
         f"{prefix}{group}.cores": str(product.cores),
         f"{prefix}{group}.count": str(count),
         f"{prefix}{group}.family": product.family,
-        c.label_general_group("generic"): "true",
-        f"{c.PREFIX_GENERAL}generic.count": str(cpu_cores),
-        c.LABEL_TOPOLOGY_PROFILE: profile,
+        constants.label_general_group("generic"): "true",
+        f"{constants.PREFIX_GENERAL}generic.count": str(cpu_cores),
+        constants.LABEL_TOPOLOGY_PROFILE: profile,
     }
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from api import constants as c
+from api import constants
 from nodeplugins.devicemanager import simulated
 
 from .conftest import ensure_namespace, gpustack, harness
@@ -96,7 +96,7 @@ def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {c.KUEUE_QUEUE_NAME: queue}},
+        "metadata": {"name": name, "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
         "spec": {
             "restartPolicy": "Never",
             "containers": [
@@ -123,7 +123,7 @@ def check_state(cluster, pod_name: str) -> dict | None:
         owners = workload["metadata"].get("ownerReferences") or []
         if any(o.get("name") == pod_name for o in owners):
             for state in (workload.get("status") or {}).get("admissionChecks") or []:
-                if state["name"] == c.ADMISSION_CHECK_NODE_DEVICES:
+                if state["name"] == constants.ADMISSION_CHECK_NODE_DEVICES:
                     return state
     return None
 
@@ -183,7 +183,9 @@ def test_a_restarted_worker_converges_without_duplicates(cluster, chain):
     gpustack.start_worker(cluster, op)
     harness.wait_for(
         lambda: (
-            cluster.kubectl_json("get", "lease", c.LEADER_ELECTION_ID, "-n", c.SYSTEM_NAMESPACE)
+            cluster.kubectl_json(
+                "get", "lease", constants.LEADER_ELECTION_ID, "-n", constants.SYSTEM_NAMESPACE
+            )
             .get("spec", {})
             .get("holderIdentity")
         ),

@@ -20,8 +20,8 @@ from typing import Any
 import harness
 import pytest
 
-from api import constants as c
-from controllers.nodedevices import check as ndc
+from api import constants
+from controllers.nodedevices import check
 from kube.client import Client, load_api_client
 from kube.manager import Manager
 from nodeplugins.devicemanager import simulated as sim
@@ -43,8 +43,8 @@ def gate3(cluster: harness.ClusterInfo):
     cluster.kubectl("wait", "--for=condition=Established", "crd/devices.worker.gpustack.ai", "--timeout=60s")
     client = Client(load_api_client(str(cluster.kubeconfig)))
     manager = Manager(client, leader_election=False)
-    controller = manager.add(ndc.NodeDevicesCheck)
-    assert isinstance(controller, ndc.NodeDevicesCheck)
+    controller = manager.add(check.NodeDevicesCheck)
+    assert isinstance(controller, check.NodeDevicesCheck)
     controller.retry_after_seconds = BACKOFF
     manager.start(sync_timeout=60)
     try:
@@ -57,7 +57,7 @@ def _pod(ns: str, name: str, queue: str, limits: dict[str, str]) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": {c.KUEUE_QUEUE_NAME: queue}},
+        "metadata": {"name": name, "namespace": ns, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
         "spec": {
             "containers": [
                 {
@@ -81,7 +81,7 @@ def _workload_of(client: Client, ns: str, pod: str) -> dict | None:
 
 def _check(wl: dict | None) -> dict:
     for entry in ((wl or {}).get("status") or {}).get("admissionChecks") or ():
-        if entry.get("name") == ndc.CHECK:
+        if entry.get("name") == check.CHECK:
             return entry
     return {}
 
@@ -120,15 +120,15 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         "gate3-lq",
     )
     labels = sim.node_labels(node, A10G, 8)
-    labels[c.LABEL_TOPOLOGY_PROFILE] = suffix  # this test's own pool
+    labels[constants.LABEL_TOPOLOGY_PROFILE] = suffix  # this test's own pool
     flavor_keys = (
-        c.LABEL_OS,
-        c.LABEL_ARCH,
-        c.LABEL_MANAGED,
-        c.label_general_group("generic"),
-        c.label_accelerator_group(A10G.group),
-        c.label_accelerator_count(A10G.group),
-        c.LABEL_TOPOLOGY_PROFILE,
+        constants.LABEL_OS,
+        constants.LABEL_ARCH,
+        constants.LABEL_MANAGED,
+        constants.label_general_group("generic"),
+        constants.label_accelerator_group(A10G.group),
+        constants.label_accelerator_count(A10G.group),
+        constants.LABEL_TOPOLOGY_PROFILE,
     )
     try:
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -153,7 +153,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
                 for i in range(8)
             },
         )
-        devices["metadata"]["labels"][c.LABEL_TOPOLOGY_PROFILE] = suffix
+        devices["metadata"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] = suffix
         status = devices.pop("status")
         client.create(devices)
         client.apply({**_meta(devices), "status": status}, field_manager="gate3-e2e", subresource="status")
@@ -163,7 +163,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
                     "apiVersion": KUEUE,
                     "kind": "Topology",
                     "metadata": {"name": topology},
-                    "spec": {"levels": [{"nodeLabel": c.LABEL_HOSTNAME}]},
+                    "spec": {"levels": [{"nodeLabel": constants.LABEL_HOSTNAME}]},
                 },
                 {
                     "apiVersion": KUEUE,
@@ -181,7 +181,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
                     "metadata": {"name": cq},
                     "spec": {
                         "namespaceSelector": {},
-                        "admissionChecksStrategy": {"admissionChecks": [{"name": ndc.CHECK}]},
+                        "admissionChecksStrategy": {"admissionChecks": [{"name": check.CHECK}]},
                         "resourceGroups": [
                             {
                                 # Kueue v0.17.0 has no quotaCheckStrategy IgnoreUndeclared: the
@@ -211,9 +211,9 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
             ]
         )
         # The controller applied the AdmissionCheck and keeps it Active; the queue goes active on it.
-        check = harness.wait_for(
+        admission_check = harness.wait_for(
             lambda: (
-                (obj := client.get("AdmissionCheck", ndc.CHECK))
+                (obj := client.get("AdmissionCheck", check.CHECK))
                 and any(
                     x["type"] == "Active" and x["status"] == "True"
                     for x in obj.get("status", {}).get("conditions", [])
@@ -223,7 +223,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
             timeout=60,
             what="AdmissionCheck gpustack-node-devices Active",
         )
-        assert check["spec"]["controllerName"] == c.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
+        assert admission_check["spec"]["controllerName"] == constants.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
         harness.wait_for(
             lambda: any(
                 x["type"] == "Active" and x["status"] == "True"
@@ -254,7 +254,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         (event,) = _wait(
             client,
             ns,
-            lambda: _events(client, ns, name, ndc.REASON_RETRY),
+            lambda: _events(client, ns, name, check.REASON_RETRY),
             timeout=90,
             what="a Retry verdict",
         )
@@ -266,7 +266,9 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         retried = _wait(
             client,
             ns,
-            lambda: [e for e in _events(client, ns, name, ndc.REASON_RETRY) if int(e.get("count") or 1) >= 2],
+            lambda: [
+                e for e in _events(client, ns, name, check.REASON_RETRY) if int(e.get("count") or 1) >= 2
+            ],
             timeout=90,
             what="a second Retry after Kueue re-reserved the quota",
         )
@@ -293,7 +295,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         final = _workload_of(client, ns, "whole")
         assert _check(final)["state"] == "Ready", _check(final)
         assert any(x["type"] == "Admitted" and x["status"] == "True" for x in final["status"]["conditions"])
-        assert _events(client, ns, name, ndc.REASON_READY)
+        assert _events(client, ns, name, check.REASON_READY)
     finally:
         cluster.kubectl(
             "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False

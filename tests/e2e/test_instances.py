@@ -32,7 +32,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from api import constants as c
+from api import constants
 from nodeplugins.devicemanager import simulated
 
 pytestmark = pytest.mark.e2e
@@ -302,11 +302,11 @@ def test_seed_instance_reaches_ready(cluster: harness.ClusterInfo, worker) -> No
     (port,) = status["ports"]
     assert (port["name"], port["port"], port["protocol"]) == ("ssh", 22, "TCP") and port["nodePort"] > 0
     assert status["accessAddresses"] == [h["ip"] for h in status["hostIPs"]]
-    assert c.FINALIZER_INSTANCE in ready["metadata"]["finalizers"]
+    assert constants.FINALIZER_INSTANCE in ready["metadata"]["finalizers"]
 
     pod = get(cluster, "pod", NAME, "-n", NS)
-    entrance = get(cluster, "instancetype", POOL)["metadata"]["labels"][c.LABEL_QUEUE_ENTRANCE]
-    assert pod["metadata"]["labels"][c.KUEUE_QUEUE_NAME] == entrance
+    entrance = get(cluster, "instancetype", POOL)["metadata"]["labels"][constants.LABEL_QUEUE_ENTRANCE]
+    assert pod["metadata"]["labels"][constants.KUEUE_QUEUE_NAME] == entrance
     assert pod["metadata"]["ownerReferences"][0]["uid"] == ready["metadata"]["uid"]
     spec = pod["spec"]
     assert spec["hostIPC"] and spec["shareProcessNamespace"] and spec["automountServiceAccountToken"] is False
@@ -343,7 +343,7 @@ def test_a_hand_edited_allocation_claims_no_card_and_a_deleted_service_returns(
         "-n",
         NS,
         "--overwrite",
-        f"{c.ANNOTATION_ACCELERATOR_ALLOCATED}={json.dumps(forged)}",
+        f"{constants.ANNOTATION_ACCELERATOR_ALLOCATED}={json.dumps(forged)}",
     )
     old_port = instance(cluster)["status"]["ports"][0]["nodePort"]
     old_uid = get(cluster, "service", NAME, "-n", NS)["metadata"]["uid"]

@@ -26,7 +26,7 @@ import gpustack
 import harness
 import pytest
 
-from api import constants as c
+from api import constants
 from api.naming import local_queue_name
 from controllers.registry import CONTROLLERS
 from kube.client import Client, load_api_client
@@ -168,8 +168,8 @@ def test_flavors_and_topology(cluster: harness.ClusterInfo, pools: dict) -> None
         labels["resource.gpustack.ai/type"] == "nodes"
         and labels["feature.gpustack.ai/acceleratable"] == "true"
     )
-    assert h100["spec"]["nodeLabels"][c.LABEL_MANAGED] == "true"
-    assert h100["spec"]["nodeLabels"][c.LABEL_TOPOLOGY_PROFILE] == simulated.HOSTNAME_PROFILE
+    assert h100["spec"]["nodeLabels"][constants.LABEL_MANAGED] == "true"
+    assert h100["spec"]["nodeLabels"][constants.LABEL_TOPOLOGY_PROFILE] == simulated.HOSTNAME_PROFILE
     assert h100["spec"]["tolerations"] == [{"operator": "Exists"}]
     assert h100["spec"]["topologyName"] == TOPOLOGY
     assert h100["metadata"]["annotations"]["note.gpustack.ai/memory"] == "80Gi"
@@ -222,10 +222,10 @@ def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -
                     .get("admissionChecksStrategy", {})
                     .get("admissionChecks", [])
                 ]
-                == [c.ADMISSION_CHECK_NODE_DEVICES]
+                == [constants.ADMISSION_CHECK_NODE_DEVICES]
             ),
             timeout=60,
-            what=f"{name} referencing {c.ADMISSION_CHECK_NODE_DEVICES}",
+            what=f"{name} referencing {constants.ADMISSION_CHECK_NODE_DEVICES}",
         )
     cpu = cluster.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", CPU_POOL)
     assert "admissionChecksStrategy" not in cpu["spec"]
@@ -302,8 +302,8 @@ def test_instance_types_show_the_four_views(cluster: harness.ClusterInfo, pools:
         "PHASE",
     ]
     a10g = cluster.kubectl_json("get", "instancetype", A10G_POOL)
-    assert a10g["metadata"]["labels"][c.LABEL_DERIVED_FROM_NODE] == "true"
-    assert c.FINALIZER_CONTROLLED in a10g["metadata"]["finalizers"]
+    assert a10g["metadata"]["labels"][constants.LABEL_DERIVED_FROM_NODE] == "true"
+    assert constants.FINALIZER_CONTROLLED in a10g["metadata"]["finalizers"]
     status = a10g["status"]
     assert status["detail"]["manufacturer"] == "nvidia" and status["detail"]["product"] == "NVIDIA A10G"
     assert status["accelerator"] == {"onceMaxRequest": "4", "remaining": "4", "capacity": "4"}
@@ -361,7 +361,11 @@ def test_a_whole_card_pod_on_the_a10g_entrance_is_admitted(cluster: harness.Clus
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "whole-card", "namespace": ns, "labels": {c.KUEUE_QUEUE_NAME: A10G_ENTRANCE}},
+        "metadata": {
+            "name": "whole-card",
+            "namespace": ns,
+            "labels": {constants.KUEUE_QUEUE_NAME: A10G_ENTRANCE},
+        },
         "spec": {
             "containers": [
                 {
@@ -478,7 +482,7 @@ def test_admin_instance_type_gets_a_queue_and_tears_down(cluster: harness.Cluste
         lambda: get(cluster, "clusterqueues.kueue.x-k8s.io", lonely), timeout=60, what="held queue"
     )
     assert held["spec"]["stopPolicy"] == "Hold" and not held["spec"].get("resourceGroups")
-    assert held["metadata"]["annotations"][c.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
+    assert held["metadata"]["annotations"][constants.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
     harness.wait_for(
         lambda: (_table(cluster).get(lonely) or [""])[-1] == "Inactive", timeout=60, what="Inactive"
     )

@@ -19,9 +19,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from api.objects import Obj
 from gateway.kinds import KINDS
 
-Obj = dict[str, Any]
 GROUP_PATH = "/apis/worker.gpustack.ai/v1"
 PLURALS = {k.plural: k for k in KINDS.values()}
 

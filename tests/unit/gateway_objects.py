@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-Obj = dict[str, Any]
+from api.objects import Obj
 
 H100_SPEC: Obj = {
     "generalGroup": "generic",

@@ -1,6 +1,14 @@
-"""Devices ledgers for the fastpath.fit tests (test_fit, test_views): one card, one group."""
+"""Devices ledgers for the fastpath ledger tests (test_fit, test_views): one card, one group; and
+the ledger's modules read as one namespace, compiled or interpreted."""
 
 from __future__ import annotations
+
+from types import ModuleType, SimpleNamespace
+
+from fastpath import pure
+
+# The Devices ledger's fastpath modules: its classes, its building, placement and projections.
+LEDGER_MODULES = ("cards", "ledger", "fit", "views", "fit_labels")
 
 M = 1_600_000
 T4 = "nvidia-tesla-t4"
@@ -90,3 +98,14 @@ def row(i: int, mode: int, remaining: int | None = None, slices: int = 0, **extr
     if slices:
         entry["allocatedSlices"] = slices
     return entry
+
+
+def ledger_modules(interpreted: bool = False) -> list[ModuleType]:
+    """The ledger's modules: compiled, or their interpreted twins (``fastpath.pure``)."""
+    return pure.modules(LEDGER_MODULES, interpreted=interpreted)
+
+
+def ledger_twin(interpreted: bool = False) -> SimpleNamespace:
+    """The ledger's modules as one namespace, so that one test drives the compiled modules and
+    their interpreted twins alike (``f.node_ledger``, ``f.place``, ``f.views``)."""
+    return pure.bundle(LEDGER_MODULES, interpreted=interpreted)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api import constants as c
+from api import constants
 from nodeplugins.devicemanager import simulated
 
 M = 1_600_000
@@ -33,14 +33,14 @@ def node(
         capacity = simulated.plugin_capacity(product, count, partitioned=partitioned)
     else:
         node_labels = {
-            c.LABEL_OS: "linux",
-            c.LABEL_ARCH: "amd64",
-            c.LABEL_HOSTNAME: name,
-            c.LABEL_MANAGED: "true",
-            c.LABEL_ACCELERATABLE: "false",
-            c.label_general_group("generic"): "true",
-            f"{c.PREFIX_GENERAL}generic.count": str(cores),
-            c.LABEL_TOPOLOGY_PROFILE: HOSTNAME,
+            constants.LABEL_OS: "linux",
+            constants.LABEL_ARCH: "amd64",
+            constants.LABEL_HOSTNAME: name,
+            constants.LABEL_MANAGED: "true",
+            constants.LABEL_ACCELERATABLE: "false",
+            constants.label_general_group("generic"): "true",
+            f"{constants.PREFIX_GENERAL}generic.count": str(cores),
+            constants.LABEL_TOPOLOGY_PROFILE: HOSTNAME,
         }
         capacity = {}
     node_labels.update(labels or {})

@@ -7,10 +7,12 @@ import pytest
 
 from api import engines
 from api.constants import RANK_ENV
-from fastpath import argv as compiled_argv
-from fastpath.pure import load
+from fastpath.pure import bundle
 
-interpreted_argv = load("argv")
+# The reader: token recognition (fastpath.argv) and the degree tables (fastpath.degrees).
+READER = ("argv", "degrees")
+compiled_argv = bundle(READER)
+interpreted_argv = bundle(READER, interpreted=True)
 BOTH = pytest.mark.parametrize("m", [compiled_argv, interpreted_argv], ids=["compiled", "interpreted"])
 
 VLLM = engines.ENGINE_VLLM

@@ -38,10 +38,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api import engines
-from fastpath import argv as compiled
-from fastpath.pure import load
+from fastpath.pure import bundle
 
-interpreted = load("argv")
+# The reader: token recognition (fastpath.argv) and the degree tables (fastpath.degrees).
+READER = ("argv", "degrees")
+compiled = bundle(READER)
+interpreted = bundle(READER, interpreted=True)
 INT64_MAX = 2**63 - 1
 MISSING = object()
 DOTTED = '{"dotted":"member"}'  # what vLLM makes of a dotted member: a JSON document, never an int

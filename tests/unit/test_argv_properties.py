@@ -1,4 +1,4 @@
-"""fastpath.argv property tests: the compiled extension answers exactly as its interpreted source,
+"""fastpath.argv and fastpath.degrees property tests: the compiled extension answers exactly as its interpreted source,
 on generated command lines including garbage, and integers read exactly as Python's int()."""
 
 from __future__ import annotations
@@ -7,10 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api import engines
-from fastpath import argv as compiled
-from fastpath.pure import is_compiled, load
+from fastpath.pure import bundle, is_compiled, modules
 
-interpreted = load("argv")
+# The reader: token recognition (fastpath.argv) and the degree tables (fastpath.degrees).
+READER = ("argv", "degrees")
+compiled = bundle(READER)
+interpreted = bundle(READER, interpreted=True)
 
 ENGINES = [engines.ENGINE_VLLM, engines.ENGINE_SGLANG, "TensorRT-LLM"]
 SPELLINGS = sorted(
@@ -29,11 +31,12 @@ CANDIDATE_SETS = [
 
 
 def test_compiled_extension_is_loaded() -> None:
-    assert is_compiled(compiled), (
-        f"fastpath.argv was imported from {compiled.__file__}, not a compiled extension: build it with "
-        "`pip install -e .` or `python setup.py build_ext --inplace` before running the tests"
-    )
-    assert not is_compiled(interpreted)
+    for module in modules(READER):
+        assert is_compiled(module), (
+            f"{module.__name__} was imported from {module.__file__}, not a compiled extension: build it "
+            "with `pip install -e .` or `python setup.py build_ext --inplace` before running the tests"
+        )
+    assert not any(is_compiled(module) for module in modules(READER, interpreted=True))
 
 
 @st.composite

@@ -1,4 +1,5 @@
-"""fastpath.fit: the per-card ledger and the fit predicates gates 1, 3 and 5 share (§6.3, §6.6)."""
+"""fastpath.ledger, fastpath.fit, fastpath.fit_labels: the per-card ledger and the fit predicates gates
+1, 3 and 5 share (§6.3, §6.6)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpath import fit
-from fastpath.pure import is_compiled, load
+from fastpath.pure import is_compiled
 from fastpath.requests import Demand
-from tests.unit.ledgers import H100, H100_PROFILES_WITH_ME, T4, M, accelerator, devices, row
+from tests.unit.ledgers import (
+    H100,
+    H100_PROFILES_WITH_ME,
+    T4,
+    M,
+    accelerator,
+    devices,
+    ledger_modules,
+    ledger_twin,
+    row,
+)
 
-interpreted = load("fit")
+fit = ledger_twin()
+interpreted = ledger_twin(interpreted=True)
 BOTH = pytest.mark.parametrize("f", [fit, interpreted], ids=["compiled", "interpreted"])
 SHARE = 160_000
 
@@ -27,10 +38,11 @@ def state(node) -> list[tuple]:
 
 
 def test_compiled_extension_is_loaded() -> None:
-    assert is_compiled(fit), (
-        f"fastpath.fit was imported from {fit.__file__}, not a compiled extension: build it with "
-        "`cythonize -i -3 fastpath/fit.py` (or `pip install -e .`) before running the tests"
-    )
+    for module in ledger_modules():
+        assert is_compiled(module), (
+            f"{module.__name__} was imported from {module.__file__}, not a compiled extension: build it "
+            "with `python setup.py build_ext --inplace` (or `pip install -e .`) before running the tests"
+        )
 
 
 # --- Building the ledger ------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api import constants as c
+from api import constants
 from controllers.instance import claims, lifecycle
 from controllers.instance.pod import PodFacts, render_pod
 from controllers.instance.service import drifted, render_service
@@ -17,14 +17,14 @@ def test_a_missing_deleting_or_inactive_type_stops_its_instances() -> None:
     assert "being deleted" in lifecycle.stop_reason(deleting, "t")
     held = {
         "metadata": {},
-        "status": {"phase": c.PHASE_INACTIVE, "phaseMessage": "held: the type is inactive"},
+        "status": {"phase": constants.PHASE_INACTIVE, "phaseMessage": "held: the type is inactive"},
     }
     assert lifecycle.stop_reason(held, "t") == "InstanceType t is Inactive (held: the type is inactive)"
 
 
 def test_an_active_or_draining_type_lets_them_run() -> None:
-    assert lifecycle.stop_reason({"metadata": {}, "status": {"phase": c.PHASE_ACTIVE}}, "t") == ""
-    assert lifecycle.stop_reason({"metadata": {}, "status": {"phase": c.PHASE_DRAINING}}, "t") == ""
+    assert lifecycle.stop_reason({"metadata": {}, "status": {"phase": constants.PHASE_ACTIVE}}, "t") == ""
+    assert lifecycle.stop_reason({"metadata": {}, "status": {"phase": constants.PHASE_DRAINING}}, "t") == ""
 
 
 # --- Phases -----------------------------------------------------------------------------------------------

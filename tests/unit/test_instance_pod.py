@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api import constants as c
+from api import constants
 from api.manufacturers import BY_NAME
 from controllers.instance.pod import PodFacts, merge_node_selectors, render_pod
 from controllers.instance.resources import accelerator_request, general_limits, general_requests
@@ -32,9 +32,9 @@ def test_seed_instance_renders_queued_owned_and_sharing_its_namespaces() -> None
     meta = pod["metadata"]
     assert (meta["name"], meta["namespace"]) == ("sliced-demo", "team-a")
     assert meta["labels"] == {
-        c.KUEUE_QUEUE_NAME: QUEUE,
-        c.LABEL_PART_OF: UID,
-        c.LABEL_OWNED_BY_INSTANCES: "instances",
+        constants.KUEUE_QUEUE_NAME: QUEUE,
+        constants.LABEL_PART_OF: UID,
+        constants.LABEL_OWNED_BY_INSTANCES: "instances",
     }
     assert meta["ownerReferences"] == [
         {

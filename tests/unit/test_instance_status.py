@@ -6,8 +6,7 @@ import copy
 
 import pytest
 
-from api import allocation
-from api import constants as c
+from api import allocation, constants
 from controllers.instance import status as st
 from controllers.instance.pod import PodFacts, render_pod
 from controllers.instance.service import render_service
@@ -92,7 +91,7 @@ def record(container: str = "main", card: str = CARD, mode: int = 3, allocated: 
 def annotate(pod: dict, value: dict | str) -> dict:
     pod = copy.deepcopy(pod)
     text = value if isinstance(value, str) else allocation.encode(value)
-    pod["metadata"]["annotations"] = {c.ANNOTATION_ACCELERATOR_ALLOCATED: text}
+    pod["metadata"]["annotations"] = {constants.ANNOTATION_ACCELERATOR_ALLOCATED: text}
     return pod
 
 
@@ -248,7 +247,7 @@ def test_pod_phase_summaries(status: dict, phase: str, fragment: str) -> None:
 def test_a_gated_pod_is_queued_not_starting() -> None:
     # "Starting" would keep the user from stopping an Instance its queue never admits.
     pod = {
-        "metadata": {"labels": {c.KUEUE_QUEUE_NAME: "q"}},
+        "metadata": {"labels": {constants.KUEUE_QUEUE_NAME: "q"}},
         "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
         "status": {"phase": "Pending"},
     }

@@ -1,11 +1,12 @@
-"""api.allocation: the allocation record's codec and the ledger rebuilt from it (gate 3, gate 5)."""
+"""api.allocation, the allocation record's codec, and fastpath.ledger's ledger rebuilt from it (gate 3,
+gate 5)."""
 
 from __future__ import annotations
 
 import pytest
 
-from api import allocation as al
-from fastpath import fit
+from api import allocation
+from fastpath import ledger
 from nodeplugins.devicemanager import simulated as sim
 
 M = 1_600_000
@@ -32,7 +33,11 @@ def pod(
     }
     containers = containers or {name: {"nvidia.com/gpu": "1"} for name in entries_by_container}
     return {
-        "metadata": {"name": "p", "namespace": "ns", "annotations": {al.ANNOTATION: al.encode(record)}},
+        "metadata": {
+            "name": "p",
+            "namespace": "ns",
+            "annotations": {allocation.ANNOTATION: allocation.encode(record)},
+        },
         "spec": {
             "nodeName": node,
             "containers": [
@@ -54,8 +59,8 @@ def test_encode_is_canonical_and_round_trips() -> None:
                 "id": "nvidia-a10g",
                 "manufacturer": "nvidia",
                 "accelerators": [
-                    al.accelerator_entry("c1", 1, 3, 400_000, slices=1),
-                    al.accelerator_entry("c0", 0, 1),
+                    allocation.accelerator_entry("c1", 1, 3, 400_000, slices=1),
+                    allocation.accelerator_entry("c0", 0, 1),
                 ],
             }
         ],
@@ -63,15 +68,15 @@ def test_encode_is_canonical_and_round_trips() -> None:
             {
                 "id": "nvidia-a10g",
                 "manufacturer": "nvidia",
-                "accelerators": [al.accelerator_entry("c2", 2, 2, 160_000)],
+                "accelerators": [allocation.accelerator_entry("c2", 2, 2, 160_000)],
             }
         ],
     }
-    text = al.encode(record)
+    text = allocation.encode(record)
     assert text.index('"a"') < text.index('"b"')
     assert text.index('"c0"') < text.index('"c1"')
-    decoded = al.decode(text)
-    assert al.encode(decoded) == text
+    decoded = allocation.decode(text)
+    assert allocation.encode(decoded) == text
     assert decoded["b"][0]["accelerators"][1] == {
         "id": "c1",
         "index": 1,
@@ -82,7 +87,7 @@ def test_encode_is_canonical_and_round_trips() -> None:
 
 
 def test_partition_entries_carry_profile_and_placements() -> None:
-    entry = al.accelerator_entry("c0", 0, 4, 785_000, profile="3g.40gb", placements=[(4, 4)])
+    entry = allocation.accelerator_entry("c0", 0, 4, 785_000, profile="3g.40gb", placements=[(4, 4)])
     assert entry["allocatedPhysicalProfile"] == "3g.40gb"
     assert entry["allocatedPhysicalPlacements"] == [{"start": 4, "length": 4}]
 
@@ -100,20 +105,20 @@ def test_partition_entries_carry_profile_and_placements() -> None:
     ],
 )
 def test_malformed_records_are_refused_by_decode_and_ignored_by_readers(value: str) -> None:
-    with pytest.raises(al.RecordError):
-        al.decode(value)
-    assert al.record_of({"metadata": {"annotations": {al.ANNOTATION: value}}}) == {}
+    with pytest.raises(allocation.RecordError):
+        allocation.decode(value)
+    assert allocation.record_of({"metadata": {"annotations": {allocation.ANNOTATION: value}}}) == {}
 
 
 def test_absent_record_is_empty() -> None:
-    assert al.decode(None) == {} and al.decode("") == {}
-    assert al.record_of({"metadata": {}}) == {}
+    assert allocation.decode(None) == {} and allocation.decode("") == {}
+    assert allocation.record_of({"metadata": {}}) == {}
 
 
 def test_release_terminated_setting() -> None:
-    assert al.release_terminated_from_env({}) is True
-    assert al.release_terminated_from_env({al.ENV_RELEASE_TERMINATED: "false"}) is False
-    assert al.release_terminated_from_env({al.ENV_RELEASE_TERMINATED: "True"}) is True
+    assert allocation.release_terminated_from_env({}) is True
+    assert allocation.release_terminated_from_env({allocation.ENV_RELEASE_TERMINATED: "false"}) is False
+    assert allocation.release_terminated_from_env({allocation.ENV_RELEASE_TERMINATED: "True"}) is True
 
 
 # --- Held -------------------------------------------------------------------------------------------------------
@@ -121,32 +126,42 @@ def test_release_terminated_setting() -> None:
 
 def test_a_pod_is_held_once_its_record_names_every_accelerator_container() -> None:
     two = {"main": {"nvidia.com/gpu": "1"}, "side": {"nvidia.com/gpu.shared": "1"}, "plain": {"cpu": "1"}}
-    partial = pod({"main": [al.accelerator_entry(card(0), 0, 1)]}, containers=two)
-    assert al.accelerator_containers(partial) == ["main", "side"]
-    assert not al.is_held(partial)
+    partial = pod({"main": [allocation.accelerator_entry(card(0), 0, 1)]}, containers=two)
+    assert ledger.accelerator_containers(partial) == ["main", "side"]
+    assert not ledger.is_held(partial)
     both = pod(
-        {"main": [al.accelerator_entry(card(0), 0, 1)], "side": [al.accelerator_entry(card(1), 1, 2)]},
+        {
+            "main": [allocation.accelerator_entry(card(0), 0, 1)],
+            "side": [allocation.accelerator_entry(card(1), 1, 2)],
+        },
         containers=two,
     )
-    assert al.is_held(both)
-    assert not al.is_held({"metadata": {}, "spec": {"containers": [{"name": "c", "resources": {}}]}})
+    assert ledger.is_held(both)
+    assert not ledger.is_held({"metadata": {}, "spec": {"containers": [{"name": "c", "resources": {}}]}})
 
 
 # --- Aggregation --------------------------------------------------------------------------------------------------
 
 
 def rows_of(devices: dict, pods: list[dict], **kw) -> list[dict]:
-    return al.ledger_rows(devices, pods, **kw)[0]["accelerators"]
+    return ledger.ledger_rows(devices, pods, **kw)[0]["accelerators"]
 
 
 def test_aggregation_sums_each_card_as_the_device_manager_does() -> None:
     devices = sim.devices("n1", A10G, 4)
     pods = [
-        pod({"main": [al.accelerator_entry(card(0), 0, 3, 480_000, slices=1)]}),
-        pod({"main": [al.accelerator_entry(card(0), 0, 3, 320_000)]}),  # allocatedSlices defaults to 1
-        pod({"main": [al.accelerator_entry(card(1), 1, 1)]}),  # allocated defaults to M
-        pod({"a": [al.accelerator_entry(card(2), 2, 2)], "b": [al.accelerator_entry(card(2), 2, 2)]}),
-        pod({"ssh": [al.accelerator_entry(card(3), 3, 5)]}),  # visibility never charges
+        pod({"main": [allocation.accelerator_entry(card(0), 0, 3, 480_000, slices=1)]}),
+        pod(
+            {"main": [allocation.accelerator_entry(card(0), 0, 3, 320_000)]}
+        ),  # allocatedSlices defaults to 1
+        pod({"main": [allocation.accelerator_entry(card(1), 1, 1)]}),  # allocated defaults to M
+        pod(
+            {
+                "a": [allocation.accelerator_entry(card(2), 2, 2)],
+                "b": [allocation.accelerator_entry(card(2), 2, 2)],
+            }
+        ),
+        pod({"ssh": [allocation.accelerator_entry(card(3), 3, 5)]}),  # visibility never charges
     ]
     rows = rows_of(devices, pods)
     assert [(r["mode"], r["allocated"], r["remaining"], r["allocatedSlices"]) for r in rows] == [
@@ -159,15 +174,15 @@ def test_aggregation_sums_each_card_as_the_device_manager_does() -> None:
 
 def test_records_charge_only_the_node_their_pod_is_bound_to() -> None:
     devices = sim.devices("n1", A10G, 1)
-    stray = pod({"main": [al.accelerator_entry(card(0), 0, 1)]}, node="n2")
+    stray = pod({"main": [allocation.accelerator_entry(card(0), 0, 1)]}, node="n2")
     assert rows_of(devices, [stray])[0]["remaining"] == M
 
 
 def test_finished_pods_release_cards_and_slices_but_not_partitions_or_metax_slices() -> None:
     devices = sim.devices("n1", A10G, 2)
     done = [
-        pod({"main": [al.accelerator_entry(card(0), 0, 1)]}, phase="Succeeded"),
-        pod({"main": [al.accelerator_entry(card(1), 1, 3, 400_000)]}, phase="Failed"),
+        pod({"main": [allocation.accelerator_entry(card(0), 0, 1)]}, phase="Succeeded"),
+        pod({"main": [allocation.accelerator_entry(card(1), 1, 3, 400_000)]}, phase="Failed"),
     ]
     assert [r["remaining"] for r in rows_of(devices, done)] == [M, M]
     assert [r["remaining"] for r in rows_of(devices, done, release_terminated=False)] == [0, M - 400_000]
@@ -175,14 +190,16 @@ def test_finished_pods_release_cards_and_slices_but_not_partitions_or_metax_slic
     metax = sim.devices("n1", A10G, 1)
     metax["spec"]["groups"][0]["manufacturer"] = "metax"
     slice_ = pod(
-        {"main": [al.accelerator_entry(card(0), 0, 3, 400_000)]}, phase="Succeeded", manufacturer="metax"
+        {"main": [allocation.accelerator_entry(card(0), 0, 3, 400_000)]},
+        phase="Succeeded",
+        manufacturer="metax",
     )
     assert rows_of(metax, [slice_])[0]["remaining"] == M - 400_000
 
 
 def test_partitioned_cards_report_placement_aware_remaining_profiles() -> None:
     devices = sim.devices("n1", H100, 1, partitioned=True)
-    entry = al.accelerator_entry(card(0, H100), 0, 4, 785_000, profile="3g.40gb", placements=[(0, 4)])
+    entry = allocation.accelerator_entry(card(0, H100), 0, 4, 785_000, profile="3g.40gb", placements=[(0, 4)])
     done = pod({"main": [entry]}, phase="Succeeded", group=H100.group)  # partitions stay until Pod is gone
     (row,) = rows_of(devices, [done])
     assert row["mode"] == 4 and row["remaining"] == M - 785_000
@@ -191,14 +208,14 @@ def test_partitioned_cards_report_placement_aware_remaining_profiles() -> None:
     # The spec's worked example (§7): 3, 2, 1, 1, 0, 0.
     assert remaining == {"1g.10gb": 3, "1g.20gb": 2, "2g.20gb": 1, "3g.40gb": 1, "4g.40gb": 0, "7g.80gb": 0}
     # The fit ledger built on these rows agrees.
-    ledger = fit.node_ledger(devices, H100.group, al.ledger_rows(devices, [done]))
-    assert ledger.cards[0].profile_remaining()["3g.40gb"] == 1
-    assert ledger.cards[0].profile_remaining()["7g.80gb"] == 0
+    node = ledger.node_ledger(devices, H100.group, ledger.ledger_rows(devices, [done]))
+    assert node.cards[0].profile_remaining()["3g.40gb"] == 1
+    assert node.cards[0].profile_remaining()["7g.80gb"] == 0
 
 
 def test_a_partition_without_placements_leaves_the_geometry_to_fit() -> None:
     devices = sim.devices("n1", H100, 1, partitioned=True)
-    entry = al.accelerator_entry(card(0, H100), 0, 4, 785_000, profile="3g.40gb")
+    entry = allocation.accelerator_entry(card(0, H100), 0, 4, 785_000, profile="3g.40gb")
     (row,) = rows_of(devices, [pod({"main": [entry]}, group=H100.group)])
     assert row["allocatedProfiles"] == [{"name": "3g.40gb", "count": 1}]
     assert "remainingProfiles" not in row

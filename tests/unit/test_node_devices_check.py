@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from api import constants as c
-from controllers.nodedevices import check as ndc
-from controllers.nodedevices import fit as nd
+from api import constants
+from api.objects import Obj
+from controllers.nodedevices import check, fit
 from kube.client import ApiError
 from kube.manager import Manager
 
@@ -28,8 +28,6 @@ node, pod_set, sliced_half, tas, workload = (
     objects.tas,
     objects.workload,
 )
-
-Obj = dict[str, Any]
 
 
 class FakeClient:
@@ -96,8 +94,8 @@ class FakeClient:
 def env():
     client = FakeClient()
     manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
-    controller = manager.add(ndc.NodeDevicesCheck)
-    assert isinstance(controller, ndc.NodeDevicesCheck)
+    controller = manager.add(check.NodeDevicesCheck)
+    assert isinstance(controller, check.NodeDevicesCheck)
 
     def observe(obj: Obj, event: str = "MODIFIED") -> None:
         """What the informer would see: store the object and run the mappers."""
@@ -110,12 +108,12 @@ def env():
     for obj in (flavor(), node("n1"), devices("n1", rows=sliced_half())):
         observe(client.put(obj))
     # The AdmissionCheck key is queued at construction; take it off.
-    assert controller.queue.get(timeout=0) == ndc.CHECK_KEY
-    controller.queue.done(ndc.CHECK_KEY)
+    assert controller.queue.get(timeout=0) == check.CHECK_KEY
+    controller.queue.done(check.CHECK_KEY)
     return client, controller, observe
 
 
-def queued(controller: ndc.NodeDevicesCheck) -> list:
+def queued(controller: check.NodeDevicesCheck) -> list:
     keys = []
     while (key := controller.queue.get(timeout=0)) is not None:
         keys.append(key)
@@ -131,9 +129,9 @@ def test_admission_check_is_applied_then_made_active_once(env) -> None:
     assert controller.ensure_admission_check() is None
     spec, status = client.applied
     assert spec[0]["spec"] == {"controllerName": "worker.gpustack.ai/node-devices"}
-    assert spec[1:] == (ndc.FIELD_MANAGER, "")
+    assert spec[1:] == (check.FIELD_MANAGER, "")
     assert status[0]["status"]["conditions"][0]["type"] == "Active"
-    assert status[1:] == (ndc.FIELD_MANAGER, "status")
+    assert status[1:] == (check.FIELD_MANAGER, "status")
     client.applied.clear()
     controller.ensure_admission_check()
     assert [a[2] for a in client.applied] == [""]  # spec re-applied (a no-op), Active kept
@@ -167,7 +165,7 @@ def test_retry_is_written_by_ssa_with_a_requeue_delay_and_an_event(env, caplog) 
     (entry,) = body["status"]["admissionChecks"]
     assert entry["state"] == "Retry" and entry["requeueAfterSeconds"] == 30
     assert 'PodSet "main"' in entry["message"]
-    assert client.events[-1]["reason"] == ndc.REASON_RETRY
+    assert client.events[-1]["reason"] == check.REASON_RETRY
     assert client.lists[-1] == ("Pod", "spec.nodeName=n1")
     assert any(getattr(r, "workload", None) == "wl" for r in caplog.records)
     # Same cause, same message: nothing is written again.
@@ -198,7 +196,7 @@ def test_freed_cards_turn_retry_into_ready_and_ready_is_remembered(env) -> None:
     observe(client.put(devices("n1")))  # every card free
     assert controller.reconcile((NS, "first")) is None
     assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Ready"
-    assert client.events[-1]["reason"] == ndc.REASON_READY
+    assert client.events[-1]["reason"] == check.REASON_READY
     # The cache has not seen the Ready yet: a second Workload judged now must count the first.
     observe(client.put(workload("second", [pod_set(limits=gpu(5))], [tas()])))
     controller.reconcile((NS, "second"))
@@ -206,7 +204,7 @@ def test_freed_cards_turn_retry_into_ready_and_ready_is_remembered(env) -> None:
     # Once the cache shows the Ready, the memory is dropped (the cache itself says it).
     observe(client.get("Workload", "first", NS))
     assert controller._ready_written == {}
-    assert any(nd.is_inflight(w) for w in controller.other_workloads())
+    assert any(fit.is_inflight(w) for w in controller.other_workloads())
 
 
 def test_evicted_unreserved_and_ready_workloads_are_not_judged(env) -> None:
@@ -233,7 +231,7 @@ def test_a_workload_that_moved_on_before_the_write_is_judged_again(env) -> None:
     client, controller, observe = env
     observe(client.put(four_cards()))
     client.fail_apply = ApiError(409, "Conflict", "the object has been modified")
-    with pytest.raises(ndc.RetryNow):
+    with pytest.raises(check.RetryNow):
         controller.reconcile((NS, "wl"))
 
 
@@ -257,30 +255,30 @@ def test_check_status_patch_keeps_the_transition_time_while_the_state_holds() ->
     wl = four_cards(check="Retry")
     wl["metadata"]["resourceVersion"] = "7"
     wl["status"]["admissionChecks"][0].update(message="old", lastTransitionTime="2020-01-01T00:00:00Z")
-    body = ndc.check_status_patch(wl, nd.Verdict("Retry", "new"), retry_after=30, now="NOW")
+    body = check.check_status_patch(wl, fit.Verdict("Retry", "new"), retry_after=30, now="NOW")
     entry = body["status"]["admissionChecks"][0]
     assert entry["lastTransitionTime"] == "2020-01-01T00:00:00Z" and entry["message"] == "new"
     assert body["metadata"]["resourceVersion"] == "7"
-    ready = ndc.check_status_patch(wl, nd.Verdict("Ready", "fits"), retry_after=30, now="NOW")
+    ready = check.check_status_patch(wl, fit.Verdict("Ready", "fits"), retry_after=30, now="NOW")
     assert ready["status"]["admissionChecks"][0] == {
-        "name": c.ADMISSION_CHECK_NODE_DEVICES,
+        "name": constants.ADMISSION_CHECK_NODE_DEVICES,
         "state": "Ready",
         "message": "fits",
         "lastTransitionTime": "NOW",
     }
     wl["status"]["admissionChecks"][0].update(message="same", requeueAfterSeconds=30)
-    assert ndc.check_status_patch(wl, nd.Verdict("Retry", "same"), retry_after=30, now="NOW") is None
+    assert check.check_status_patch(wl, fit.Verdict("Retry", "same"), retry_after=30, now="NOW") is None
 
 
 def test_pod_field_selector_lists_one_node_when_it_can() -> None:
-    assert ndc.pod_field_selector(four_cards()) == "spec.nodeName=n1"
+    assert check.pod_field_selector(four_cards()) == "spec.nodeName=n1"
     two = workload(pod_sets=[pod_set(count=2, limits=gpu(1))], assignments=[tas(count=2, n1=1, n2=1)])
-    assert ndc.pod_field_selector(two) == "spec.nodeName!="
+    assert check.pod_field_selector(two) == "spec.nodeName!="
     pool = workload(pod_sets=[pod_set(limits=gpu(1))], assignments=[assignment()])
-    assert ndc.pod_field_selector(pool) == "spec.nodeName!="
+    assert check.pod_field_selector(pool) == "spec.nodeName!="
 
 
 def test_registered_in_the_worker() -> None:
     from controllers.registry import CONTROLLERS
 
-    assert ndc.NodeDevicesCheck in CONTROLLERS
+    assert check.NodeDevicesCheck in CONTROLLERS

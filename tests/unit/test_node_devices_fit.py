@@ -6,9 +6,8 @@ import copy
 
 import pytest
 
-from api import allocation
-from api import constants as c
-from controllers.nodedevices import fit as nd
+from api import allocation, constants
+from controllers.nodedevices import fit
 from nodeplugins.devicemanager import simulated as sim
 
 M = 1_600_000
@@ -28,12 +27,17 @@ def node(name: str, product=A10G, count: int = 8) -> dict:
 
 def flavor(name: str = "rf", product=A10G, count: int = 8) -> dict:
     labels = sim.node_labels("x", product, count)
-    labels.pop(c.LABEL_HOSTNAME)
-    keep = (c.LABEL_OS, c.LABEL_ARCH, c.LABEL_MANAGED, c.LABEL_TOPOLOGY_PROFILE)
+    labels.pop(constants.LABEL_HOSTNAME)
+    keep = (
+        constants.LABEL_OS,
+        constants.LABEL_ARCH,
+        constants.LABEL_MANAGED,
+        constants.LABEL_TOPOLOGY_PROFILE,
+    )
     node_labels = {k: v for k, v in labels.items() if k in keep}
-    node_labels[c.label_accelerator_group(product.group)] = "true"
-    node_labels[c.label_accelerator_count(product.group)] = str(count)
-    node_labels[c.label_general_group("generic")] = "true"
+    node_labels[constants.label_accelerator_group(product.group)] = "true"
+    node_labels[constants.label_accelerator_count(product.group)] = str(count)
+    node_labels[constants.label_general_group("generic")] = "true"
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
@@ -99,7 +103,7 @@ def assignment(name: str = "main", count: int = 1, rf: str = "rf", nodes: dict |
     out: dict = {"name": name, "count": count, "flavors": {"cpu": rf, CREDITS: rf}}
     if nodes is not None:
         out["topologyAssignment"] = {
-            "levels": [c.LABEL_HOSTNAME],
+            "levels": [constants.LABEL_HOSTNAME],
             "slices": [
                 {
                     "domainCount": len(nodes),
@@ -130,7 +134,7 @@ def workload(
         conditions.append({"type": "Evicted", "status": "True"})
     status: dict = {
         "conditions": conditions,
-        "admissionChecks": [{"name": nd.CHECK, "state": check, "message": ""}],
+        "admissionChecks": [{"name": fit.CHECK, "state": check, "message": ""}],
     }
     if reserved:
         status["admission"] = {"clusterQueue": "cq", "podSetAssignments": assignments or [assignment()]}
@@ -165,8 +169,8 @@ def record_pod(
         "labels": {},
     }
     if workload_name:
-        meta["annotations"][c.KUEUE_WORKLOAD] = workload_name
-        meta["labels"][c.KUEUE_PODSET] = podset
+        meta["annotations"][constants.KUEUE_WORKLOAD] = workload_name
+        meta["labels"][constants.KUEUE_PODSET] = podset
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -180,11 +184,11 @@ def card(node_name: str, i: int, product=A10G) -> str:
     return f"{node_name}-{product.group}-{i}"
 
 
-def judge(wl: dict, *, nodes=None, devs=None, pods=(), others=(), flavors=None, **kw) -> nd.Verdict:
+def judge(wl: dict, *, nodes=None, devs=None, pods=(), others=(), flavors=None, **kw) -> fit.Verdict:
     nodes = nodes if nodes is not None else {"n1": node("n1")}
     devs = devs if devs is not None else {"n1": devices("n1")}
     flavors = flavors if flavors is not None else {"rf": flavor()}
-    return nd.decide(wl, flavors=flavors, nodes=nodes, devices=devs, pods=pods, others=others, **kw)
+    return fit.decide(wl, flavors=flavors, nodes=nodes, devices=devs, pods=pods, others=others, **kw)
 
 
 def tas(name: str = "main", count: int = 1, **nodes: int) -> dict:
@@ -195,22 +199,22 @@ def tas(name: str = "main", count: int = 1, **nodes: int) -> dict:
 
 
 def test_only_reserved_live_not_ready_workloads_are_judged() -> None:
-    assert nd.needs_verdict(workload())
-    assert not nd.needs_verdict(workload(reserved=False))
-    assert not nd.needs_verdict(workload(evicted=True))
-    assert not nd.needs_verdict(workload(check="Ready"))
-    assert nd.needs_verdict(workload(check="Retry"))
+    assert fit.needs_verdict(workload())
+    assert not fit.needs_verdict(workload(reserved=False))
+    assert not fit.needs_verdict(workload(evicted=True))
+    assert not fit.needs_verdict(workload(check="Ready"))
+    assert fit.needs_verdict(workload(check="Retry"))
     other = workload()
     other["status"]["admissionChecks"][0]["name"] = "something-else"
-    assert not nd.needs_verdict(other)
+    assert not fit.needs_verdict(other)
 
 
 def test_inflight_is_admitted_or_ready_here_and_live() -> None:
-    assert nd.is_inflight(workload(admitted=True))
-    assert nd.is_inflight(workload(check="Ready"))
-    assert not nd.is_inflight(workload())
-    assert not nd.is_inflight(workload(check="Ready", evicted=True))
-    assert not nd.is_inflight(workload(check="Ready", reserved=False))
+    assert fit.is_inflight(workload(admitted=True))
+    assert fit.is_inflight(workload(check="Ready"))
+    assert not fit.is_inflight(workload())
+    assert not fit.is_inflight(workload(check="Ready", evicted=True))
+    assert not fit.is_inflight(workload(check="Ready", reserved=False))
 
 
 # --- The motivating case -------------------------------------------------------------------------------------
@@ -373,7 +377,7 @@ def test_a_node_without_a_ledger_holds_the_workload() -> None:
 
 def test_a_flavor_that_names_no_single_model_holds_the_workload() -> None:
     bad = flavor()
-    bad["spec"]["nodeLabels"] = {c.LABEL_OS: "linux"}
+    bad["spec"]["nodeLabels"] = {constants.LABEL_OS: "linux"}
     verdict = judge(workload(assignments=[tas()]), flavors={"rf": bad})
     assert verdict.state == "Retry" and "not resolvable to one accelerator flavor" in verdict.message
     verdict = judge(workload(assignments=[tas()]), flavors={})
@@ -453,8 +457,8 @@ def test_inflight_slices_pack_where_the_allocator_would() -> None:
 def test_the_per_card_budget_is_global_to_the_workload_and_the_starved_role_is_named() -> None:
     wl = workload(
         pod_sets=[
-            pod_set("prefill", limits=gpu(4), labels={c.LABEL_ROLE_KIND: "prefill"}),
-            pod_set("decode", limits=gpu(5), labels={c.LABEL_ROLE_KIND: "decode"}),
+            pod_set("prefill", limits=gpu(4), labels={constants.LABEL_ROLE_KIND: "prefill"}),
+            pod_set("decode", limits=gpu(5), labels={constants.LABEL_ROLE_KIND: "decode"}),
         ],
         assignments=[tas("prefill"), tas("decode")],
     )
@@ -482,7 +486,7 @@ def test_pods_of_the_judged_workload_already_held_are_not_charged_twice() -> Non
 
 def test_hostname_counts_decode_kueues_compressed_slices() -> None:
     assignment_ = {
-        "levels": ["cloud.provider.com/block", c.LABEL_HOSTNAME],
+        "levels": ["cloud.provider.com/block", constants.LABEL_HOSTNAME],
         "slices": [
             {
                 "domainCount": 2,
@@ -499,20 +503,20 @@ def test_hostname_counts_decode_kueues_compressed_slices() -> None:
             },
         ],
     }
-    assert nd.hostname_counts(assignment_) == {"node-1": 3, "node-2": 3, "gpu-9": 2}
-    assert nd.hostname_counts({"levels": ["rack"], "slices": []}) is None
-    assert nd.hostname_counts(None) is None
-    legacy = {"levels": [c.LABEL_HOSTNAME], "domains": [{"values": ["a"], "count": 2}]}
-    assert nd.hostname_counts(legacy) == {"a": 2}
+    assert fit.hostname_counts(assignment_) == {"node-1": 3, "node-2": 3, "gpu-9": 2}
+    assert fit.hostname_counts({"levels": ["rack"], "slices": []}) is None
+    assert fit.hostname_counts(None) is None
+    legacy = {"levels": [constants.LABEL_HOSTNAME], "domains": [{"values": ["a"], "count": 2}]}
+    assert fit.hostname_counts(legacy) == {"a": 2}
 
 
 def test_accelerator_groups_of_a_flavor() -> None:
-    assert nd.accelerator_groups(flavor()) == [A10G.group]
+    assert fit.accelerator_groups(flavor()) == [A10G.group]
     with_marker = flavor()
-    with_marker["spec"]["nodeLabels"][c.PREFIX_ACCELERATABLE + "nvidia"] = "true"
-    assert nd.accelerator_groups(with_marker) == [A10G.group]
+    with_marker["spec"]["nodeLabels"][constants.PREFIX_ACCELERATABLE + "nvidia"] = "true"
+    assert fit.accelerator_groups(with_marker) == [A10G.group]
 
 
 @pytest.mark.parametrize("state", ["Ready", "Retry"])
 def test_verdict_carries_state(state: str) -> None:
-    assert nd.Verdict(state, "m").ready is (state == "Ready")
+    assert fit.Verdict(state, "m").ready is (state == "Ready")

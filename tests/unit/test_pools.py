@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from api import constants as c
+from api import constants
 from api.naming import local_queue_name, topology_profile
 from controllers.pools import render
 from tests.unit.pools_fixtures import A10G, H100, HOSTNAME, T4, M, node
@@ -71,7 +71,7 @@ def test_accelerated_flavor_shape() -> None:
     assert notes["note.gpustack.ai/memory"] == "24Gi"
     assert notes["note.gpustack.ai/family"] == "ampere"
     assert all(k.startswith("note.gpustack.ai/") for k in notes)
-    assert c.ANNOTATION_CPU_DETAIL not in notes  # only when aware
+    assert constants.ANNOTATION_CPU_DETAIL not in notes  # only when aware
 
 
 def test_cpu_flavor_carries_the_cpu_detail_and_cores() -> None:
@@ -84,21 +84,27 @@ def test_cpu_flavor_carries_the_cpu_detail_and_cores() -> None:
     assert flavor["metadata"]["labels"]["feature.gpustack.ai/acceleratable"] == "false"
     assert flavor["metadata"]["labels"]["general.feature.gpustack.ai/generic.capacity"] == "32"
     assert flavor["spec"]["nodeLabels"]["general.feature.gpustack.ai/generic.count"] == "32"
-    assert json.loads(flavor["metadata"]["annotations"][c.ANNOTATION_CPU_DETAIL]) == {"name": "AMD EPYC 7763"}
-    assert c.LABEL_CPU_ONLY not in flavor["spec"]["nodeLabels"]
+    assert json.loads(flavor["metadata"]["annotations"][constants.ANNOTATION_CPU_DETAIL]) == {
+        "name": "AMD EPYC 7763"
+    }
+    assert constants.LABEL_CPU_ONLY not in flavor["spec"]["nodeLabels"]
 
 
 def test_mixed_on_node_off_keeps_accelerated_nodes_out_of_cpu_flavors() -> None:
-    nodes = [*cluster(), node("cpu-1", cores=32, labels={c.LABEL_CPU_ONLY: "true"}), node("cpu-2", cores=16)]
+    nodes = [
+        *cluster(),
+        node("cpu-1", cores=32, labels={constants.LABEL_CPU_ONLY: "true"}),
+        node("cpu-2", cores=16),
+    ]
     groups = render.flavor_groups(nodes, mixed_on_node=False)
     assert sorted(n for n in groups if n.endswith("c")) == ["gpustack--generic-linux-amd64-32c"]
     flavor = render.render_flavor(groups["gpustack--generic-linux-amd64-32c"], mixed_on_node=False)
-    assert flavor["spec"]["nodeLabels"][c.LABEL_CPU_ONLY] == "true"
+    assert flavor["spec"]["nodeLabels"][constants.LABEL_CPU_ONLY] == "true"
 
 
 def test_nodes_that_serve_no_pool() -> None:
-    unmanaged = node("u", A10G, 4, drop=(c.LABEL_MANAGED,))
-    unprofiled = node("p", A10G, 4, drop=(c.LABEL_TOPOLOGY_PROFILE,))
+    unmanaged = node("u", A10G, 4, drop=(constants.LABEL_MANAGED,))
+    unprofiled = node("p", A10G, 4, drop=(constants.LABEL_TOPOLOGY_PROFILE,))
     assert render.flavor_groups([unmanaged, unprofiled]) == {}
 
 
@@ -118,15 +124,15 @@ def test_pool_of_five_t4_cards_across_two_nodes() -> None:
 
 
 def test_a_profile_other_than_hostname_is_part_of_the_flavor_name_and_topology() -> None:
-    levels = ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", c.LABEL_HOSTNAME]
+    levels = ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", constants.LABEL_HOSTNAME]
     profile = topology_profile(levels)
-    zoned = node("z", A10G, 4, labels={c.LABEL_TOPOLOGY_PROFILE: profile})
+    zoned = node("z", A10G, 4, labels={constants.LABEL_TOPOLOGY_PROFILE: profile})
     (name,) = [n for n in render.flavor_groups([zoned]) if "a10g" in n]
     assert name == f"gpustack--generic--nvidia-a10g-linux-amd64-4d-{profile}"
     source = {"spec": {"levels": ["topology.kubernetes.io/zone", "topology.gpustack.ai/rack", "x/y"]}}
     assert render.topology_levels(profile, [source]) == levels
     assert render.topology_levels(profile, []) is None
-    assert render.topology_levels(HOSTNAME, []) == [c.LABEL_HOSTNAME]
+    assert render.topology_levels(HOSTNAME, []) == [constants.LABEL_HOSTNAME]
     topology = render.render_topology(profile, levels)
     assert topology["metadata"]["name"] == f"gpustack-{profile}"
     assert [lvl["nodeLabel"] for lvl in topology["spec"]["levels"]] == levels

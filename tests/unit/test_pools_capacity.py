@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api import constants as c
+from api import constants
 from controllers.pools.devices_labels import label_patch
 from controllers.pools.node_capacity import capacity_patch, counting_key, node_capacity
 from controllers.pools.node_capacity_keys import credits_enabled
@@ -95,6 +95,9 @@ def test_devices_labels_mirror_the_node() -> None:
     d = devices("a", A10G, 4)
     n = node("a", A10G, 4)
     assert label_patch(d, n) == {}
-    n["metadata"]["labels"][c.LABEL_TOPOLOGY_PROFILE] = "fnv64-0000000000000000"
-    del n["metadata"]["labels"][c.LABEL_MANAGED]
-    assert label_patch(d, n) == {c.LABEL_MANAGED: None, c.LABEL_TOPOLOGY_PROFILE: "fnv64-0000000000000000"}
+    n["metadata"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] = "fnv64-0000000000000000"
+    del n["metadata"]["labels"][constants.LABEL_MANAGED]
+    assert label_patch(d, n) == {
+        constants.LABEL_MANAGED: None,
+        constants.LABEL_TOPOLOGY_PROFILE: "fnv64-0000000000000000",
+    }

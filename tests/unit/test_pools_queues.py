@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from api import constants as c
+from api import constants
 from controllers.pools import render
 from controllers.pools.queue_plan import (
     ANNOTATION_APPLIED_STOP,
@@ -115,12 +115,12 @@ def test_created_on_hold_while_no_flavor_exists_then_released() -> None:
     first = plan(it, None, [])
     assert first.apply["spec"]["stopPolicy"] == "Hold"
     assert first.apply["spec"]["resourceGroups"] == []
-    assert first.apply["metadata"]["annotations"][c.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
+    assert first.apply["metadata"]["annotations"][constants.ANNOTATION_EMPTY_PLAN_HOLD] == "true"
     queue = kueue_wrote(first.apply)
     assert plan(it, queue, []).apply is None  # held while empty, no rewrite
     filled = plan(it, queue, flavors_of(node("a", A10G, 4)))
     assert filled.apply["spec"]["stopPolicy"] == "None"
-    assert c.ANNOTATION_EMPTY_PLAN_HOLD not in filled.apply["metadata"]["annotations"]
+    assert constants.ANNOTATION_EMPTY_PLAN_HOLD not in filled.apply["metadata"]["annotations"]
 
 
 def test_inactive_mirrors_hold_both_ways() -> None:
@@ -239,15 +239,18 @@ def test_removal_drains_and_an_orphan_is_deleted() -> None:
 def test_admission_checks_once_active() -> None:
     it = instance_type()
     flavors = flavors_of(node("a", A10G, 4))
-    both = {c.ADMISSION_CHECK_NODE_DEVICES, c.ADMISSION_CHECK_JOINT}
+    both = {constants.ADMISSION_CHECK_NODE_DEVICES, constants.ADMISSION_CHECK_JOINT}
     checks = plan(it, None, flavors, checks=both).apply["spec"]["admissionChecksStrategy"]["admissionChecks"]
-    assert [x["name"] for x in checks] == [c.ADMISSION_CHECK_NODE_DEVICES, c.ADMISSION_CHECK_JOINT]
+    assert [x["name"] for x in checks] == [
+        constants.ADMISSION_CHECK_NODE_DEVICES,
+        constants.ADMISSION_CHECK_JOINT,
+    ]
     off = QueueSettings(derived_from_node=False)
     checks = plan(it, None, flavors, checks=both, settings=off).apply["spec"]["admissionChecksStrategy"]
-    assert [x["name"] for x in checks["admissionChecks"]] == [c.ADMISSION_CHECK_JOINT]
+    assert [x["name"] for x in checks["admissionChecks"]] == [constants.ADMISSION_CHECK_JOINT]
     cpu = instance_type("gpustack--generic-linux-amd64", "")
     checks = plan(cpu, None, flavors, checks=both).apply["spec"]["admissionChecksStrategy"]["admissionChecks"]
-    assert [x["name"] for x in checks] == [c.ADMISSION_CHECK_JOINT]
+    assert [x["name"] for x in checks] == [constants.ADMISSION_CHECK_JOINT]
     assert "admissionChecksStrategy" not in plan(it, None, flavors).apply["spec"]
 
 

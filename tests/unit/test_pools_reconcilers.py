@@ -7,8 +7,9 @@ import copy
 import itertools
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api.naming import local_queue_name
+from api.objects import Obj
 from controllers.pools import render
 from controllers.pools.cluster_queues import ClusterQueueReconciler
 from controllers.pools.devices_labels import DevicesLabelReconciler
@@ -20,7 +21,6 @@ from kube.client import ApiError
 from kube.manager import Manager
 from tests.unit.pools_fixtures import A10G, H100, devices, node, sliced
 
-Obj = dict[str, Any]
 RECONCILERS = (
     ResourceFlavorReconciler,
     InstanceTypeReconciler,
@@ -229,7 +229,7 @@ def test_converges_then_a_restart_writes_nothing() -> None:
     assert {ns for ns, _ in lqs} == {"team-a"} and len(lqs) == 3
     h100 = world.objects[("InstanceType", "", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")]
     assert h100["status"]["acceleratorSummary"] == "0/0 0/0 50/800 0/0"
-    assert c.FINALIZER_CONTROLLED in h100["metadata"]["finalizers"]
+    assert constants.FINALIZER_CONTROLLED in h100["metadata"]["finalizers"]
     node_status = world.objects[("Node", "", "a10g-a")]["status"]
     assert node_status["capacity"]["nvidia.com/gpu.sliced.units"] == str(4 * 1_600_000)
 

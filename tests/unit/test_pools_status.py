@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from api import constants as c
+from api import constants
 from controllers.pools import render
 from controllers.pools.instance_type_status import phase_of, pool_nodes, render_status, status_changed
 from controllers.pools.queue_plan import QueueSettings, plan_queue
@@ -158,7 +158,7 @@ def test_phases() -> None:
     held = {"metadata": {"annotations": {}}, "spec": {"stopPolicy": "Hold"}}
     assert phase_of(it, held)[0] == "Inactive"
     empty = {
-        "metadata": {"annotations": {c.ANNOTATION_EMPTY_PLAN_HOLD: "true"}},
+        "metadata": {"annotations": {constants.ANNOTATION_EMPTY_PLAN_HOLD: "true"}},
         "spec": {"stopPolicy": "Hold"},
     }
     assert "no node" in phase_of(it, empty)[1]

@@ -19,7 +19,7 @@ BOTH = pytest.mark.parametrize("q", [quantity, interpreted], ids=["compiled", "i
 def test_compiled_extension_is_loaded() -> None:
     assert is_compiled(quantity), (
         f"fastpath.quantity was imported from {quantity.__file__}, not a compiled extension: build it "
-        "with `cythonize -i -3 fastpath/quantity.py` (or `pip install -e .`) before running the tests"
+        "with `python setup.py build_ext --inplace` (or `pip install -e .`) before running the tests"
     )
     assert not is_compiled(interpreted)
 

@@ -1,4 +1,4 @@
-"""fastpath.requests: the §3.2 family classifier and the one-pass Pod facts."""
+"""fastpath.requests: the one-pass Pod facts."""
 
 from __future__ import annotations
 
@@ -6,100 +6,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.manufacturers import BY_NAME, MANUFACTURERS
 from fastpath import requests
 from fastpath.pure import is_compiled, load
+from tests.unit.test_keys import KEYS
 
 interpreted = load("requests")
 BOTH = pytest.mark.parametrize("r", [requests, interpreted], ids=["compiled", "interpreted"])
-PARTITIONING = [m for m in MANUFACTURERS if m.partition_kind]
-NOT_PARTITIONING = [m for m in MANUFACTURERS if not m.partition_kind]
 
 
 def test_compiled_extension_is_loaded() -> None:
     assert is_compiled(requests), (
         f"fastpath.requests was imported from {requests.__file__}, not a compiled extension: build it "
-        "with `cythonize -i -3 fastpath/requests.py` (or `pip install -e .`) before running the tests"
+        "with `python setup.py build_ext --inplace` (or `pip install -e .`) before running the tests"
     )
-
-
-# --- The classifier -----------------------------------------------------------------------------------
-
-
-@BOTH
-@pytest.mark.parametrize("m", MANUFACTURERS, ids=lambda m: m.name)
-def test_every_manufacturer_key_is_classified(r, m) -> None:
-    assert r.classify(m.base) == ("exclusive", "token", m.name, "")
-    assert r.classify(m.base + ".shared") == ("shared", "token", m.name, "")
-    assert r.classify(m.base + ".sliced") == ("sliced", "token", m.name, "")
-    assert r.classify(m.base + ".sliced.units") == ("sliced", "units", m.name, "")
-    assert r.classify(m.base + ".sliced.cores-percentage") == ("sliced", "cores-percentage", m.name, "")
-    assert r.classify(m.base + ".sliced.memory-percentage") == ("sliced", "memory-percentage", m.name, "")
-    assert r.classify(m.base + ".sliced.memory-mib") == ("sliced", "memory-mib", m.name, "")
-    assert r.classify(f"device.gpustack.ai/{m.name}.visibility") == ("visibility", "visibility", m.name, "")
-    assert r.family_of(m.base + ".sliced.memory-mib") == ("sliced", m.name, "")
-    # Unknown sub-keys and neighbours are no family.
-    for key in (
-        m.base + ".sliced.bogus",
-        m.base + ".sliced.",
-        m.base + ".slicedx",
-        m.base + ".shared.units",
-        m.base + "x",
-        m.base + ".",
-        m.base[:-1],
-        f"credits.gpustack.ai/{m.name}",
-        f"device.gpustack.ai/{m.name}.visibilityx",
-    ):
-        assert r.family_of(key) == ("none", "", ""), key
-
-
-@BOTH
-@pytest.mark.parametrize("m", PARTITIONING, ids=lambda m: m.name)
-def test_partition_keys_of_partitioning_manufacturers(r, m) -> None:
-    assert r.classify(m.base + ".partitioned") == ("partitioned", "token", m.name, "")
-    assert r.classify(m.base + ".partitioned.units") == ("partitioned", "units", m.name, "")
-    key = f"{m.base}.partitioned.{m.partition_kind}-2g.15gb"
-    assert r.classify(key) == ("partitioned", "profile", m.name, "2g.15gb")
-    assert r.family_of(key) == ("partitioned", m.name, "2g.15gb")
-    # An empty profile, another kind or a bare segment is no family.
-    for bad in (
-        f"{m.base}.partitioned.{m.partition_kind}-",
-        f"{m.base}.partitioned.{m.partition_kind}",
-        f"{m.base}.partitioned.vgpu-1g",
-        f"{m.base}.partitioned.bogus",
-        f"{m.base}.sliced.{m.partition_kind}-1g.10gb",  # the legacy MIG key gets no handling
-    ):
-        assert r.family_of(bad) == ("none", "", ""), bad
-
-
-@BOTH
-@pytest.mark.parametrize("m", NOT_PARTITIONING, ids=lambda m: m.name)
-def test_manufacturers_without_partitioning_have_no_partition_keys(r, m) -> None:
-    assert r.family_of(m.base + ".partitioned") == ("none", "", "")
-    assert r.family_of(m.base + ".partitioned.mig-1g.10gb") == ("none", "", "")
-
-
-@BOTH
-@pytest.mark.parametrize(
-    "key",
-    [
-        "cpu",
-        "memory",
-        "ephemeral-storage",
-        "hugepages-2Mi",
-        "device.gpustack.ai/rdma",
-        "device.gpustack.ai/rdma.shared",
-        "device.gpustack.ai/rdma.partitioned",
-        "device.gpustack.ai/unknown.visibility",
-        "device.gpustack.ai/.visibility",
-        "vpc.amazonaws.com/efa",
-        "example.com/gpu",
-        "nvidia.com/mig-1g.10gb",
-        "",
-    ],
-)
-def test_other_keys_are_no_family(r, key: str) -> None:
-    assert r.family_of(key) == ("none", "", "")
 
 
 # --- Pod facts ---------------------------------------------------------------------------------------------
@@ -162,7 +81,7 @@ def test_a_limit_wins_over_a_request_of_the_same_key(r) -> None:
     )
     (cf,) = facts.containers
     assert cf.shared == 2
-    assert [entry[0] for entry in cf.keys] == ["nvidia.com/gpu.shared"]
+    assert [entry.key for entry in cf.keys] == ["nvidia.com/gpu.shared"]
 
 
 @BOTH
@@ -204,8 +123,8 @@ def test_slice_and_partition_facts(r) -> None:
     assert facts.profiles == ["2g.15gb", "1g.8gb"]
     assert facts.claimants == 3
     assert facts.needs_vram  # a MiB budget and a profile both need the card's VRAM
-    entry = next(e for e in p.keys if e[0] == "hygon.com/dcu.partitioned.mig-1g.8gb")
-    assert entry == (
+    entry = next(e for e in p.keys if e.key == "hygon.com/dcu.partitioned.mig-1g.8gb")
+    assert entry.as_tuple() == (
         "hygon.com/dcu.partitioned.mig-1g.8gb",
         "partitioned",
         "profile",
@@ -366,37 +285,10 @@ def test_folds() -> None:
     assert requests.slice_units_for_percentage(50) == 800_000
     assert requests.slice_units_for_mib(6144, 24576) == 400_000
     assert requests.slice_units_for_mib(40192, 81920) == 785_000
-    assert requests.base_of("thead") == "alibabacloud.com/ppu"
-    assert requests.base_of("nope") == ""
 
 
 # --- Compiled == interpreted ----------------------------------------------------------------------------
 
-_KEYS = [
-    m.base + s
-    for m in (BY_NAME["nvidia"], BY_NAME["hygon"], BY_NAME["ascend"])
-    for s in (
-        "",
-        ".shared",
-        ".sliced",
-        ".sliced.units",
-        ".sliced.memory-percentage",
-        ".sliced.memory-mib",
-        ".sliced.cores-percentage",
-        ".partitioned",
-        ".partitioned.units",
-        ".partitioned.mig-1g.10gb",
-        ".partitioned.mig-2g.20gb",
-        ".sliced.bogus",
-        ".partitioned.mig-",
-    )
-] + [
-    "device.gpustack.ai/nvidia.visibility",
-    "device.gpustack.ai/rdma.shared",
-    "cpu",
-    "memory",
-    "credits.gpustack.ai/nvidia",
-]
 _VALUES = st.one_of(
     st.sampled_from(
         ["0", "1", "2", "3", "50", "100", "101", "6144", "16384", "1.5", "-1", "1k", "1Gi", "x", ""]
@@ -404,7 +296,7 @@ _VALUES = st.one_of(
     st.integers(-3, 200_000),
     st.none(),
 )
-_RESOURCE_MAP = st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=5)
+_RESOURCE_MAP = st.dictionaries(st.sampled_from(KEYS), _VALUES, max_size=5)
 
 
 @st.composite
@@ -435,15 +327,3 @@ def test_compiled_and_interpreted_agree(spec: dict, vram: int) -> None:
     assert compiled_facts.as_tuple() == interpreted_facts.as_tuple()
     a, b = compiled_facts.demand(vram), interpreted_facts.demand(vram)
     assert (a.as_tuple() if a else None) == (b.as_tuple() if b else None)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    st.one_of(
-        st.sampled_from(_KEYS),
-        st.text(max_size=40),
-        st.text(alphabet="nvidia.com/gpushrtelc-mbk", max_size=45),
-    )
-)
-def test_classifier_compiled_and_interpreted_agree(key: str) -> None:
-    assert requests.classify(key) == interpreted.classify(key)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from api import constants as c
+from api import constants
 
 IMAGE = Path(__file__).resolve().parents[2] / "images" / "ssh-server"
 
@@ -31,8 +31,11 @@ def _config() -> dict[str, str]:
 
 def test_keys_only_from_the_mounted_secret_and_every_session_through_enter_main() -> None:
     config = _config()
-    assert config["AuthorizedKeysFile"] == f"{c.SSH_AUTHORIZED_KEYS_MOUNT}/{c.SSH_AUTHORIZED_KEYS_FILE}"
-    assert config["Port"] == str(c.SSH_PORT)
+    assert (
+        config["AuthorizedKeysFile"]
+        == f"{constants.SSH_AUTHORIZED_KEYS_MOUNT}/{constants.SSH_AUTHORIZED_KEYS_FILE}"
+    )
+    assert config["Port"] == str(constants.SSH_PORT)
     assert config["PasswordAuthentication"] == "no"
     assert config["KbdInteractiveAuthentication"] == "no"
     assert config["PermitRootLogin"] == "prohibit-password"

@@ -1,4 +1,4 @@
-"""fastpath.fit.views: the four InstanceType views (§7), with both worked examples of the spec."""
+"""fastpath.views: the four InstanceType views (§7), with both worked examples of the spec."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpath import fit
-from fastpath.pure import load
 from fastpath.requests import Demand
-from tests.unit.ledgers import H100, H100_PROFILES, T4, M, accelerator, devices
+from tests.unit.ledgers import H100, H100_PROFILES, T4, M, accelerator, devices, ledger_twin
 
-interpreted = load("fit")
+fit = ledger_twin()
+interpreted = ledger_twin(interpreted=True)
 BOTH = pytest.mark.parametrize("f", [fit, interpreted], ids=["compiled", "interpreted"])
 
 

@@ -8,6 +8,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
+from api.objects import Obj
 from tests.webhooks import objects
 from tests.webhooks.reviews import review
 from webhooks.decision import Decision
@@ -23,8 +24,6 @@ A10G_ARM = "gpustack--nvidia-a10g-linux-arm64"  # another type of the nvidia-a10
 BIG = "gpustack--nvidia-h20-linux-amd64"  # 16 cards in all
 BINDING = "qwen-cache"
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
-
-Obj = dict[str, Any]
 
 
 def role(name: str = "server", **fields: Any) -> Obj:

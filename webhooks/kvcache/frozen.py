@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import constants as c
+from api import constants
 from webhooks.decision import Decision, FieldError, allow, forbidden, reject
 from webhooks.kvcache.values import as_dict
 from webhooks.lookups import Lookups
@@ -19,16 +19,16 @@ from webhooks.review import AdmissionRequest
 
 _MISSING = object()
 _WHY = {
-    c.LABEL_KVCACHE_INJECT: (
+    constants.LABEL_KVCACHE_INJECT: (
         "the opt-in label is fixed once the Pod exists: injection runs at CREATE only, so adding it would claim a "
         "cache the Pod was never configured for and dropping it would hide the configuration it still carries; "
         "change it where the Pod is defined and let the Pod be replaced"
     ),
-    c.ANNOTATION_KVCACHE_INJECTED: (
+    constants.ANNOTATION_KVCACHE_INJECTED: (
         "is the injection webhook's record of what it decided; an edited record describes a decision nobody "
         "made; change the kvcache annotations where the Pod is defined and let the Pod be replaced"
     ),
-    c.ANNOTATION_KVCACHE_CLIENT_CONFIG: (
+    constants.ANNOTATION_KVCACHE_CLIENT_CONFIG: (
         "is projected into the running container as its store client file, so an edit would swap the master "
         "address, transport and sizes underneath it; change the Binding or pool and let the Pod be replaced"
     ),
@@ -42,9 +42,9 @@ def _value(obj: dict[str, Any] | None, section: str, key: str) -> Any:
 def errors(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[FieldError]:
     found: list[FieldError] = []
     checks = (
-        ("labels", c.LABEL_KVCACHE_INJECT),
-        ("annotations", c.ANNOTATION_KVCACHE_INJECTED),
-        ("annotations", c.ANNOTATION_KVCACHE_CLIENT_CONFIG),
+        ("labels", constants.LABEL_KVCACHE_INJECT),
+        ("annotations", constants.ANNOTATION_KVCACHE_INJECTED),
+        ("annotations", constants.ANNOTATION_KVCACHE_CLIENT_CONFIG),
     )
     for section, key in checks:
         if _value(old, section, key) != _value(new, section, key):

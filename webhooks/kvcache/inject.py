@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
-from api import constants as c
+from api import constants
 from api import kvcache as kv
 from api import kvcache_client as client
 from api import kvcache_offer as offer
 from api.fielderrors import not_supported
+from api.objects import Obj
 from fastpath import argv
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, not_found, reject, required
@@ -24,7 +24,6 @@ from webhooks.kvcache.values import as_dict, as_list, as_str
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
-Obj = dict[str, Any]
 OWNED_ARGS = {
     "vLLM": frozenset({kv.ARG_KV_TRANSFER_CONFIG}),
     "SGLang": frozenset({kv.ARG_HICACHE_STORAGE_BACKEND, kv.ARG_HICACHE_EXTRA_CONFIG}),
@@ -58,7 +57,7 @@ def read_contract(pod: Obj) -> tuple[Contract | None, list[FieldError]]:
     """Rules 1–3: the annotation vocabulary, the binding name, engine, manufacturer and role."""
     notes = as_dict(as_dict(pod.get("metadata")).get("annotations"))
     errors: list[FieldError] = []
-    for key in sorted(k for k in notes if isinstance(k, str) and k.startswith(c.KVCACHE_PREFIX)):
+    for key in sorted(k for k in notes if isinstance(k, str) and k.startswith(constants.KVCACHE_PREFIX)):
         if key in kv.POD_WRITTEN_ANNOTATIONS:
             errors.append(
                 forbidden(
@@ -80,38 +79,39 @@ def read_contract(pod: Obj) -> tuple[Contract | None, list[FieldError]]:
                     "container and launch-args-forwarded: fix the key",
                 )
             )
-    binding = notes.get(c.ANNOTATION_KVCACHE_BINDING)
+    binding = notes.get(constants.ANNOTATION_KVCACHE_BINDING)
     if not isinstance(binding, str) or not binding:
         errors.append(
             required(
-                annotation_path(c.ANNOTATION_KVCACHE_BINDING), "name a KVCachePoolBinding in this namespace"
+                annotation_path(constants.ANNOTATION_KVCACHE_BINDING),
+                "name a KVCachePoolBinding in this namespace",
             )
         )
     elif "/" in binding:
         errors.append(
             invalid(
-                annotation_path(c.ANNOTATION_KVCACHE_BINDING),
+                annotation_path(constants.ANNOTATION_KVCACHE_BINDING),
                 binding,
                 "a Binding is resolved in the Pod's own namespace; there is no cross-namespace form: use a plain name",
             )
         )
-    engine = notes.get(c.ANNOTATION_KVCACHE_ENGINE)
+    engine = notes.get(constants.ANNOTATION_KVCACHE_ENGINE)
     if engine not in kv.ENGINES:
-        errors.append(not_supported(annotation_path(c.ANNOTATION_KVCACHE_ENGINE), engine, kv.ENGINES))
-    manufacturer = notes.get(c.ANNOTATION_KVCACHE_MANUFACTURER)
+        errors.append(not_supported(annotation_path(constants.ANNOTATION_KVCACHE_ENGINE), engine, kv.ENGINES))
+    manufacturer = notes.get(constants.ANNOTATION_KVCACHE_MANUFACTURER)
     if manufacturer is not None and (manufacturer != kv.MANUFACTURER_ASCEND or engine == "SGLang"):
         errors.append(
             invalid(
-                annotation_path(c.ANNOTATION_KVCACHE_MANUFACTURER),
+                annotation_path(constants.ANNOTATION_KVCACHE_MANUFACTURER),
                 manufacturer,
                 "the only value is ascend, with engine: vLLM (it selects vLLM-Ascend); drop it otherwise",
             )
         )
-    role = notes.get(c.ANNOTATION_KVCACHE_ROLE)
+    role = notes.get(constants.ANNOTATION_KVCACHE_ROLE)
     if role is not None and role not in kv.POD_ROLES:
         errors.append(
             invalid(
-                annotation_path(c.ANNOTATION_KVCACHE_ROLE),
+                annotation_path(constants.ANNOTATION_KVCACHE_ROLE),
                 role,
                 "must be Prefill or Decode; leave it out for a plain server (Server is a ModelDeployment kind, "
                 "not a value here)",
@@ -125,8 +125,8 @@ def read_contract(pod: Obj) -> tuple[Contract | None, list[FieldError]]:
             engine=str(engine),
             ascend=manufacturer == kv.MANUFACTURER_ASCEND,
             role=role if engine == "vLLM" and isinstance(role, str) else "",
-            container=as_str(notes.get(c.ANNOTATION_KVCACHE_CONTAINER)),
-            forwarding=notes.get(c.ANNOTATION_KVCACHE_LAUNCH_ARGS_FORWARDED) == "true",
+            container=as_str(notes.get(constants.ANNOTATION_KVCACHE_CONTAINER)),
+            forwarding=notes.get(constants.ANNOTATION_KVCACHE_LAUNCH_ARGS_FORWARDED) == "true",
         ),
         [],
     )
@@ -151,7 +151,7 @@ def resolution_error(
     contract: Contract, namespace: str, binding: Obj | None, pool: Obj | None, backend: Obj | None
 ) -> FieldError | None:
     """Rules 4–8, in order, at the binding annotation's path."""
-    path = annotation_path(c.ANNOTATION_KVCACHE_BINDING)
+    path = annotation_path(constants.ANNOTATION_KVCACHE_BINDING)
     if binding is None:
         return not_found(
             path,
@@ -199,7 +199,7 @@ def target_container(pod: Obj, contract: Contract) -> tuple[int, FieldError | No
     spec = as_dict(pod.get("spec"))
     containers = [as_dict(x) for x in as_list(spec.get("containers"))]
     names = [as_str(x.get("name")) for x in containers]
-    path = annotation_path(c.ANNOTATION_KVCACHE_CONTAINER)
+    path = annotation_path(constants.ANNOTATION_KVCACHE_CONTAINER)
     if not containers:
         return -1, required("spec.containers", "the Pod has no container to configure")
     if not contract.container:
@@ -337,10 +337,10 @@ def render(
     notes = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     meta["annotations"] = notes
     if vehicle == kv.VEHICLE_FILE:
-        notes[c.ANNOTATION_KVCACHE_CLIENT_CONFIG] = client.client_config_annotation(target)
+        notes[constants.ANNOTATION_KVCACHE_CLIENT_CONFIG] = client.client_config_annotation(target)
         out["spec"]["volumes"] = [*as_list(out["spec"].get("volumes")), client.config_volume()]
         container["volumeMounts"] = [*as_list(container.get("volumeMounts")), client.config_mount()]
-    notes[c.ANNOTATION_KVCACHE_INJECTED] = client.record(
+    notes[constants.ANNOTATION_KVCACHE_INJECTED] = client.record(
         binding=contract.binding,
         engine=contract.record_engine,
         vehicle=vehicle,
@@ -355,7 +355,10 @@ def render(
 async def mutate(request: AdmissionRequest, lookups: Lookups) -> Decision:
     pod = request.object or {}
     name = request.display_name
-    if as_dict(as_dict(pod.get("metadata")).get("labels")).get(c.LABEL_KVCACHE_INJECT) != kv.INJECT_TRUE:
+    if (
+        as_dict(as_dict(pod.get("metadata")).get("labels")).get(constants.LABEL_KVCACHE_INJECT)
+        != kv.INJECT_TRUE
+    ):
         return allow()  # the objectSelector already filters; a widened selector must stay a no-op
     contract, errors = read_contract(pod)
     if contract is None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from api.objects import Obj
 from fastpath import quantity
 
-Obj = dict[str, Any]
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

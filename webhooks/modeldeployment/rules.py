@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 
-from api import constants as c
-from api import engines
+from api import constants, engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
 from api.naming import is_qualified_name
-from fastpath import argv
+from fastpath.degrees import width
 from webhooks.lookups import Lookups
 from webhooks.modeldeployment.view import (
     ENGINE_KINDS,
@@ -267,7 +266,7 @@ def degrees(md: Deployment) -> list[FieldError]:
         cards = whole(role.accelerator)
         if cards is None or cards <= 0:
             continue
-        needed, factors = argv.width(md.engine, parsed)
+        needed, factors = width(md.engine, parsed)
         if needed is not None and needed <= cards:
             continue
         shown = " × ".join(f"{flag}={value}" for flag, value in factors) or "the declared degrees"
@@ -340,7 +339,7 @@ def topology(md: Deployment) -> list[FieldError]:
         if not isinstance(level, str) or not level:
             continue
         path = f"{role.path}.topology.requiredLevel"
-        if level == c.LABEL_HOSTNAME:
+        if level == constants.LABEL_HOSTNAME:
             errors.append(
                 invalid(
                     path,

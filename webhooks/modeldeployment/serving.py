@@ -8,8 +8,7 @@ already had is judged only when an edit changes it (§12.9).
 
 from __future__ import annotations
 
-from api import constants as c
-from api import engines
+from api import constants, engines
 from api.fielderrors import FieldError, forbidden, invalid
 from fastpath import argv
 from webhooks.modeldeployment.view import (
@@ -21,7 +20,7 @@ from webhooks.modeldeployment.view import (
     as_str,
 )
 
-_WEIGHT_MOUNTS = (c.MODEL_MOUNT_PATH, c.MODEL_CACHE_MOUNT_PATH)
+_WEIGHT_MOUNTS = (constants.MODEL_MOUNT_PATH, constants.MODEL_CACHE_MOUNT_PATH)
 
 
 # --- Ports (#19–#21, #44, #45) ----------------------------------------------------------------------

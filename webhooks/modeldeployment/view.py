@@ -14,25 +14,24 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from api import constants as c
-from api import engines
+from api import constants, engines
+from api.objects import Obj
 from fastpath import argv, quantity
-
-Obj = dict[str, Any]
+from fastpath.degrees import Degrees, parse_degrees
 
 KIND = "ModelDeployment"
 SERVER, PREFILL, DECODE = "Server", "Prefill", "Decode"
 KINDS = (SERVER, PREFILL, DECODE)
 DEFAULT_CONNECTOR = "Mooncake"
-DEFAULT_SERVING_PORT = c.DEFAULT_SERVING_PORT
+DEFAULT_SERVING_PORT = constants.DEFAULT_SERVING_PORT
 MAX_ROLES = 10
 
 # Ports the operator synthesizes listeners on (model-deployment.md §11.4), from api.constants so the
 # renderer will use the same numbers.
-KV_EVENTS_PORTS = c.KV_EVENTS_PORTS
-VLLM_MOONCAKE_BOOTSTRAP_PORT = c.VLLM_MOONCAKE_BOOTSTRAP_PORT
-SGLANG_BOOTSTRAP_PORT = c.SGLANG_BOOTSTRAP_PORT
-DIRECT_DECODER_ENGINE_PORT = c.DIRECT_DECODER_ENGINE_PORT
+KV_EVENTS_PORTS = constants.KV_EVENTS_PORTS
+VLLM_MOONCAKE_BOOTSTRAP_PORT = constants.VLLM_MOONCAKE_BOOTSTRAP_PORT
+SGLANG_BOOTSTRAP_PORT = constants.SGLANG_BOOTSTRAP_PORT
+DIRECT_DECODER_ENGINE_PORT = constants.DIRECT_DECODER_ENGINE_PORT
 
 # Every kind each engine has a rendering term for (§5 #11): no case is refused today.
 ENGINE_KINDS: dict[str, frozenset[str]] = {
@@ -137,8 +136,8 @@ class Role:
     # -- argv, parsed once ----------------------------------------------------------------------
 
     @cached_property
-    def degrees(self) -> argv.Degrees:
-        return argv.parse_degrees(self.engine, self.stream, self.env)
+    def degrees(self) -> Degrees:
+        return parse_degrees(self.engine, self.stream, self.env)
 
     @cached_property
     def port(self) -> int | None:

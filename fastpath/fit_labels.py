@@ -1,0 +1,101 @@
+"""What a node's cards say on the node itself: the ``<base>.partitioned`` token count and the
+per-profile capacity of its node keys (§3.2), and its per-card fit labels (§6.6), computed with
+the per-card predicates of ``fastpath.cards`` on a node ledger from ``fastpath.ledger``.
+
+Compiled by Cython in pure-Python mode: the cards are ``fastpath.cards``' C structs.
+"""
+
+from __future__ import annotations
+
+import cython
+
+from api.constants import label_fit_shared_free_cards, label_fit_sliced_max_free_units
+from fastpath.cards import Card, NodeLedger, Profile
+
+
+@cython.ccall
+@cython.locals(i=cython.Py_ssize_t, largest=cython.longlong, rem=cython.longlong, tokens=cython.longlong)
+def partition_capacity(node: NodeLedger) -> tuple:
+    """The node's ``<base>.partitioned`` token count — Σ per card (allocated instances + its largest
+    free profile count) — and per published profile Σ (allocated + remaining) (§3.2)."""
+    card: Card
+    profile: Profile
+    tokens = 0
+    per_profile: dict = {}
+    for card in node.cards:
+        if not card.partitioned:
+            continue
+        largest = 0
+        for i in range(len(card.profiles)):
+            profile = card.profiles[i]
+            rem = card.free_instances(i)
+            if rem > largest:
+                largest = rem
+            per_profile[profile.name] = per_profile.get(profile.name, 0) + card.allocated_profiles[i] + rem
+            tokens += card.allocated_profiles[i]
+        tokens += largest
+    return (tokens, per_profile)
+
+
+@cython.cfunc
+@cython.locals(best=cython.longlong, seen=cython.bint)
+def _sliced_max_free_units(node: NodeLedger, group: str) -> cython.longlong:
+    card: Card
+    best = 0
+    seen = False
+    for card in node.cards:
+        if card.partitioned or card.slice_count <= 0 or card.group != group:
+            continue
+        seen = True
+        if card.healthy and card.can_slice(0) and card.remaining > best:
+            best = card.remaining
+    return best if seen else -1
+
+
+@cython.cfunc
+@cython.locals(count=cython.longlong, seen=cython.bint)
+def _shared_free_cards(node: NodeLedger, group: str) -> cython.longlong:
+    card: Card
+    count = 0
+    seen = False
+    for card in node.cards:
+        if card.partitioned or card.group != group:
+            continue
+        seen = True
+        if card.healthy and card.can_share():
+            count += 1
+    return count if seen else -1
+
+
+def sliced_max_free_units(node: NodeLedger, group: str) -> int | None:
+    """The largest ``remaining`` over ``group``'s cards that can take a slice and have a free slot
+    (0 when all are full); ``None`` when the node has no sliceable unpartitioned card of ``group``."""
+    value = _sliced_max_free_units(node, group)
+    return None if value < 0 else value
+
+
+def shared_free_cards(node: NodeLedger, group: str) -> int | None:
+    """How many of ``group``'s cards can still grant a share; ``None`` without unpartitioned cards."""
+    value = _shared_free_cards(node, group)
+    return None if value < 0 else value
+
+
+@cython.ccall
+@cython.locals(value=cython.longlong)
+def fit_labels(node: NodeLedger) -> dict:
+    """The per-card fit labels of a node (§6.6), per accelerator group; a label is absent when its
+    group has no card of that population."""
+    card: Card
+    labels: dict = {}
+    groups: list = []
+    for card in node.cards:
+        if card.group not in groups:
+            groups.append(card.group)
+    for group in groups:
+        value = _sliced_max_free_units(node, group)
+        if value >= 0:
+            labels[label_fit_sliced_max_free_units(group)] = str(value)
+        value = _shared_free_cards(node, group)
+        if value >= 0:
+            labels[label_fit_shared_free_cards(group)] = str(value)
+    return labels
