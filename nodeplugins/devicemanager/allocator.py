@@ -152,15 +152,80 @@ class Allocator:
                     del self.held[key]
             else:
                 self.pods[uid] = dict(pod)
-                record = allocation.record_of(pod)
-                for key in [k for k in self.held if k[0] == uid and record.get(k[1])]:
-                    del self.held[key]  # the annotation now carries it
+                self._adopt(uid, pod)
             self._rows = None
         self._changed()
+
+    def _adopt(self, uid: str, pod: Mapping[str, Any]) -> None:
+        """Take over the containers a Pod's record names that this process holds nothing for (after
+        a restart of the agent): from then on the in-process hold, not the annotation, is the truth,
+        so an annotation edited by hand cannot free a card (:meth:`drifted` restores it)."""
+        record = allocation.record_of(pod)
+        meta = _meta(pod)
+        for container, groups in record.items():
+            if (uid, container) in self.held:
+                continue
+            family = _family_of_groups(groups)
+            self.held[(uid, container)] = Held(
+                uid=uid,
+                namespace=str(meta.get("namespace") or ""),
+                pod=str(meta.get("name") or ""),
+                container=container,
+                resource="",
+                family=family,
+                grants=self._grants_of(groups),
+                groups=[dict(g) for g in groups],
+            )
+
+    def _grants_of(self, groups: Iterable[Mapping[str, Any]]) -> list[Grant]:
+        grants = []
+        for group in groups:
+            for entry in group.get("accelerators") or ():
+                card = self._cards.get(entry.get("id"))
+                if card is None:
+                    continue
+                placements = entry.get("allocatedPhysicalPlacements") or [{}]
+                grants.append(
+                    Grant(
+                        card,
+                        int(entry.get("allocated") or 0),
+                        str(entry.get("allocatedPhysicalProfile") or ""),
+                        placements[0].get("start"),
+                        placements[0].get("length"),
+                    )
+                )
+        return grants
+
+    def record_for(self, uid: str) -> allocation.Record:
+        """The record the Pod should carry: every container this process holds for it."""
+        with self.lock:
+            return {name: held.groups for (held_uid, name), held in self.held.items() if held_uid == uid}
+
+    def drifted(self, pod: Mapping[str, Any]) -> allocation.Record | None:
+        """The record to write back when the Pod's annotation no longer says what is held (edited
+        by hand, or never written); ``None`` when it agrees."""
+        uid = _meta(pod).get("uid") or ""
+        want = self.record_for(uid)
+        if not want:
+            return None
+        annotations = _meta(pod).get("annotations") or {}
+        have = annotations.get(allocation.ANNOTATION)
+        if have == allocation.encode(want):
+            return None
+        try:
+            if allocation.encode(allocation.decode(have)) == allocation.encode(want):
+                return None
+        except allocation.RecordError:
+            pass
+        return want
 
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
         with self.lock:
             self.pods = {_meta(p)["uid"]: dict(p) for p in pods if _meta(p).get("uid")}
+            for key in [k for k in self.held if k[0] not in self.pods]:
+                del self.held[key]  # gone while nobody watched
+            for uid, pod in self.pods.items():
+                self._adopt(uid, pod)
             self._rows = None
         self._changed()
 
@@ -182,7 +247,7 @@ class Allocator:
             if not extra:
                 out.append(pod)
                 continue
-            record = {**allocation.record_of(pod), **extra}
+            record = {**allocation.record_of(pod), **extra}  # what is held wins over the annotation
             meta = dict(_meta(pod))
             meta["annotations"] = {
                 **(meta.get("annotations") or {}),
@@ -384,7 +449,9 @@ class Allocator:
                 return (
                     f"card {card.id} is partitioned: only {self.maker.base}.partitioned requests may use it"
                 )
-            if card.mode not in tk._COMPATIBLE.get(family, ()):
+            if card.mode != tk.MODE_NONE and (
+                family == FAMILY_EXCLUSIVE or card.mode not in tk.COMPATIBLE[family]
+            ):
                 return f"card {card.id} is held in {MODE_NAMES.get(card.mode, card.mode)} mode; a {family} request cannot use it"
             if family == FAMILY_SLICED:
                 if card.allocated_slices >= card.slice_count:
@@ -498,6 +565,15 @@ def _fill(picked: list[str], available: Sequence[str], size: int) -> list[str]:
         if token not in picked:
             picked.append(token)
     return picked[:size]
+
+
+def _family_of_groups(groups: Iterable[Mapping[str, Any]]) -> str:
+    for group in groups:
+        for entry in group.get("accelerators") or ():
+            for family, mode in tk.FAMILY_MODE.items():
+                if entry.get("mode") == mode:
+                    return family
+    return FAMILY_VISIBILITY
 
 
 def _holds(group: Mapping[str, Any], resource: tk.Resource) -> bool:

@@ -36,7 +36,7 @@ from nodeplugins.devicemanager.backends.base import (
 
 MODE_NONE, MODE_EXCLUSIVE, MODE_SHARED, MODE_SLICED, MODE_PARTITIONED = 0, 1, 2, 3, 4
 # The ledger modes a family may share a card with (its own, and a free card).
-_COMPATIBLE = {
+COMPATIBLE = {
     FAMILY_EXCLUSIVE: (MODE_NONE, MODE_EXCLUSIVE),
     FAMILY_SHARED: (MODE_NONE, MODE_SHARED),
     FAMILY_SLICED: (MODE_NONE, MODE_SLICED),
@@ -132,7 +132,7 @@ def devices_of(
                 )
                 healthy_count = min(n, allocated + remaining) if row else n
             elif resource.family != FAMILY_VISIBILITY:
-                usable = usable and int(row.get("mode") or 0) in _COMPATIBLE[resource.family]
+                usable = usable and int(row.get("mode") or 0) in COMPATIBLE[resource.family]
             numa = str((card.get("topology") or {}).get("numaAffinity") or "")
             for i in range(n):
                 out.append((token_id(gid, card["id"], i), usable and i < healthy_count, numa))

@@ -43,7 +43,36 @@ def test_exclusive_grant_charges_the_whole_card(h100: Allocator) -> None:
     assert held.groups[0]["accelerators"][0]["mode"] == 1
     assert row(h100, 1)["mode"] == 1 and row(h100, 1)["remaining"] == 0
     record(h100, held)
-    assert not h100.held and row(h100, 1)["mode"] == 1  # now carried by the annotation
+    assert row(h100, 1)["mode"] == 1
+    assert h100.drifted(h100.pods[held.uid]) is None
+
+
+def test_an_annotation_edited_by_hand_frees_nothing_and_is_restored(h100: Allocator) -> None:
+    h100.pod_event("ADDED", pod("whole", {BASE: 1}))
+    held = h100.allocate(R["exclusive"], tokens(h100, "exclusive", 1))
+    record(h100, held)
+    edited = dict(h100.pods[held.uid])
+    edited["metadata"] = {**edited["metadata"], "annotations": {allocation.ANNOTATION: "{not json"}}
+    h100.pod_event("MODIFIED", edited)
+    assert row(h100, 1)["mode"] == 1
+    assert h100.drifted(edited) == {"main": held.groups}
+
+
+def test_a_restarted_agent_adopts_the_recorded_allocations(h100: Allocator) -> None:
+    h100.pod_event("ADDED", pod("whole", {BASE: 1}))
+    held = h100.allocate(R["exclusive"], tokens(h100, "exclusive", 1))
+    record(h100, held)
+    fresh = make_allocator(
+        [
+            {"product": "NVIDIA H100 80GB HBM3", "count": 4},
+            {"product": "NVIDIA H100 80GB HBM3", "count": 2, "partitioned": True},
+        ]
+    )
+    fresh.replace_pods(list(h100.pods.values()))
+    assert fresh.row_index()[(fresh.groups[0]["id"], held.grants[0].card.id)]["mode"] == 1
+    fresh.pod_event("ADDED", pod("next", {BASE: 1}))
+    with pytest.raises(Refusal, match="held in exclusive mode"):
+        fresh.allocate(R["exclusive"], tokens(fresh, "exclusive", 1))
 
 
 def test_card_held_in_another_mode_is_refused_and_unhealthy_for_that_family(h100: Allocator) -> None:
