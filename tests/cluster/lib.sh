@@ -19,10 +19,11 @@ KUEUE_WEBHOOK_PORT="${GPUSTACK_KUEUE_WEBHOOK_PORT:-27646}"
 KUEUE_HEALTH_PORT="${GPUSTACK_KUEUE_HEALTH_PORT:-27647}"
 KUEUE_METRICS_PORT="${GPUSTACK_KUEUE_METRICS_PORT:-27648}"
 KWOK_PORT="${GPUSTACK_KWOK_PORT:-27649}"
+NFD_PORT="${GPUSTACK_NFD_PORT:-27651}"
 SERVICE_CIDR="${GPUSTACK_SERVICE_CIDR:-10.96.0.0/16}"
 
 # Start order; down.sh stops in reverse.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kueue kwok)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kueue kwok nfd-master)
 
 PKI="$STATE_DIR/pki"
 LOGS="$STATE_DIR/logs"
