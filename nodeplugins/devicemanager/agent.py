@@ -27,7 +27,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from api import allocation
-from controllers.runtime.client import ApiError, Client, load_api_client
+from kube.client import ApiError, Client, load_api_client
 from nodeplugins.devicemanager import devices, tokens
 from nodeplugins.devicemanager.allocator import Allocator, Held
 from nodeplugins.devicemanager.backends import Backend, DiscoveryError, backend_for

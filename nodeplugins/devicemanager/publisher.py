@@ -15,8 +15,8 @@ from typing import Any
 
 from api import API_VERSION
 from api import constants as c
-from controllers.runtime.client import ApiError, Client
-from controllers.runtime.resources import NFD, NFD_VERSION
+from kube.client import ApiError, Client
+from kube.resources import NFD, NFD_VERSION
 
 log = logging.getLogger("devicemanager.publisher")
 
