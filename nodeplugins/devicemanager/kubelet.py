@@ -97,7 +97,8 @@ class KubeletLink:
             # ListAndWatch streams hold a thread each; the rest are short calls.
             server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp"))
             pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
-            server.add_insecure_port(f"unix://{path}")
+            if not server.add_insecure_port(f"unix://{path}"):
+                raise OSError(f"cannot serve on {path} (a unix socket path has at most 107 bytes)")
             server.start()
             self._servers.append(server)
         with grpc.insecure_channel(f"unix://{self.kubelet_socket}") as channel:

@@ -59,7 +59,7 @@ class Resource:
     @property
     def socket(self) -> str:
         """The plugin's socket file name in the kubelet's device-plugins directory."""
-        return "gpustack-" + self.name.replace("/", "_").replace(".", "-") + ".sock"
+        return f"gpustack-{self.manufacturer}-{self.family}.sock"  # short: a unix path has ≤107 bytes
 
 
 def resources(

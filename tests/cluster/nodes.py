@@ -4,7 +4,7 @@ Each node is upstream's kubelet over the CRI fake runtime (``build-node.sh``), p
 device manager serving a node profile (``profiles/*.yaml``) through the kubelet device-plugin API:
 
     <state>/nodes/<name>/
-        root/            bind-mounted onto /var/lib/kubelet inside the kubelet's private mount
+        kl/              bind-mounted onto /var/lib/kubelet inside the kubelet's private mount
                          namespace (device-plugins/, pod-resources/, pods/, pki/ ...)
         profile.yaml     the simulated hardware (edit it to change cards or health)
         containers.jsonl every CreateContainer the kubelet asked the fake runtime for
@@ -63,7 +63,7 @@ class Node:
 
     @property
     def root(self) -> Path:
-        return self.directory / "root"
+        return self.directory / "kl"  # short: the plugin sockets under it must stay within 107 bytes
 
     @property
     def profile(self) -> Path:
