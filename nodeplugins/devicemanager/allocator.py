@@ -75,6 +75,50 @@ class Candidate:
     pod: Mapping[str, Any]
     container: str
     quantity: int
+    age: tuple[str, str, str] = ("", "", "")  # creation time, namespace, name
+    position: int = 0  # the container's place in allocation order
+
+
+@dataclass(frozen=True, slots=True)
+class _PodInfo:
+    """What identification reads of one Pod, computed once per Pod event."""
+
+    eligible: bool  # bound here, not terminal, not deleting
+    age: tuple[str, str, str]
+    containers: tuple[tuple[str, dict[str, int]], ...]  # allocation order, quantities by resource
+    recorded: frozenset[tuple[str, int]]  # (container, mode) the Pod's record names
+
+    @staticmethod
+    def of(pod: Mapping[str, Any], node: str) -> _PodInfo:
+        meta = _meta(pod)
+        eligible = (
+            (pod.get("spec") or {}).get("nodeName") == node
+            and not meta.get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase") not in TERMINAL
+        )
+        containers = []
+        for container in _containers(pod):
+            resources = container.get("resources") or {}
+            quantities: dict[str, int] = {}
+            for part in ("requests", "limits"):  # limits win, as the kubelet reads them
+                for key, value in (resources.get(part) or {}).items():
+                    try:
+                        quantities[key] = int(str(value))
+                    except ValueError:
+                        quantities[key] = 0
+            containers.append((str(container.get("name", "")), quantities))
+        recorded = frozenset(
+            (name, entry.get("mode"))
+            for name, groups in allocation.record_of(pod).items()
+            for group in groups
+            for entry in group.get("accelerators") or ()
+        )
+        age = (
+            str(meta.get("creationTimestamp") or ""),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name") or ""),
+        )
+        return _PodInfo(bool(eligible), age, tuple(containers), recorded)
 
 
 def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -125,7 +169,10 @@ class Allocator:
         self.groups: list[dict[str, Any]] = []
         self.pods: dict[str, dict[str, Any]] = {}
         self.held: dict[tuple[str, str], Held] = {}
-        self._rows: list[dict[str, Any]] | None = None
+        self._rows: list[dict[str, Any]] | None = None  # status rows, rebuilt lazily
+        self._live: fit.NodeLedger | None = None  # the fit ledger allocations commit into
+        self._info: dict[str, _PodInfo] = {}  # per Pod what identification reads
+        self._token_card: dict[str, str | None] = {}
         self._cards: dict[str, Card] = {}
         self._group_of: dict[str, str] = {}
         self.listeners: list[Callable[[], None]] = []
@@ -137,7 +184,8 @@ class Allocator:
             self.groups = groups
             self._cards = {card.id: card for card in inventory.cards}
             self._group_of = {a["id"]: g["id"] for g in groups for a in g.get("accelerators") or ()}
-            self._rows = None
+            self._token_card = {}
+            self._invalidate()
         self._changed()
 
     def pod_event(self, kind: str, pod: Mapping[str, Any]) -> None:
@@ -148,12 +196,14 @@ class Allocator:
         with self.lock:
             if kind == "DELETED":
                 self.pods.pop(uid, None)
+                self._info.pop(uid, None)
                 for key in [k for k in self.held if k[0] == uid]:
                     del self.held[key]
             else:
                 self.pods[uid] = dict(pod)
+                self._info[uid] = _PodInfo.of(pod, self.node)
                 self._adopt(uid, pod)
-            self._rows = None
+            self._invalidate()
         self._changed()
 
     def _adopt(self, uid: str, pod: Mapping[str, Any]) -> None:
@@ -224,10 +274,16 @@ class Allocator:
             self.pods = {_meta(p)["uid"]: dict(p) for p in pods if _meta(p).get("uid")}
             for key in [k for k in self.held if k[0] not in self.pods]:
                 del self.held[key]  # gone while nobody watched
+            self._info = {uid: _PodInfo.of(pod, self.node) for uid, pod in self.pods.items()}
             for uid, pod in self.pods.items():
                 self._adopt(uid, pod)
-            self._rows = None
+            self._invalidate()
         self._changed()
+
+    def _invalidate(self) -> None:
+        """Something other than an allocation moved: rebuild the ledgers on next use."""
+        self._rows = None
+        self._live = None
 
     def _changed(self) -> None:
         for listener in list(self.listeners):
@@ -285,26 +341,23 @@ class Allocator:
             return {(g["id"], r["id"]): r for g in self.rows_locked() for r in g["accelerators"]}
 
     def _ledger(self) -> fit.NodeLedger:
-        return fit.node_ledger(self._devices(), None, self.rows_locked())
+        """The live fit ledger (call under the mutex): placements commit into it."""
+        if self._live is None:
+            self._live = fit.node_ledger(self._devices(), None, self.rows_locked())
+        return self._live
 
     # --- identification -------------------------------------------------------------------------------------
     def _candidates(self, resource: tk.Resource) -> list[Candidate]:
         out = []
-        for uid, pod in self.pods.items():
-            meta = _meta(pod)
-            if (pod.get("spec") or {}).get("nodeName") != self.node or meta.get("deletionTimestamp"):
+        mode = tk.FAMILY_MODE.get(resource.family, c.DEVICE_MODE_VISIBILITY)
+        for uid, info in self._info.items():
+            if not info.eligible:
                 continue
-            if (pod.get("status") or {}).get("phase") in TERMINAL:
-                continue
-            record = allocation.record_of(pod)
-            for container in _containers(pod):
-                name = container.get("name", "")
-                quantity = _quantity(container, resource.name)
-                if quantity <= 0 or (uid, name) in self.held:
+            for position, (name, quantities) in enumerate(info.containers):
+                quantity = quantities.get(resource.name, 0)
+                if quantity <= 0 or (uid, name) in self.held or (name, mode) in info.recorded:
                     continue
-                if any(_holds(group, resource) for group in record.get(name) or ()):
-                    continue
-                out.append(Candidate(pod, name, quantity))
+                out.append(Candidate(self.pods[uid], name, quantity, info.age, position))
         return out
 
     def identify(self, resource: tk.Resource, count: int) -> Candidate:
@@ -335,17 +388,7 @@ class Allocator:
         ]
         pool = fitting or candidates
 
-        def age(cand: Candidate) -> tuple[str, str, str, int]:
-            meta = _meta(cand.pod)
-            names = [ct.get("name") for ct in _containers(cand.pod)]
-            return (
-                str(meta.get("creationTimestamp") or ""),
-                str(meta.get("namespace") or ""),
-                str(meta.get("name") or ""),
-                names.index(cand.container),
-            )
-
-        return min(pool, key=age)
+        return min(pool, key=lambda cand: (cand.age, cand.position))
 
     # --- allocation -----------------------------------------------------------------------------------------
     def allocate(self, resource: tk.Resource, token_ids: Sequence[str]) -> Held:
@@ -374,7 +417,7 @@ class Allocator:
                 env=_env_of(container),
             )
             self.held[(uid, candidate.container)] = held
-            self._rows = None
+            self._rows = None  # the live fit ledger already carries the placement
         self._changed()
         return held
 
@@ -383,19 +426,28 @@ class Allocator:
         with self.lock:
             if self.held.get((held.uid, held.container)) is held:
                 del self.held[(held.uid, held.container)]
-                self._rows = None
+                self._invalidate()
         self._changed()
 
     def _token_cards(self, token_ids: Sequence[str]) -> list[str]:
         cards = []
         for token in token_ids:
-            parsed = tk.parse_token(token)
-            if parsed is None or parsed[1] not in self._cards:
+            card = self._card_of(token)
+            if card is None:
                 raise Refusal(f"device {token!r} is not one this device manager advertises")
-            cards.append(parsed[1])
+            cards.append(card)
         if not cards:
             raise Refusal("the allocation names no device")
         return cards
+
+    def _card_of(self, token: str) -> str | None:
+        try:
+            return self._token_card[token]
+        except KeyError:
+            parsed = tk.parse_token(token)
+            card = parsed[1] if parsed is not None and parsed[1] in self._cards else None
+            self._token_card[token] = card
+            return card
 
     def _settle(self, resource: tk.Resource, card_ids: list[str], facts: Any) -> list[Grant]:
         node = self._ledger()
@@ -433,6 +485,7 @@ class Allocator:
         if grants is None:
             if family == FAMILY_SLICED and not self.slice_gate:
                 log.warning("slice does not fit; allocated anyway (%s=false)", ENV_SLICED_GATE)
+                self._live = None  # charged beyond what fits: rebuild from the records
                 card = by_id[distinct[0]]
                 return [self._grant((card.group, card.id, card.index, demand.units, "", None, None))]
             raise Refusal(self._why(family, [by_id[cid] for cid in distinct], demand.units))
@@ -528,9 +581,9 @@ class Allocator:
                 return _fill(list(must), available, size)
             by_card: dict[str, list[str]] = {}
             for token in available:
-                parsed = tk.parse_token(token)
-                if parsed is not None:
-                    by_card.setdefault(parsed[1], []).append(token)
+                card = self._card_of(token)
+                if card is not None:
+                    by_card.setdefault(card, []).append(token)
             node = self._ledger()
             offered = fit.NodeLedger(self.node, [card for card in node.cards if card.id in by_card])
             units = UNITS_PER_PERCENT
