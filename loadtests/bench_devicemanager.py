@@ -46,7 +46,7 @@ BASE = "nvidia.com/gpu"
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _summary(case: str, samples: list[float], **extra: Any) -> dict[str, Any]:
