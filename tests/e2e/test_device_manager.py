@@ -29,36 +29,6 @@ NS = "gate5"
 BASE = "nvidia.com/gpu"
 
 
-def _topology_stand_in(cluster, node: str) -> None:
-    """Until the topology controller (B.4, NodeTopologyReconciler) is registered in the worker, the
-    hostname-only profile it would write into the worker's NodeFeature is applied here, under that
-    controller's field manager; remove this once it lands."""
-    from controllers import registry
-
-    if any(cls.__name__ == "NodeTopologyReconciler" for cls in registry.CONTROLLERS):
-        return
-    from api.naming import topology_profile
-
-    body = {
-        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-        "kind": "NodeFeature",
-        "metadata": {
-            "name": f"{node}-gpustack-worker",
-            "namespace": c.SYSTEM_NAMESPACE,
-            "labels": {"nfd.node.kubernetes.io/node-name": node},
-        },
-        "spec": {"labels": {c.LABEL_TOPOLOGY_PROFILE: topology_profile([c.LABEL_HOSTNAME])}},
-    }
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=gpustack-operator/topology-profile",
-        "-f",
-        "-",
-        input=json.dumps(body),
-    )
-
-
 def _entrance(cluster) -> str | None:
     if cluster.kubectl("get", "instancetype", POOL, check=False).returncode != 0:
         return None
@@ -76,7 +46,7 @@ def gate5(cluster):
         a10g = nodes.start_node(cluster, A10G, "a10g-4.yaml", slot=1)
         started.append(a10g)
         for node in (H100, A10G):
-            _topology_stand_in(cluster, node)
+            nodes.topology_stand_in(cluster, node)
         ensure_namespace(cluster, NS)
         entrance = harness.wait_for(
             lambda: _entrance(cluster), timeout=120, what="the H100 InstanceType's entrance"
