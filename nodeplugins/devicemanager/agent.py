@@ -60,6 +60,7 @@ class DeviceManager:
             self.node_name,
             args.manufacturer,
             pod_resources=self.pod_resources.waiting if self.pod_resources else None,
+            refresh_pods=lambda: self.client.list("Pod", field_selector=f"spec.nodeName={self.node_name}")[0],
         )
         self.inventory: Inventory | None = None
         self.node: dict[str, Any] | None = None

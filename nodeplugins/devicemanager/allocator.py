@@ -155,6 +155,7 @@ class Allocator:
         *,
         env: Mapping[str, str] | None = None,
         pod_resources: PodResourcesLookup | None = None,
+        refresh_pods: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         env = os.environ if env is None else env
         self.node = node
@@ -164,6 +165,7 @@ class Allocator:
         self.slice_gate = _flag(env, ENV_SLICED_GATE)
         self.identify_by_kubelet = _flag(env, ENV_IDENTIFY_BY_KUBELET)
         self.pod_resources = pod_resources
+        self.refresh_pods = refresh_pods  # an uncached list of the node's Pods (the watch may lag)
         self.lock = threading.Lock()  # the per-node mutex
         self.inventory = Inventory(manufacturer)
         self.groups: list[dict[str, Any]] = []
@@ -395,7 +397,12 @@ class Allocator:
         """Identify, check and reserve (under the mutex); the caller records and responds."""
         with self.lock:
             cards = self._token_cards(token_ids)
-            candidate = self.identify(resource, len(token_ids))
+            try:
+                candidate = self.identify(resource, len(token_ids))
+            except Refusal:
+                if not self._refresh_locked():
+                    raise
+                candidate = self.identify(resource, len(token_ids))
             pod = candidate.pod
             uid = _meta(pod)["uid"]
             container = next(ct for ct in _containers(pod) if ct.get("name") == candidate.container)
@@ -420,6 +427,30 @@ class Allocator:
             self._rows = None  # the live fit ledger already carries the placement
         self._changed()
         return held
+
+    def _refresh_locked(self) -> bool:
+        """Read the node's Pods past the watch (a Pod bound a moment ago may not have reached it);
+        True when something new was learnt."""
+        if self.refresh_pods is None:
+            return False
+        try:
+            pods = self.refresh_pods()
+        except Exception as error:  # the API is unreachable: identification stays with the cache
+            log.warning("could not list the node's Pods", extra={"error": str(error)})
+            return False
+        learnt = False
+        for pod in pods:
+            uid = _meta(pod).get("uid")
+            if uid and self.pods.get(uid, {}).get("metadata", {}).get("resourceVersion") != _meta(pod).get(
+                "resourceVersion"
+            ):
+                self.pods[uid] = dict(pod)
+                self._info[uid] = _PodInfo.of(pod, self.node)
+                self._adopt(uid, pod)
+                learnt = True
+        if learnt:
+            self._invalidate()
+        return learnt
 
     def give_back(self, held: Held) -> None:
         """Undo a reservation whose response could not be completed."""

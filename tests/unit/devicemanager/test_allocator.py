@@ -186,3 +186,10 @@ def test_unknown_token_is_refused(h100: Allocator) -> None:
     h100.pod_event("ADDED", pod("whole", {BASE: 1}))
     with pytest.raises(Refusal, match="not one this device manager advertises"):
         h100.allocate(R["exclusive"], ["nvidia-x:GPU-nope:0"])
+
+
+def test_a_pod_the_watch_has_not_delivered_yet_is_found_by_an_uncached_list() -> None:
+    late = pod("late", {BASE: 1})
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}], refresh_pods=lambda: [late])
+    held = allocator.allocate(R["exclusive"], tokens(allocator, "exclusive", 0))
+    assert held.pod == "late"
