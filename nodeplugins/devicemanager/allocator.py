@@ -441,8 +441,9 @@ class Allocator:
         learnt = False
         for pod in pods:
             uid = _meta(pod).get("uid")
-            if uid and self.pods.get(uid, {}).get("metadata", {}).get("resourceVersion") != _meta(pod).get(
-                "resourceVersion"
+            known = self.pods.get(uid) if uid else None
+            if uid and (
+                known is None or _meta(known).get("resourceVersion") != _meta(pod).get("resourceVersion")
             ):
                 self.pods[uid] = dict(pod)
                 self._info[uid] = _PodInfo.of(pod, self.node)
