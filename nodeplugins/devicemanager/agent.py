@@ -207,7 +207,7 @@ class DeviceManager:
 
     # --- lifecycle --------------------------------------------------------------------------------------
     def start_device_plugins(self) -> None:
-        from nodeplugins.devicemanager.kubelet import KubeletLink
+        from nodeplugins.devicemanager.kubelet import KubeletLink, work_beside
         from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers
 
         self.watchers = Watchers()
@@ -221,6 +221,7 @@ class DeviceManager:
                 partitioned=not args.no_partitioned,
             )
         ]
+        work_beside(args.kube_socket)
         self.link = KubeletLink(plugins, args.kube_socket)
         self.link.start()
 

@@ -28,6 +28,30 @@ podresources_pb = load("kubelet.podresources.v1.api_pb2")
 podresources_grpc = load("kubelet.podresources.v1.api_pb2_grpc")
 
 
+UNIX_PATH_MAX = 107
+
+
+def unix_target(path: str | Path) -> str:
+    """A gRPC unix address for ``path``: absolute when it fits the 107-byte limit of a socket path,
+    else relative to the working directory (:func:`work_beside` moves it next to the sockets)."""
+    absolute = os.path.abspath(path)
+    if len(absolute.encode()) <= UNIX_PATH_MAX:
+        return f"unix://{absolute}"
+    relative = os.path.relpath(absolute)
+    if len(relative.encode()) > UNIX_PATH_MAX:
+        raise OSError(f"{absolute}: a unix socket path has at most {UNIX_PATH_MAX} bytes, even relative")
+    return f"unix:{relative}"
+
+
+def work_beside(socket: str | Path) -> None:
+    """Work in the kubelet's socket directory when its absolute paths are too long for sockets
+    (a deep state directory in tests; /var/lib/kubelet/device-plugins in production is short)."""
+    directory = Path(socket).resolve().parent
+    if len(str(directory).encode()) > UNIX_PATH_MAX - 40:
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chdir(directory)
+
+
 def _inode(path: Path) -> int | None:
     try:
         return path.stat().st_ino
@@ -97,11 +121,11 @@ class KubeletLink:
             # ListAndWatch streams hold a thread each; the rest are short calls.
             server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp"))
             pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
-            if not server.add_insecure_port(f"unix://{path}"):
-                raise OSError(f"cannot serve on {path} (a unix socket path has at most 107 bytes)")
+            if not server.add_insecure_port(unix_target(path)):
+                raise OSError(f"cannot serve on {path}")
             server.start()
             self._servers.append(server)
-        with grpc.insecure_channel(f"unix://{self.kubelet_socket}") as channel:
+        with grpc.insecure_channel(unix_target(self.kubelet_socket)) as channel:
             stub = pb_grpc.RegistrationStub(channel)
             for plugin in self.plugins:
                 stub.Register(
@@ -128,7 +152,7 @@ class PodResources:
     def _stub(self) -> object:
         with self._lock:
             if self._channel is None:
-                self._channel = grpc.insecure_channel(f"unix://{self.socket}")
+                self._channel = grpc.insecure_channel(unix_target(self.socket))
             return podresources_grpc.PodResourcesListerStub(self._channel)
 
     def waiting(self, resource: str) -> set[tuple[str, str, str]] | None:

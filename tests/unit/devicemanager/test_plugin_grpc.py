@@ -16,7 +16,7 @@ import pytest
 
 from nodeplugins.devicemanager import tokens as tk
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
-from nodeplugins.devicemanager.kubelet import KubeletLink
+from nodeplugins.devicemanager.kubelet import KubeletLink, unix_target
 from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
 from tests.unit.devicemanager.conftest import make_allocator, pod
 
@@ -38,7 +38,7 @@ class Kubelet(pb_grpc.RegistrationServicer):
     def start(self) -> None:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         pb_grpc.add_RegistrationServicer_to_server(self, self.server)
-        self.server.add_insecure_port(f"unix://{self.socket}")
+        self.server.add_insecure_port(unix_target(self.socket))
         self.server.start()
 
     def restart(self) -> None:
@@ -177,3 +177,30 @@ def test_a_kubelet_that_refuses_registration_is_retried(short_dir):
         link.stop()
         kubelet.server.stop(0)
     assert threading.active_count() >= 1
+
+
+def test_sockets_deeper_than_the_unix_limit_are_served_relative(tmp_path, monkeypatch):
+    from nodeplugins.devicemanager.kubelet import work_beside
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "device-plugins"
+    socket = deep / "kubelet.sock"
+    assert len(str(socket)) > 107
+    monkeypatch.chdir(tmp_path)
+    work_beside(socket)
+    assert Path.cwd() == deep.resolve()
+    assert unix_target(socket) == "unix:kubelet.sock"
+    assert unix_target("/tmp/x.sock") == "unix:///tmp/x.sock"
+    kubelet = Kubelet(socket)
+    kubelet.start()
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}])
+    plugins = [
+        DevicePlugin(tk.resources("nvidia")[0], allocator, NvidiaBackend(), lambda _h: None, Watchers())
+    ]
+    link = KubeletLink(plugins, socket, poll=0.05)
+    link.start()
+    try:
+        wait(lambda: len(kubelet.requests) == 1)
+        assert (deep / plugins[0].resource.socket).exists()
+    finally:
+        link.stop()
+        kubelet.server.stop(0)
