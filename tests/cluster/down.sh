@@ -29,8 +29,8 @@ group_alive() { # any process left in process group $1?
     return 1
 }
 
-# Real nodes first (kubelets, their fake runtimes, device managers: tests/cluster/nodes.py), so no
-# kubelet outlives the apiserver it reports to.
+# Real nodes first (kubelets, their fake runtimes, device managers, nfd-master: tests/cluster/nodes.py),
+# so no kubelet outlives the apiserver it reports to.
 if [[ -d "$STATE_DIR/nodes" ]]; then
     PY="$REPO_ROOT/.venv/bin/python"
     [[ -x "$PY" ]] || PY=python3
@@ -39,7 +39,7 @@ fi
 
 # Stop in dependency order so every component can shut down cleanly while
 # what it talks to is still up: clients first, then the apiserver, then etcd.
-STAGES=("nfd-master kwok kueue kube-scheduler kube-controller-manager" "kube-apiserver" "etcd")
+STAGES=("kwok kueue kube-scheduler kube-controller-manager" "kube-apiserver" "etcd")
 TIMEOUT="${GPUSTACK_CLUSTER_STOP_TIMEOUT:-20}"
 stopped=()
 for stage in "${STAGES[@]}"; do

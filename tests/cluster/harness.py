@@ -188,7 +188,6 @@ def is_running(state_dir: Path | str | None = None) -> bool:
         "kube-scheduler",
         "kueue",
         "kwok",
-        "nfd-master",
     ]
     for name in names:
         try:

@@ -23,7 +23,7 @@ NFD_PORT="${GPUSTACK_NFD_PORT:-27651}"
 SERVICE_CIDR="${GPUSTACK_SERVICE_CIDR:-10.96.0.0/16}"
 
 # Start order; down.sh stops in reverse.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kueue kwok nfd-master)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kueue kwok)
 
 PKI="$STATE_DIR/pki"
 LOGS="$STATE_DIR/logs"

@@ -287,7 +287,13 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
 
 
 def nfd_worker_features(
-    node: str, vendor: str, *, cpu_vendor: str = "AMD", cpu_family: str = "25", cpu_id: str = "1"
+    node: str,
+    vendor: str,
+    *,
+    cpu_vendor: str = "AMD",
+    cpu_family: str = "25",
+    cpu_id: str = "1",
+    cpu_name: str = "AMD EPYC 7763 64-Core Processor",
 ) -> dict:
     """The NodeFeature nfd-worker publishes for a node: PCI vendor presence and CPU identity."""
     labels = {
@@ -310,13 +316,63 @@ def nfd_worker_features(
         "spec": {
             "features": {
                 "attributes": {
-                    "cpu.model": {"elements": {"vendor_id": cpu_vendor, "family": cpu_family, "id": cpu_id}}
+                    "cpu.model": {
+                        "elements": {
+                            "vendor_id": cpu_vendor,
+                            "family": cpu_family,
+                            "id": cpu_id,
+                            "name": cpu_name,
+                            "physical_cores": "64",
+                            "threads_per_core": "2",
+                            "logical_cores": "128",
+                        }
+                    }
                 },
                 "instances": {"pci.device": {"elements": pci}},
             },
             "labels": labels,
         },
     }
+
+
+def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
+    """Start nfd-master (once per cluster) hosted on node ``host``: it annotates the node it runs on
+    when it starts, so it needs one; it keeps running when that node goes."""
+    state = info.state_dir / "nfd"
+    master = Node("nfd-master", state, 0)
+    if _alive(master, "nfd-master") is not None:
+        return
+    state.mkdir(parents=True, exist_ok=True)
+    config = state / "nfd-master.conf"
+    if not config.exists():
+        config.write_text(
+            'extraLabelNs: ["gpustack.ai", "feature.gpustack.ai", "acceleratable.feature.gpustack.ai", '
+            '"general.feature.gpustack.ai", "topology.gpustack.ai"]\n'
+        )
+    env = {**info.env(), "KUBERNETES_NAMESPACE": NFD_NAMESPACE, "NODE_NAME": host}
+    port = info.endpoints.get("NFD_PORT") or os.environ.get("GPUSTACK_NFD_PORT", "27651")
+    argv = [
+        str(node_bin_dir() / "nfd-master"),
+        f"-kubeconfig={info.kubeconfig}",
+        f"-config={config}",
+        f"-port={port}",
+        "-v=1",
+    ]
+    _launch(master, "nfd-master", argv, env)
+    import urllib.request
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            if _alive(master, "nfd-master") is None:
+                raise harness.ClusterError(
+                    f"nfd-master exited; see {master.log_file('nfd-master')}"
+                ) from None
+            return False
+
+    harness.wait_for(healthy, timeout=60, what="nfd-master healthy")
 
 
 def start_node(
@@ -353,6 +409,7 @@ def start_node(
         cards = len(profiles.load(node.profile, node=name).cards)
         if info.kubectl("get", "node", name, check=False).returncode != 0:
             harness.create_fake_node(info, name, capacity=kwok_capacity(node, cards))
+    ensure_nfd_master(info, name)
     info.apply(nfd_worker_features(name, vendor))
     start_device_manager(info, node)
     harness.wait_for(
@@ -447,10 +504,12 @@ def stop_all(info: harness.ClusterInfo | Path) -> None:
     state = info.state_dir if isinstance(info, harness.ClusterInfo) else Path(info)
     root = state / "nodes"
     if not root.exists():
+        stop_component(Node("nfd-master", state / "nfd", 0), "nfd-master")
         return
     for directory in sorted(root.iterdir()):
         if directory.is_dir():
             stop_node(Node(directory.name, directory, 0))
+    stop_component(Node("nfd-master", state / "nfd", 0), "nfd-master")
 
 
 if __name__ == "__main__":  # python tests/cluster/nodes.py stop <state dir>

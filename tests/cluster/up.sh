@@ -36,7 +36,6 @@ component_ready() {
     kueue) curl -fsS --max-time 3 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" >/dev/null 2>&1 &&
         kueue_webhook_answers ;;
     kwok) curl -fsS --max-time 3 "http://127.0.0.1:$KWOK_PORT/healthz" >/dev/null 2>&1 ;;
-    nfd-master) curl -fsS --max-time 3 "http://127.0.0.1:$NFD_PORT/healthz" >/dev/null 2>&1 ;;
     esac
 }
 # A server-side dry run goes through the apiserver to Kueue's mutating and
@@ -283,9 +282,11 @@ launch kueue env KUEUE_METRICS_CERT_DIR="$STATE_DIR/kueue/certs" "$BIN_DIR/kueue
     --zap-log-level="${GPUSTACK_KUEUE_LOG_LEVEL:-info}"
 
 # ---------------------------------------------------------------- NFD
-# nfd-master turns NodeFeature objects (nfd-worker's, simulated by the harness; the device
-# manager's; the worker's) into node labels, as the chart's bundled NFD does. Its CRDs come from the
-# module cache; the label namespaces the operator publishes into are allowed by its config.
+# NFD's CRDs and nfd-master's configuration. nfd-master itself (it turns NodeFeature objects —
+# nfd-worker's, simulated by the harness; the device manager's; the worker's — into node labels, as
+# the chart's bundled NFD does) is started by tests/cluster/nodes.py with the first node: it annotates
+# the node it runs on at start and exits when there is none. The label namespaces the operator
+# publishes into are allowed by its config.
 NODE_BIN_DIR="$("$CLUSTER_HERE/build-node.sh" | tail -n1)"
 [[ -x "$NODE_BIN_DIR/nfd-master" ]] || die "build-node.sh gave no nfd-master in '$NODE_BIN_DIR'"
 NFD_SRC="$(cd "$CLUSTER_HERE/nfd" && GOFLAGS=-mod=readonly go mod download -json sigs.k8s.io/node-feature-discovery |
@@ -295,15 +296,9 @@ log "applying NFD CRDs"
 "${KUBECTL[@]}" create namespace node-feature-discovery --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
 mkdir -p "$STATE_DIR/nfd"
 cat >"$STATE_DIR/nfd/nfd-master.conf" <<EOF
-extraLabelNs: ["gpustack.ai", "feature.gpustack.ai", "acceleratable.feature.gpustack.ai", "general.feature.gpustack.ai"]
+extraLabelNs: ["gpustack.ai", "feature.gpustack.ai", "acceleratable.feature.gpustack.ai", "general.feature.gpustack.ai", "topology.gpustack.ai"]
 resyncPeriod: 1h
 EOF
-log "starting nfd-master (health on 127.0.0.1:$NFD_PORT)"
-launch nfd-master env KUBERNETES_NAMESPACE=node-feature-discovery "$NODE_BIN_DIR/nfd-master" \
-    -kubeconfig="$STATE_DIR/kubeconfig" \
-    -config="$STATE_DIR/nfd/nfd-master.conf" \
-    -port="$NFD_PORT" \
-    -v=1
 
 # ---------------------------------------------------------------- kwok
 KWOK_SRC="$(cd "$CLUSTER_HERE/tools" && GOFLAGS=-mod=readonly go mod download -json sigs.k8s.io/kwok |
@@ -324,7 +319,6 @@ launch kwok "$BIN_DIR/kwok" \
 wait_ready kube-controller-manager 60
 wait_ready kube-scheduler 60
 wait_ready kwok 60
-wait_ready nfd-master 60
 wait_ready kueue 120
 # What a client of this cluster needs (read by harness.py).
 cat >"$STATE_DIR/cluster.env" <<EOF
