@@ -495,8 +495,18 @@ def restart_kubelet(info: harness.ClusterInfo, node: Node) -> None:
 
 
 def stop_node(node: Node) -> None:
+    """Stop the node's processes; nfd-master goes with the last node (a later kwok-only test must not
+    find NFD rewriting the labels its fixtures give their nodes)."""
     for component in ("device-manager", "kubelet", "cri-fake"):
         stop_component(node, component)
+    root = node.directory.parent
+    if root.name == "nodes" and not any(
+        _alive(Node(d.name, d, 0), component) is not None
+        for d in root.iterdir()
+        if d.is_dir()
+        for component in ("device-manager", "kubelet")
+    ):
+        stop_component(Node("nfd-master", root.parent / "nfd", 0), "nfd-master")
 
 
 def stop_all(info: harness.ClusterInfo | Path) -> None:
