@@ -192,8 +192,6 @@ class DeviceManager:
                 continue
             self.stopping.wait(0.05)  # coalesce a burst of allocations into one write
             self.changed.clear()
-            if self.watchers is not None:
-                self.watchers.bump()
             if self.inventory is None or self.node is None:
                 continue
             try:
@@ -211,6 +209,7 @@ class DeviceManager:
         from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers
 
         self.watchers = Watchers()
+        self.allocator.listeners.append(self.watchers.bump)  # health pushed at the reserve/release instant
         args = self.args
         plugins = [
             DevicePlugin(resource, self.allocator, self.backend, self.record, self.watchers)
