@@ -102,6 +102,17 @@ def create(cluster, body: dict) -> None:
     cluster.kubectl("create", "-f", "-", input=json.dumps(body))
 
 
+@pytest.fixture
+def cleanup(cluster):
+    """Pods a test created, deleted after it (the node's cards are few: each test starts on a free node)."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        cluster.kubectl(
+            "delete", "pod", name, "-n", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
+        )
+
+
 def get(cluster, name: str) -> dict:
     return cluster.kubectl_json("get", "pod", name, "-n", NS)
 
@@ -175,7 +186,8 @@ def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
         ),
     ],
 )
-def test_a_pod_of_each_family_passes_the_five_gates(cluster, gate5, name, limits, mode):
+def test_a_pod_of_each_family_passes_the_five_gates(cluster, gate5, cleanup, name, limits, mode):
+    cleanup.append(name)
     create(cluster, pod(name, limits, queue=gate5["entrance"]))
     placed = harness.wait_for(lambda: running(cluster, name), timeout=180, what=f"{name} Running")
     assert placed["spec"]["nodeName"] == H100
@@ -202,7 +214,7 @@ def test_a_pod_of_each_family_passes_the_five_gates(cluster, gate5, name, limits
         assert env["CUDA_DEVICE_SM_LIMIT"] == "100"
 
 
-def test_refusals_surface_as_unexpected_admission_error(cluster, gate5):
+def test_refusals_surface_as_unexpected_admission_error(cluster, gate5, cleanup):
     """On the A10G node (Pods bound directly, past gates 1–4): four 60 % slices take one card each;
     a fifth finds no card with room (our FailedPrecondition), and a whole card finds every card held
     in another mode (tokens Unhealthy, so the kubelet has none to offer)."""
@@ -212,6 +224,7 @@ def test_refusals_surface_as_unexpected_admission_error(cluster, gate5):
         timeout=90,
         what="the worker's slice capacity keys on the A10G node",
     )
+    cleanup.extend([*(f"s60-{i}" for i in range(4)), "s60-extra", "whole-on-sliced"])
     for i in range(4):
         create(cluster, pod(f"s60-{i}", slice60, node=A10G))
     for i in range(4):
@@ -233,12 +246,11 @@ def test_refusals_surface_as_unexpected_admission_error(cluster, gate5):
         what="refusal",
     )
     assert refused["status"]["reason"] == "UnexpectedAdmissionError"
-    for i in range(4):
-        cluster.kubectl("delete", "pod", f"s60-{i}", "-n", NS, "--wait=true")
 
 
-def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5):
+def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cleanup):
     node = gate5["h100"]
+    cleanup.extend(["before-restart", "after-restart"])
     create(cluster, pod("before-restart", {BASE: "1"}, queue=gate5["entrance"]))
     harness.wait_for(lambda: running(cluster, "before-restart"), timeout=180, what="before-restart Running")
     first = cards_of(record_of(cluster, "before-restart"))
@@ -282,7 +294,8 @@ def test_a_deleted_pod_frees_its_card_in_the_ledger_and_the_instance_type(cluste
     )
 
 
-def test_a_finished_pod_releases_its_card(cluster, gate5):
+def test_a_finished_pod_releases_its_card(cluster, gate5, cleanup):
+    cleanup.append("job")
     create(cluster, pod("job", {BASE: "1"}, queue=gate5["entrance"], exit_code=0))
     done = harness.wait_for(
         lambda: (p := get(cluster, "job"))["status"].get("phase") == "Succeeded" and p,
