@@ -74,7 +74,12 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
     import os
 
     commands = dm.add_subparsers(dest="dm_command", metavar="COMMAND")
-    dm.set_defaults(func=lambda _args: (dm.print_help(sys.stderr), EXIT_USAGE)[1])
+
+    def usage(_args: argparse.Namespace) -> int:
+        dm.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    dm.set_defaults(func=usage)
     serve = commands.add_parser(
         "serve",
         help="run the node agent: detect, publish Devices and node features, serve the device plugins",

@@ -72,7 +72,10 @@ class Watchers:
             return self.version
 
 
-class DevicePlugin(pb_grpc.DevicePluginServicer):
+_Servicer: Any = pb_grpc.DevicePluginServicer  # generated at bootstrap: no static type
+
+
+class DevicePlugin(_Servicer):
     def __init__(
         self,
         resource: tk.Resource,

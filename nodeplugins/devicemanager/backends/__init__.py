@@ -23,6 +23,7 @@ from nodeplugins.devicemanager.backends import (
 from nodeplugins.devicemanager.backends.base import Backend, DiscoveryError, Grant, Injection
 from nodeplugins.devicemanager.backends.profiled import ProfiledBackend
 from nodeplugins.devicemanager.backends.simulated import ProfileSource
+from nodeplugins.devicemanager.inventory import Inventory
 
 PROFILED: dict[str, type[ProfiledBackend]] = {
     "ascend": ascend.AscendBackend,
@@ -71,6 +72,6 @@ class _RefreshingNvidia(nvidia.NvidiaBackend):
         super().__init__(simulated.library)
         self.simulated = simulated
 
-    def discover(self):  # type: ignore[no-untyped-def]
+    def discover(self) -> Inventory:
         self.simulated.refresh()
         return super().discover()

@@ -5,6 +5,9 @@ Discovery reads a simulated profile (``--simulate``); a real binding may follow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+from nodeplugins.devicemanager.backends.base import Grant, Injection
 from nodeplugins.devicemanager.backends.profiled import ProfiledBackend
 
 
@@ -15,7 +18,9 @@ class AmdBackend(ProfiledBackend):
     device_node = "/dev/dri/renderD{index}"
     control_nodes = ("/dev/kfd",)
 
-    def inject(self, family, grants, container_env=None):  # type: ignore[no-untyped-def]
+    def inject(
+        self, family: str, grants: Sequence[Grant], container_env: Mapping[str, str] | None = None
+    ) -> Injection:
         injection = super().inject(family, grants, container_env)
         injection.envs["AMD_VISIBLE_DEVICES"] = "none"
         return injection

@@ -11,7 +11,7 @@ from nodeplugins.devicemanager.simulation import profile as profiles
 
 def inventory_of(profile: profiles.NodeProfile, device_node: str = "") -> Inventory:
     """The inventory a node profile describes (healthy cards as they are, failing ones skipped)."""
-    cards = []
+    cards: list[Card] = []
     for sim in profile.cards:
         if sim.failing:
             continue  # the vendor library answers an error for this card: not detected this pass
