@@ -181,14 +181,7 @@ def is_running(state_dir: Path | str | None = None) -> bool:
     """True when every component of up.sh runs for this state dir."""
     state_dir = Path(state_dir).resolve() if state_dir else default_state_dir()
     pids = state_dir / "pids"
-    names = [
-        "etcd",
-        "kube-apiserver",
-        "kube-controller-manager",
-        "kube-scheduler",
-        "kueue",
-        "kwok",
-    ]
+    names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "kwok"]
     for name in names:
         try:
             pid = int((pids / f"{name}.pid").read_text().strip())
