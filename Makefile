@@ -10,8 +10,9 @@ help:                      ## list the targets, one line each
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
 
-cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue... built from Go modules, cached in ~/.cache
+cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue, kubelet, nfd-master... built from Go modules, cached in ~/.cache
 	@tests/cluster/build.sh
+	@tests/cluster/build-node.sh >/dev/null
 
 mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debian libibverbs1), cached in ~/.cache
 	@scripts/ensure-mooncake.sh >/dev/null

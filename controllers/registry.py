@@ -14,6 +14,7 @@ from controllers.kvcache.binding import KVCachePoolBindingReconciler
 from controllers.kvcache.pool import KVCachePoolReconciler
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
+from controllers.nodefeatures.reconciler import NodeFeatureReconciler
 from controllers.pools.cluster_queues import ClusterQueueReconciler
 from controllers.pools.devices_labels import DevicesLabelReconciler
 from controllers.pools.instance_types import InstanceTypeReconciler
@@ -23,6 +24,8 @@ from controllers.pools.resource_flavors import ResourceFlavorReconciler
 from kube.manager import Controller
 
 CONTROLLERS: tuple[type[Controller], ...] = (
+    # Node discovery: the worker's NodeFeature per node and the gpustack-cpu-info rule (§2.0).
+    NodeFeatureReconciler,
     # The scheduling chain, gates 2 and 4: pools, queues, InstanceTypes and node counting keys.
     ResourceFlavorReconciler,
     InstanceTypeReconciler,

@@ -58,6 +58,80 @@ def _not_built(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _device_manager(args: argparse.Namespace) -> int:
+    from nodeplugins.devicemanager import agent
+
+    return agent.run(args)
+
+
+def _device_manager_detect(args: argparse.Namespace) -> int:
+    from nodeplugins.devicemanager import detect
+
+    return detect.run(args)
+
+
+def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
+    import os
+
+    commands = dm.add_subparsers(dest="dm_command", metavar="COMMAND")
+
+    def usage(_args: argparse.Namespace) -> int:
+        dm.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    dm.set_defaults(func=usage)
+    serve = commands.add_parser(
+        "serve",
+        help="run the node agent: detect, publish Devices and node features, serve the device plugins",
+    )
+    detect = commands.add_parser("detect", help="one detection pass: print the Devices spec it would publish")
+    for command in (serve, detect):
+        command.add_argument(
+            "--manufacturer", required=True, help="manufacturer served (nvidia, ascend, ...)"
+        )
+        command.add_argument(
+            "--simulate",
+            metavar="PROFILE.yaml",
+            help="serve simulated cards from a node profile instead of hardware",
+        )
+        command.add_argument(
+            "--node-name",
+            default=os.environ.get("NODE_NAME", ""),
+            help="this node's name (default $NODE_NAME)",
+        )
+    serve.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
+    serve.add_argument(
+        "--kube-socket",
+        default="/var/lib/kubelet/device-plugins/kubelet.sock",
+        help="the kubelet's device-plugin registration socket; plugin sockets go beside it",
+    )
+    serve.add_argument(
+        "--pod-resources-socket",
+        help="the kubelet pod-resources socket (default: pod-resources/kubelet.sock beside device-plugins/)",
+    )
+    serve.add_argument("--no-shared", action="store_true", help="do not serve <base>.shared")
+    serve.add_argument("--no-sliced", action="store_true", help="do not serve <base>.sliced")
+    serve.add_argument("--no-partitioned", action="store_true", help="do not serve <base>.partitioned")
+    serve.add_argument(
+        "--no-pci-check", action="store_true", help="accepted for compatibility; no PCI scan here"
+    )
+    serve.add_argument(
+        "--no-fast-failed", action="store_true", help="publish an empty first detection instead of waiting"
+    )
+    serve.add_argument("--monitor-period", type=float, default=15.0, help="seconds between detection passes")
+    serve.add_argument("--bind-address", default="0.0.0.0", help="address of the HTTPS endpoint")
+    serve.add_argument("--secure-port", type=int, default=32443, help="HTTPS port: /metrics, /readyz, /livez")
+    serve.add_argument("--cert-dir", help="tls.crt/tls.key (self-signed into it when absent)")
+    serve.add_argument("--namespace", default="gpustack-system", help="namespace of the NodeFeature")
+    serve.add_argument(
+        "--publish-only",
+        action="store_true",
+        help="publish Devices and node features but serve no device plugin (nodes without a kubelet)",
+    )
+    serve.set_defaults(func=_device_manager)
+    detect.set_defaults(func=_device_manager_detect)
+
+
 def _version(_: argparse.Namespace) -> int:
     print(f"gpustack-operator {__version__}")
     return EXIT_OK
@@ -206,8 +280,7 @@ def parser() -> argparse.ArgumentParser:
         description="Discover accelerators (NVML or a simulated profile) and RDMA interfaces, write the "
         "node's Devices ledger, and serve the kubelet device-plugin gRPC API.",
     )
-    dm.add_argument("--manufacturer", help="manufacturer this instance serves (nvidia, ascend, ...)")
-    dm.set_defaults(func=_not_built("the device manager", "tracked by the node-plugins issue"))
+    _device_manager_commands(dm)
 
     mm = sub.add_parser(
         "model-manager",

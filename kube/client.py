@@ -145,6 +145,7 @@ class Client:
         resource_version: str = "",
         timeout_seconds: int = 300,
         label_selector: str = "",
+        field_selector: str = "",
     ) -> Iterator[Obj]:
         """Watch events (``{"type", "object"}``) until the server closes the stream."""
         query: list[tuple[str, Any]] = [
@@ -156,6 +157,8 @@ class Client:
             query.append(("resourceVersion", resource_version))
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         raw = self._call(
             "GET", resource(kind).path(namespace), query=query, timeout=timeout_seconds + 15, stream=True
         )

@@ -35,6 +35,8 @@ class Resource:
         return base
 
 
+NFD = "nfd.k8s-sigs.io"
+NFD_VERSION = "v1alpha1"
 KUEUE = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 
@@ -76,6 +78,8 @@ _TABLE: tuple[Resource, ...] = (
     Resource("AdmissionCheck", KUEUE, KUEUE_VERSION, "admissionchecks", False),
     Resource("Topology", KUEUE, KUEUE_VERSION, "topologies", False),
     Resource("Setting", SETTINGS_GROUP, "v1", "settings", True),
+    Resource("NodeFeature", NFD, NFD_VERSION, "nodefeatures", True),
+    Resource("NodeFeatureRule", NFD, NFD_VERSION, "nodefeaturerules", False),
     Resource("Devices", GROUP, VERSION, "devices", False),
     Resource("InstanceType", GROUP, VERSION, "instancetypes", False),
     Resource("InstanceTypeFlavor", GROUP, VERSION, "instancetypeflavors", False),

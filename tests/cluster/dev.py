@@ -1,17 +1,18 @@
-"""``make dev`` / ``make dev-down``: the local control plane with simulated GPU nodes and the
-worker, for a newcomer to ``kubectl apply`` the examples against.
+"""``make dev`` / ``make dev-down``: the local control plane with simulated GPU nodes and the worker,
+for a newcomer to ``kubectl apply`` the examples against.
 
     .venv/bin/python tests/cluster/dev.py up      # idempotent: a running setup is left as is
     .venv/bin/python tests/cluster/dev.py down
 
-Simulated nodes (kwok): two with 8 × NVIDIA H100 80GB HBM3 each, one with 4 × NVIDIA A10G, carrying
-the labels discovery would put there and the device-plugin capacity, with matching ``Devices``
-ledgers.  The worker's controllers derive the pools, InstanceTypes and Kueue objects from them.
+Nodes (``tests/cluster/nodes.py``): two real kubelet nodes — ``gpu-sim-h100-0`` with 8 × H100 80GB
+HBM3 (two in MIG mode) and ``gpu-sim-a10g-0`` with 4 × A10G — whose device managers serve the kubelet
+device-plugin API; and, for scale, a kwok node ``gpu-h100-1`` with 8 × H100 whose device manager only
+publishes.  Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
+the harness simulates only the hardware and what nfd-worker would report.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -23,14 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import gpustack
 import harness
 import mooncake
-
-from nodeplugins.devicemanager import simulated
+import nodes
 
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
-    ("gpu-h100-0", "NVIDIA H100 80GB HBM3", 8),
-    ("gpu-h100-1", "NVIDIA H100 80GB HBM3", 8),
-    ("gpu-a10g-0", "NVIDIA A10G", 4),
+    # name, profile, slot, real kubelet
+    ("gpu-sim-h100-0", "h100-8-mig2.yaml", 0, True),
+    ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
+    ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
 TENANT = "team-a"
 STORE = DEV / "mooncake"
@@ -87,45 +88,25 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
-def _simulated_node(info: harness.ClusterInfo, name: str, product_name: str, count: int) -> None:
-    product = simulated.PRODUCTS[product_name]
-    if info.kubectl("get", "node", name, check=False).returncode != 0:
-        harness.create_fake_node(
-            info,
-            name,
-            labels=simulated.node_labels(name, product, count),
-            capacity=simulated.plugin_capacity(product, count),
-        )
-    if info.kubectl("get", "devices", name, check=False).returncode != 0:
-        devices = simulated.devices(name, product, count)
-        info.apply({k: v for k, v in devices.items() if k != "status"})
-        info.kubectl(
-            "patch",
-            "devices",
-            name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": devices["status"]}),
-        )
-
-
 def up() -> int:
     started = time.monotonic()
     info = harness.start()
     op = gpustack.install(info)
     gpustack.ensure_namespace(info, TENANT)
     gpustack.start_worker(info, op)
-    for name, product, count in NODES:
-        _simulated_node(info, name, product, count)
+    stood_in = False
+    for name, profile, slot, real in NODES:
+        nodes.start_node(info, name, profile, slot=slot, real=real)
+        stood_in = nodes.topology_stand_in(info, name) or stood_in
     DEV.mkdir(exist_ok=True)
     _start_store(info)
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
-    for binary in sorted(info.bin_dir.iterdir()):
-        if binary.is_file() and os.access(binary, os.X_OK):
-            _link(binary, DEV / "bin" / binary.name)
-    deadline = time.monotonic() + 60
+    for directory in (info.bin_dir, Path(info.endpoints.get("NODE_BIN_DIR", info.bin_dir))):
+        for binary in sorted(directory.iterdir()):
+            if binary.is_file() and os.access(binary, os.X_OK):
+                _link(binary, DEV / "bin" / binary.name)
+    deadline = time.monotonic() + 90
     types = []
     while time.monotonic() < deadline:
         types = info.kubectl_json("get", "instancetypes").get("items", [])
@@ -141,9 +122,12 @@ def up() -> int:
         f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on loopback, as an external backend"
     )
     print(f"\n  worker log: {op.log_file}   cluster logs: {info.state_dir / 'logs'}")
+    print(f"  node logs and recorded containers: {info.state_dir / 'nodes'}/<node>/")
+    if stood_in:
+        print("  (topology profiles stand in for the topology controller until it lands)")
     print("  make dev-down stops everything.")
     if not types:
-        print("\nwarning: no InstanceType appeared within 60s; see the worker log", file=sys.stderr)
+        print("\nwarning: no InstanceType appeared within 90s; see the worker log", file=sys.stderr)
         return 1
     return 0
 
@@ -155,6 +139,7 @@ def down() -> int:
     if harness.is_running(state):
         info = harness.info(state)
         gpustack.uninstall_webhooks(info)
+    nodes.stop_all(state)
     harness.stop(state)
     master, member = _store()
     member.stop()

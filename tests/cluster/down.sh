@@ -29,6 +29,14 @@ group_alive() { # any process left in process group $1?
     return 1
 }
 
+# Real nodes first (kubelets, their fake runtimes, device managers, nfd-master: tests/cluster/nodes.py),
+# so no kubelet outlives the apiserver it reports to.
+if [[ -d "$STATE_DIR/nodes" ]]; then
+    PY="$REPO_ROOT/.venv/bin/python"
+    [[ -x "$PY" ]] || PY=python3
+    (cd "$CLUSTER_HERE" && "$PY" nodes.py stop "$STATE_DIR") || echo "down.sh: stopping the real nodes failed" >&2
+fi
+
 # Stop in dependency order so every component can shut down cleanly while
 # what it talks to is still up: clients first, then the apiserver, then etcd.
 STAGES=("kwok kueue kube-scheduler kube-controller-manager" "kube-apiserver" "etcd")

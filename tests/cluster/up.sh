@@ -281,6 +281,25 @@ launch kueue env KUEUE_METRICS_CERT_DIR="$STATE_DIR/kueue/certs" "$BIN_DIR/kueue
     --kubeconfig="$STATE_DIR/kubeconfig" \
     --zap-log-level="${GPUSTACK_KUEUE_LOG_LEVEL:-info}"
 
+# ---------------------------------------------------------------- NFD
+# NFD's CRDs and nfd-master's configuration. nfd-master itself (it turns NodeFeature objects —
+# nfd-worker's, simulated by the harness; the device manager's; the worker's — into node labels, as
+# the chart's bundled NFD does) is started by tests/cluster/nodes.py with the first node: it annotates
+# the node it runs on at start and exits when there is none. The label namespaces the operator
+# publishes into are allowed by its config.
+NODE_BIN_DIR="$("$CLUSTER_HERE/build-node.sh" | tail -n1)"
+[[ -x "$NODE_BIN_DIR/nfd-master" ]] || die "build-node.sh gave no nfd-master in '$NODE_BIN_DIR'"
+NFD_SRC="$(cd "$CLUSTER_HERE/nfd" && GOFLAGS=-mod=readonly go mod download -json sigs.k8s.io/node-feature-discovery |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+log "applying NFD CRDs"
+"${KUBECTL[@]}" apply --server-side --force-conflicts -f "$NFD_SRC/deployment/base/nfd-crds/nfd-api-crds.yaml" >/dev/null
+"${KUBECTL[@]}" create namespace node-feature-discovery --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
+mkdir -p "$STATE_DIR/nfd"
+cat >"$STATE_DIR/nfd/nfd-master.conf" <<EOF
+extraLabelNs: ["gpustack.ai", "feature.gpustack.ai", "acceleratable.feature.gpustack.ai", "general.feature.gpustack.ai", "topology.gpustack.ai"]
+resyncPeriod: 1h
+EOF
+
 # ---------------------------------------------------------------- kwok
 KWOK_SRC="$(cd "$CLUSTER_HERE/tools" && GOFLAGS=-mod=readonly go mod download -json sigs.k8s.io/kwok |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
@@ -315,6 +334,8 @@ KUEUE_WEBHOOK_PORT=$KUEUE_WEBHOOK_PORT
 KUEUE_HEALTH_PORT=$KUEUE_HEALTH_PORT
 KUEUE_METRICS_PORT=$KUEUE_METRICS_PORT
 KWOK_PORT=$KWOK_PORT
+NFD_PORT=$NFD_PORT
+NODE_BIN_DIR=$NODE_BIN_DIR
 CA_CERT=$PKI/ca.crt
 CA_KEY=$PKI/ca.key
 EOF

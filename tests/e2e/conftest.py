@@ -34,9 +34,12 @@ _E2E_PORTS = {
     "KUEUE_METRICS": 27758,
     "KWOK": 27759,
     "WORKER": 27760,
+    "NFD": 27761,  # nfd-master's health/metrics
 }
 for _name, _port in _E2E_PORTS.items():
     os.environ.setdefault(f"GPUSTACK_{_name}_PORT", str(_port))
+# Real kubelet nodes take three ports each from here (kubelet, its healthz, the device manager).
+os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", "27762")
 os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))

@@ -1,48 +1,33 @@
 """The five gates through the real worker process (webhooks and controllers, behind its Lease):
-a simulated A10G node becomes a pool, a sliced Pod is folded by gate 1, charged in credits by
-Kueue (gate 2), judged per card by gate 3 and bound; whole cards on half-sliced cards are held with
-Retry until the cards are freed.  A restarted worker converges to the same objects."""
+a real kubelet node with 4 simulated A10G cards (its device manager publishes the labels and the
+``Devices`` ledger) becomes a pool, a sliced Pod is folded by gate 1, charged in credits by Kueue
+(gate 2), judged per card by gate 3, bound and allocated (gate 5); whole cards on cards that running
+slices hold are answered Retry until those Pods go.  A restarted worker converges to the same
+objects."""
 
 from __future__ import annotations
 
 import json
 
+import nodes
 import pytest
 
 from api import constants
-from nodeplugins.devicemanager import simulated
 
 from .conftest import ensure_namespace, gpustack, harness
 
 pytestmark = pytest.mark.e2e
 
-PRODUCT = simulated.PRODUCTS["NVIDIA A10G"]
 NODE = "chain-a10g"
+SLOT = 5  # this module's node ports (tests/cluster/nodes.py)
 POOL = "gpustack--nvidia-a10g-linux-amd64"
 NS = "chain"
 
 
-def write_devices(cluster, devices) -> None:
-    cluster.apply({k: v for k, v in devices.items() if k != "status"})
-    cluster.kubectl(
-        "patch",
-        "devices",
-        devices["metadata"]["name"],
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": devices["status"]}),
-    )
-
-
-def half_sliced(devices):
-    for card in devices["status"]["groups"][0]["accelerators"]:
-        card.update(mode=3, allocated=800_000, remaining=800_000, allocatedSlices=1)
-    return devices
-
-
-def _cleanup(cluster) -> None:
+def _cleanup(cluster, node) -> None:
     cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
+    if node is not None:
+        nodes.stop_node(node)
     cluster.kubectl("delete", "node", NODE, "--ignore-not-found")
     cluster.kubectl("delete", "devices", NODE, "--ignore-not-found")
 
@@ -57,10 +42,10 @@ def _entrance(cluster) -> str | None:
 def chain(cluster):
     op = gpustack.install(cluster)
     gpustack.start_worker(cluster, op)  # webhooks and every registered controller
+    node = None
     try:
-        labels = simulated.node_labels(NODE, PRODUCT, 4)
-        harness.create_fake_node(cluster, NODE, labels=labels, capacity=simulated.plugin_capacity(PRODUCT, 4))
-        write_devices(cluster, simulated.devices(NODE, PRODUCT, 4))
+        node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
+        nodes.topology_stand_in(cluster, NODE)
         ensure_namespace(cluster, NS)
         entrance = harness.wait_for(
             lambda: _entrance(cluster), timeout=90, what="the A10G InstanceType's entrance"
@@ -73,7 +58,7 @@ def chain(cluster):
         yield op, entrance
     finally:
         try:
-            _cleanup(cluster)
+            _cleanup(cluster, node)
             # The pool's flavors go with its last node (the derived InstanceType stays, Inactive), so
             # modules after this one see no managed node of ours.
             harness.wait_for(
@@ -92,30 +77,56 @@ def chain(cluster):
             gpustack.uninstall_webhooks(cluster)
 
 
-def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
-    return {
+def pod(name: str, queue: str | None, limits: dict[str, str], node: str | None = None) -> dict:
+    body = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {constants.KUEUE_QUEUE_NAME: queue} if queue else {},
+        },
         "spec": {
+            **({"nodeName": node} if node else {}),
             "restartPolicy": "Never",
             "containers": [
                 {
                     "name": "main",
                     "image": "registry.invalid/none:0",
                     "resources": {
-                        "requests": {"cpu": "500m", "memory": "1Gi", **limits},
-                        "limits": {"memory": "1Gi", **limits},
+                        "requests": {"cpu": "10m", "memory": "16Mi", **limits},
+                        "limits": {"memory": "16Mi", **limits},
                     },
                 }
             ],
         },
     }
+    return body
 
 
 def bound(cluster, name: str) -> dict | None:
     obj = cluster.kubectl_json("get", "pod", name, "-n", NS)
     return obj if obj["spec"].get("nodeName") and not obj["spec"].get("schedulingGates") else None
+
+
+def held_back(cluster, pod_name: str) -> str | None:
+    """Why the Pod's Workload is held: gate 3's Retry message, or Kueue's QuotaReserved=False."""
+    for workload in cluster.kubectl_json("get", "workloads", "-n", NS)["items"]:
+        owners = workload["metadata"].get("ownerReferences") or []
+        if not any(o.get("name") == pod_name for o in owners):
+            continue
+        status = workload.get("status") or {}
+        for state in status.get("admissionChecks") or []:
+            if state["name"] == constants.ADMISSION_CHECK_NODE_DEVICES and state["state"] == "Retry":
+                return state.get("message") or "Retry"
+        for condition in status.get("conditions") or []:
+            if (
+                condition["type"] == "QuotaReserved"
+                and condition["status"] == "False"
+                and condition.get("message")
+            ):
+                return condition["message"]
+    return None
 
 
 def check_state(cluster, pod_name: str) -> dict | None:
@@ -149,18 +160,43 @@ def test_a_sliced_pod_passes_all_gates(cluster, chain):
     assert check_state(cluster, "slice")["state"] == "Ready"
 
 
-def test_whole_cards_on_half_sliced_cards_wait_for_free_cards(cluster, chain):
+def test_whole_cards_on_sliced_cards_wait_for_free_cards(cluster, chain):
     _, entrance = chain
-    write_devices(cluster, half_sliced(simulated.devices(NODE, PRODUCT, 4)))
-    cluster.kubectl("create", "-f", "-", input=json.dumps(pod("whole", entrance, {"nvidia.com/gpu": "2"})))
-    state = harness.wait_for(
-        lambda: (s := check_state(cluster, "whole")) and s["state"] == "Retry" and s,
-        timeout=90,
-        what="gate 3 answering Retry",
+    cluster.kubectl("delete", "pod", "slice", "-n", NS, "--ignore-not-found", "--wait=true")
+    # Four 60 % slices, bound straight to the node (past gates 1-4): the device manager gives each
+    # its own card, so no card is whole.
+    slice60 = {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.units": "960000"}
+    for i in range(4):
+        cluster.kubectl("create", "-f", "-", input=json.dumps(pod(f"s60-{i}", None, slice60, node=NODE)))
+    harness.wait_for(
+        lambda: all(
+            (cluster.kubectl_json("get", "pod", f"s60-{i}", "-n", NS).get("status") or {}).get("phase")
+            == "Running"
+            for i in range(4)
+        ),
+        timeout=120,
+        what="the four slices running",
     )
-    assert "whole" in state["message"] or "PodSet" in state["message"]
-    assert bound(cluster, "whole") is None  # the credits fit, no card does: still gated
-    write_devices(cluster, simulated.devices(NODE, PRODUCT, 4))  # the cards are freed
+    harness.wait_for(
+        lambda: all(
+            row["mode"] == 3
+            for g in cluster.kubectl_json("get", "devices", NODE).get("status", {}).get("groups", [])
+            for row in g["accelerators"]
+        ),
+        timeout=60,
+        what="every card sliced in the ledger",
+    )
+    cluster.kubectl("create", "-f", "-", input=json.dumps(pod("whole", entrance, {"nvidia.com/gpu": "2"})))
+    # The credits fit, no card is whole: the device manager reports every whole-card token Unhealthy,
+    # so Kueue's topology-aware placement finds no node for it (gate 2) — and gate 3 would answer
+    # Retry if it got that far. Either way the Pod stays gated and unbound.
+    held = harness.wait_for(
+        lambda: held_back(cluster, "whole"), timeout=90, what="the whole-card Workload held back"
+    )
+    assert "nvidia.com/gpu" in held or "whole" in held or "PodSet" in held, held
+    assert bound(cluster, "whole") is None
+    for i in range(4):  # the slices go: their cards are free again
+        cluster.kubectl("delete", "pod", f"s60-{i}", "-n", NS, "--wait=true")
     harness.wait_for(
         lambda: bound(cluster, "whole"), timeout=120, what="the whole-card Pod admitted once freed"
     )

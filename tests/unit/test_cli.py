@@ -3,6 +3,7 @@ naming the file, the document and the field."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -54,10 +55,31 @@ def test_no_subcommand_is_a_usage_error():
     assert cli.main([]) == cli.EXIT_USAGE
 
 
-@pytest.mark.parametrize("command", ["device-manager", "model-manager"])
+@pytest.mark.parametrize("command", ["model-manager"])
 def test_unbuilt_subcommands_say_so_and_fail(command, capsys):
     assert cli.main([command]) == cli.EXIT_NOT_BUILT
     assert "not implemented in this build yet" in capsys.readouterr().err
+
+
+def test_device_manager_without_a_command_prints_its_usage(capsys):
+    assert cli.main(["device-manager"]) == cli.EXIT_USAGE
+    assert "serve" in capsys.readouterr().err
+
+
+def test_device_manager_detect_prints_the_spec_of_a_simulated_node(tmp_path, capsys):
+    profile = tmp_path / "node.yaml"
+    profile.write_text("manufacturer: nvidia\ncards: [{product: NVIDIA A10G, count: 2}]\n")
+    assert cli.main(["dm", "detect", "--manufacturer", "nvidia", "--simulate", str(profile)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [len(g["accelerators"]) for g in out["spec"]["groups"]] == [2]
+    assert out["labels"]["acceleratable.feature.gpustack.ai/nvidia-a10g.count"] == "2"
+
+
+def test_device_manager_detect_names_the_field_of_a_malformed_profile(tmp_path, capsys):
+    profile = tmp_path / "node.yaml"
+    profile.write_text("manufacturer: nvidia\ncards: [{product: NVIDIA A10G, count: -1}]\n")
+    assert cli.main(["dm", "detect", "--manufacturer", "nvidia", "--simulate", str(profile)]) == 1
+    assert "cards[0].count: want an integer >= 1" in capsys.readouterr().err
 
 
 def test_version():

@@ -1,0 +1,199 @@
+"""Benchmark of the device manager: gate 5's gRPC calls and the discovery pass.
+
+    python -m loadtests.bench_devicemanager                       # full size
+    python -m loadtests.bench_devicemanager --allocations 32 --discovery-cards 8 --repeat 2   # smoke
+
+- ``allocate`` / ``preferred``: ``Allocate`` and ``GetPreferredAllocation`` of the sliced resource
+  over real gRPC on a unix socket, ``--concurrency`` (8) callers at once, against one node of
+  ``--cards`` (8) simulated H100s with as many pending sliced Pods as allocations; the annotation
+  write is left out (the recorder is a no-op), as the target states.  Identification runs from the
+  pending Pods (no kubelet here), so every call scans the node's Pods under the mutex.
+- ``discovery``: one NVML detection pass through pynvml's real wrappers on the simulated library,
+  for each card count of ``--discovery-cards`` (8 and 64).
+
+Prints one JSON object per line: the case, the number of calls, and p50/p99/max milliseconds.
+Target (issue 12): ``Allocate`` p99 under 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from nodeplugins.devicemanager import devices, tokens
+from nodeplugins.devicemanager.allocator import Allocator
+from nodeplugins.devicemanager.backends import backend_for
+from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
+from nodeplugins.devicemanager.backends.simulated import inventory_of
+from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
+from nodeplugins.devicemanager.simulation import profile as profiles
+
+NODE = "bench-node"
+PRODUCT = "NVIDIA H100 80GB HBM3"
+BASE = "nvidia.com/gpu"
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _summary(case: str, samples: list[float], **extra: Any) -> dict[str, Any]:
+    ms = [s * 1000 for s in samples]
+    return {
+        "case": case,
+        "calls": len(ms),
+        "p50_ms": round(statistics.median(ms), 3),
+        "p99_ms": round(_pct(ms, 0.99), 3),
+        "max_ms": round(max(ms), 3),
+        **extra,
+    }
+
+
+def _pods(count: int) -> list[dict[str, Any]]:
+    limits = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 16_000}  # 1 % slices: many fit per card
+    return [
+        {
+            "metadata": {
+                "name": f"p{i}",
+                "namespace": "bench",
+                "uid": f"uid-{i}",
+                "creationTimestamp": f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z",
+            },
+            "spec": {
+                "nodeName": NODE,
+                "containers": [{"name": "main", "resources": {"limits": dict(limits)}}],
+            },
+            "status": {"phase": "Pending"},
+        }
+        for i in range(count)
+    ]
+
+
+def bench_grpc(cards: int, allocations: int, concurrency: int) -> list[dict[str, Any]]:
+    profile = profiles.parse(
+        {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
+    )
+    inventory = inventory_of(profile)
+    allocator = Allocator(NODE, "nvidia", env={})
+    allocator.set_inventory(inventory, devices.spec_groups(inventory, {}))
+    allocator.replace_pods(_pods(allocations))
+    resource = next(r for r in tokens.resources("nvidia") if r.family == "sliced")
+    watchers = Watchers()
+    plugin = DevicePlugin(resource, allocator, NvidiaBackend(), lambda _held: None, watchers)
+    directory = Path(tempfile.mkdtemp(prefix="dmb", dir="/tmp"))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=concurrency + 2))
+    pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
+    socket = directory / "dp.sock"
+    server.add_insecure_port(f"unix://{socket}")
+    server.start()
+    available = [t for t, ok, _ in tokens.devices_of(resource, allocator.groups, allocator.row_index()) if ok]
+    lock = threading.Lock()
+    preferred_s: list[float] = []
+    allocate_s: list[float] = []
+    remaining = list(range(allocations))
+    failures: list[str] = []
+
+    def worker() -> None:
+        with grpc.insecure_channel(f"unix://{socket}") as channel:
+            stub = pb_grpc.DevicePluginStub(channel)
+            while True:
+                with lock:
+                    if not remaining:
+                        return
+                    remaining.pop()
+                start = time.perf_counter()
+                answer = stub.GetPreferredAllocation(
+                    pb.PreferredAllocationRequest(
+                        container_requests=[
+                            pb.ContainerPreferredAllocationRequest(
+                                available_deviceIDs=available, allocation_size=1
+                            )
+                        ]
+                    )
+                )
+                middle = time.perf_counter()
+                ids = list(answer.container_responses[0].deviceIDs)
+                try:
+                    stub.Allocate(
+                        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+                    )
+                except grpc.RpcError as error:
+                    with lock:
+                        failures.append(f"{error.code().name}: {error.details()}")
+                    continue
+                end = time.perf_counter()
+                with lock:
+                    preferred_s.append(middle - start)
+                    allocate_s.append(end - middle)
+
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        watchers.close()
+        server.stop(0)
+        shutil.rmtree(directory, ignore_errors=True)
+    held = len(allocator.held)
+    extra = {
+        "cards": cards,
+        "concurrency": concurrency,
+        "held": held,
+        "refused": len(failures),
+        "first_refusal": failures[0] if failures else "",
+        "annotation_write": False,
+    }
+    return [_summary("preferred", preferred_s, **extra), _summary("allocate", allocate_s, **extra)]
+
+
+def bench_discovery(cards: int, repeat: int) -> dict[str, Any]:
+    directory = Path(tempfile.mkdtemp(prefix="dmd"))
+    try:
+        path = directory / "node.yaml"
+        path.write_text(
+            json.dumps({"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]})
+        )
+        backend = backend_for("nvidia", simulate=path, node=NODE)
+        backend.discover()  # warm: imports, first library install
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            inventory = backend.discover()
+            samples.append(time.perf_counter() - start)
+        assert len(inventory.cards) == cards
+        return _summary("discovery", samples, cards=cards, source="fake NVML under pynvml")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cards", type=int, default=8)
+    parser.add_argument("--allocations", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--discovery-cards", default="8,64")
+    parser.add_argument("--repeat", type=int, default=20, help="discovery passes per card count")
+    args = parser.parse_args(argv)
+    for line in bench_grpc(args.cards, args.allocations, args.concurrency):
+        print(json.dumps(line), flush=True)
+    for count in (int(n) for n in args.discovery_cards.split(",") if n):
+        print(json.dumps(bench_discovery(count, args.repeat)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

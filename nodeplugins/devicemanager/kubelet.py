@@ -1,0 +1,177 @@
+"""The kubelet side: serving each plugin on its socket, registering it, and re-registering.
+
+The kubelet deletes every file in ``device-plugins/`` when it starts, so a plugin registered before
+a kubelet restart is gone afterwards.  :class:`KubeletLink` watches ``kubelet.sock``: when it appears
+or is re-created (a new inode), the plugin servers are started afresh on their sockets and registered
+again; a refused or failed registration is logged and retried.  Allocations survive: they live in the
+allocator and on the Pods, not in the gRPC servers.
+
+:class:`PodResources` asks the kubelet's pod-resources API which containers hold no device of a
+resource yet (the container an ``Allocate`` serves is among them).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from nodeplugins.devicemanager.plugin import API_VERSION, DevicePlugin, pb, pb_grpc
+from nodeplugins.protos import load
+
+log = logging.getLogger("devicemanager.kubelet")
+podresources_pb = load("kubelet.podresources.v1.api_pb2")
+podresources_grpc = load("kubelet.podresources.v1.api_pb2_grpc")
+
+
+UNIX_PATH_MAX = 100  # sun_path holds 108 bytes; gRPC refuses 107 already: keep a margin
+
+
+def unix_target(path: str | Path) -> str:
+    """A gRPC unix address for ``path``: absolute when it fits the 107-byte limit of a socket path,
+    else relative to the working directory (:func:`work_beside` moves it next to the sockets)."""
+    absolute = os.path.abspath(path)
+    if len(absolute.encode()) <= UNIX_PATH_MAX:
+        return f"unix://{absolute}"
+    relative = os.path.relpath(absolute)
+    if len(relative.encode()) > UNIX_PATH_MAX:
+        raise OSError(f"{absolute}: a unix socket path has at most {UNIX_PATH_MAX} bytes, even relative")
+    return f"unix:{relative}"
+
+
+def work_beside(socket: str | Path) -> None:
+    """Work in the kubelet's socket directory when its absolute paths are too long for sockets
+    (a deep state directory in tests; /var/lib/kubelet/device-plugins in production is short)."""
+    directory = Path(socket).resolve().parent
+    if len(str(directory).encode()) > UNIX_PATH_MAX - 40:  # room for the longest socket name
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chdir(directory)
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+class KubeletLink:
+    def __init__(self, plugins: list[DevicePlugin], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
+        self.plugins = plugins
+        self.kubelet_socket = Path(kubelet_socket)
+        self.plugin_dir = self.kubelet_socket.parent
+        self.poll = poll
+        self._servers: list[grpc.Server] = []
+        self._registered_inode: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.registrations = 0  # successful registration rounds (tests and metrics read it)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="kubelet-link", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._stop_servers()
+
+    def _run(self) -> None:
+        backoff = self.poll
+        while not self._stop.is_set():
+            inode = _inode(self.kubelet_socket)
+            sockets_gone = any(not (self.plugin_dir / p.resource.socket).exists() for p in self.plugins)
+            if inode is not None and (inode != self._registered_inode or sockets_gone):
+                if self._registered_inode is not None:
+                    log.info(
+                        "kubelet.sock re-created or plugin sockets removed: serving and registering again"
+                    )
+                try:
+                    self._serve_and_register()
+                    self._registered_inode = inode
+                    self.registrations += 1
+                    backoff = self.poll
+                except (grpc.RpcError, OSError, RuntimeError) as error:
+                    log.warning(
+                        "kubelet registration failed; retrying",
+                        extra={"socket": str(self.kubelet_socket), "error": str(error), "retryIn": backoff},
+                    )
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, 30.0)
+                    continue
+            self._stop.wait(self.poll)
+
+    def _stop_servers(self) -> None:
+        for server in self._servers:
+            server.stop(grace=0.5)
+        self._servers = []
+
+    def _serve_and_register(self) -> None:
+        self._stop_servers()
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
+        for plugin in self.plugins:
+            path = self.plugin_dir / plugin.resource.socket
+            if path.exists() or path.is_symlink():
+                path.unlink()
+            # ListAndWatch streams hold a thread each; the rest are short calls.
+            server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="dp"))
+            pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
+            if not server.add_insecure_port(unix_target(path)):
+                raise OSError(f"cannot serve on {path}")
+            server.start()
+            self._servers.append(server)
+        with grpc.insecure_channel(unix_target(self.kubelet_socket)) as channel:
+            stub = pb_grpc.RegistrationStub(channel)
+            for plugin in self.plugins:
+                stub.Register(
+                    pb.RegisterRequest(
+                        version=API_VERSION,
+                        endpoint=plugin.resource.socket,
+                        resource_name=plugin.resource.name,
+                        options=plugin.options(),
+                    ),
+                    timeout=10,
+                )
+                log.info("registered with the kubelet", extra={"resource": plugin.resource.name})
+
+
+class PodResources:
+    """The kubelet pod-resources API (``pod-resources/kubelet.sock`` beside ``device-plugins/``)."""
+
+    def __init__(self, socket: str | Path, *, timeout: float = 2.0) -> None:
+        self.socket = Path(socket)
+        self.timeout = timeout
+        self._channel: grpc.Channel | None = None
+        self._lock = threading.Lock()
+
+    def _stub(self) -> object:
+        with self._lock:
+            if self._channel is None:
+                self._channel = grpc.insecure_channel(unix_target(self.socket))
+            return podresources_grpc.PodResourcesListerStub(self._channel)
+
+    def waiting(self, resource: str) -> set[tuple[str, str, str]] | None:
+        """(namespace, pod, container) of every container the kubelet lists without a device of
+        ``resource``; ``None`` when the kubelet cannot be asked."""
+        if not os.path.exists(self.socket):
+            return None
+        try:
+            answer = self._stub().List(podresources_pb.ListPodResourcesRequest(), timeout=self.timeout)  # type: ignore[attr-defined]
+        except grpc.RpcError as error:
+            log.info(
+                "pod-resources lookup failed; identifying from pending Pods", extra={"error": str(error)}
+            )
+            with self._lock:
+                self._channel = None
+            return None
+        out = set()
+        for pod in answer.pod_resources:
+            for container in pod.containers:
+                if not any(d.resource_name == resource and d.device_ids for d in container.devices):
+                    out.add((pod.namespace, pod.name, container.name))
+        return out

@@ -1,0 +1,1 @@
+"""Simulated hardware: node profile files, and the NVML library object that serves one."""

@@ -1,0 +1,527 @@
+"""Real kubelet nodes with simulated accelerators, beside the kwok nodes of the local control plane.
+
+Each node is upstream's kubelet over the CRI fake runtime (``build-node.sh``), plus the project's own
+device manager serving a node profile (``profiles/*.yaml``) through the kubelet device-plugin API:
+
+    <state>/nodes/<name>/
+        kl/              bind-mounted onto /var/lib/kubelet inside the kubelet's private mount
+                         namespace (device-plugins/, pod-resources/, pods/, pki/ ...)
+        profile.yaml     the simulated hardware (edit it to change cards or health)
+        containers.jsonl every CreateContainer the kubelet asked the fake runtime for
+        kubelet.yaml, kubeconfig, node.crt/key, cri.sock, dm-certs/, pod-logs/
+        logs/{kubelet,cri-fake,device-manager}.log   pids/{...}.pid
+
+Only the empty mount point ``/var/lib/kubelet`` is needed on the host; nothing else is written
+outside the state directory.  Ports: three per node from ``GPUSTACK_NODE_PORT_BASE`` (kubelet,
+kubelet healthz, device-manager HTTPS).  kwok nodes get a publish-only device manager (no kubelet
+there); node features that nfd-worker would report (PCI vendor, CPU identity) are written as the
+NodeFeature nfd-worker publishes — the one thing a harness may simulate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gpustack
+import harness
+
+HERE = Path(__file__).resolve().parent
+PROFILES = HERE / "profiles"
+KUBELET_MOUNT = Path("/var/lib/kubelet")
+NFD_NAMESPACE = "node-feature-discovery"
+NODE_PORT_BASE = int(os.environ.get("GPUSTACK_NODE_PORT_BASE", "27661"))
+NODE_READY_TIMEOUT = float(os.environ.get("GPUSTACK_NODE_READY_TIMEOUT", "120"))
+DM_PORT_OFFSET = 100  # publish-only device managers of kwok nodes: NODE_PORT_BASE + 100 + i
+
+
+def node_bin_dir() -> Path:
+    out = subprocess.run(
+        ["bash", str(HERE / "build-node.sh")], capture_output=True, text=True, timeout=harness.BUILD_TIMEOUT_S
+    )
+    if out.returncode != 0:
+        raise harness.ClusterError(f"build-node.sh failed:\n{out.stderr[-4000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class Node:
+    name: str
+    directory: Path
+    slot: int
+    manufacturer: str = "nvidia"
+    real: bool = True  # a kubelet node (False: kwok, publish-only device manager)
+
+    @property
+    def root(self) -> Path:
+        return self.directory / "kl"  # short: the plugin sockets under it must stay within 107 bytes
+
+    @property
+    def profile(self) -> Path:
+        return self.directory / "profile.yaml"
+
+    @property
+    def records(self) -> Path:
+        return self.directory / "containers.jsonl"
+
+    @property
+    def kubelet_port(self) -> int:
+        return NODE_PORT_BASE + 3 * self.slot
+
+    @property
+    def healthz_port(self) -> int:
+        return NODE_PORT_BASE + 3 * self.slot + 1
+
+    @property
+    def dm_port(self) -> int:
+        return (
+            NODE_PORT_BASE + 3 * self.slot + 2 if self.real else NODE_PORT_BASE + DM_PORT_OFFSET + self.slot
+        )
+
+    @property
+    def kube_socket(self) -> Path:
+        return self.root / "device-plugins" / "kubelet.sock"
+
+    def pid_file(self, component: str) -> Path:
+        return self.directory / "pids" / f"{component}.pid"
+
+    def log_file(self, component: str) -> Path:
+        return self.directory / "logs" / f"{component}.log"
+
+    def containers(self) -> list[dict[str, Any]]:
+        """What the fake runtime recorded (one entry per CreateContainer)."""
+        if not self.records.exists():
+            return []
+        return [json.loads(line) for line in self.records.read_text().splitlines() if line.strip()]
+
+
+def _state(info: harness.ClusterInfo) -> Path:
+    return info.state_dir / "nodes"
+
+
+def _launch(node: Node, component: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+    node.pid_file(component).parent.mkdir(parents=True, exist_ok=True)
+    node.log_file(component).parent.mkdir(parents=True, exist_ok=True)
+    log = node.log_file(component).open("ab")
+    log.write(f"=== {time.strftime('%FT%TZ', time.gmtime())} {' '.join(argv)}\n".encode())
+    log.flush()
+    process = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+        cwd=gpustack.REPO,
+    )
+    node.pid_file(component).write_text(str(process.pid))
+    return process.pid
+
+
+def _alive(node: Node, component: str) -> int | None:
+    try:
+        pid = int(node.pid_file(component).read_text())
+        os.kill(pid, 0)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    return pid if str(node.directory).encode() in cmdline else None
+
+
+def stop_component(node: Node, component: str, timeout: float = 15) -> None:
+    pid = _alive(node, component)
+    if pid is None:
+        node.pid_file(component).unlink(missing_ok=True)
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reaped, _ = os.waitpid(pid, os.WNOHANG)
+            if reaped == pid:
+                break
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    node.pid_file(component).unlink(missing_ok=True)
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _node_credentials(info: harness.ClusterInfo, node: Node) -> None:
+    """A client certificate for ``system:node:<name>`` (group ``system:nodes``) and its kubeconfig."""
+    key, crt, csr = node.directory / "node.key", node.directory / "node.crt", node.directory / "node.csr"
+    if not crt.exists():
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key))
+        _openssl(
+            "req",
+            "-new",
+            "-key",
+            str(key),
+            "-subj",
+            f"/O=system:nodes/CN=system:node:{node.name}",
+            "-out",
+            str(csr),
+        )
+        ext = node.directory / "node.ext"
+        ext.write_text(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
+        )
+        _openssl(
+            "x509", "-req", "-in", str(csr), "-CA", str(info.ca_cert), "-CAkey", str(info.ca_key),
+            "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
+        )  # fmt: skip
+        csr.unlink(missing_ok=True)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": info.server, "certificate-authority": str(info.ca_cert)}}
+        ],
+        "users": [{"name": node.name, "user": {"client-certificate": str(crt), "client-key": str(key)}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": node.name}}],
+        "current-context": "local",
+    }
+    (node.directory / "kubeconfig").write_text(json.dumps(config))
+
+
+def _kubelet_config(info: harness.ClusterInfo, node: Node) -> Path:
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupsPerQOS": False,
+        "enforceNodeAllocatable": [],
+        "failSwapOn": False,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(info.ca_cert)},
+        },
+        "authorization": {"mode": "AlwaysAllow"},
+        "address": "127.0.0.1",
+        "port": node.kubelet_port,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": node.healthz_port,
+        "readOnlyPort": 0,
+        "resolvConf": "",
+        "containerRuntimeEndpoint": f"unix://{node.directory / 'cri.sock'}",
+        "podLogsDir": str(node.directory / "pod-logs"),
+        "evictionHard": {
+            "memory.available": "1Mi",
+            "nodefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+            "imagefs.available": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "nodeStatusUpdateFrequency": "5s",
+        "syncFrequency": "5s",
+        "fileCheckFrequency": "5s",
+        "registerNode": True,
+    }
+    path = node.directory / "kubelet.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _dm_argv(info: harness.ClusterInfo, node: Node) -> list[str]:
+    argv = [
+        gpustack.PYTHON, "-m", "gpustack_operator", "device-manager", "serve",
+        "--manufacturer", node.manufacturer,
+        "--simulate", str(node.profile),
+        "--node-name", node.name,
+        "--kubeconfig", str(info.kubeconfig),
+        "--bind-address", "127.0.0.1",
+        "--secure-port", str(node.dm_port),
+        "--cert-dir", str(node.directory / "dm-certs"),
+        "--monitor-period", "5",
+    ]  # fmt: skip
+    if node.real:
+        argv += ["--kube-socket", str(node.kube_socket)]
+    else:
+        argv += ["--publish-only"]
+    return argv
+
+
+def start_device_manager(info: harness.ClusterInfo, node: Node) -> int:
+    if (pid := _alive(node, "device-manager")) is not None:
+        return pid
+    env = {k: v for k, v in info.env().items() if k.lower() not in ("http_proxy", "https_proxy")}
+    return _launch(node, "device-manager", _dm_argv(info, node), env)
+
+
+def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
+    if _alive(node, "cri-fake") is None:
+        _launch(node, "cri-fake", [str(bin_dir / "cri-fake"), "--endpoint", f"unix://{node.directory / 'cri.sock'}",
+                                   "--record", str(node.records)])  # fmt: skip
+    if _alive(node, "kubelet") is None:
+        KUBELET_MOUNT.mkdir(parents=True, exist_ok=True)
+        script = (
+            f'mount --bind "{node.root}" {KUBELET_MOUNT} && exec "{bin_dir / "kubelet"}" '
+            f'--config="{node.directory / "kubelet.yaml"}" --kubeconfig="{node.directory / "kubeconfig"}" '
+            f"--hostname-override={node.name} --node-ip=127.0.0.1 --v=1"
+        )
+        _launch(node, "kubelet", ["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+
+
+def nfd_worker_features(
+    node: str,
+    vendor: str,
+    *,
+    cpu_vendor: str = "AMD",
+    cpu_family: str = "25",
+    cpu_id: str = "1",
+    cpu_name: str = "AMD EPYC 7763 64-Core Processor",
+) -> dict:
+    """The NodeFeature nfd-worker publishes for a node: PCI vendor presence and CPU identity."""
+    labels = {
+        "feature.node.kubernetes.io/cpu-model.vendor_id": cpu_vendor,
+        "feature.node.kubernetes.io/cpu-model.family": cpu_family,
+        "feature.node.kubernetes.io/cpu-model.id": cpu_id,
+    }
+    pci = []
+    if vendor:
+        labels[f"feature.node.kubernetes.io/pci-{vendor}.present"] = "true"
+        pci.append({"attributes": {"vendor": vendor, "class": "0302", "device": "2330"}})
+    return {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": node,
+            "namespace": NFD_NAMESPACE,
+            "labels": {"nfd.node.kubernetes.io/node-name": node},
+        },
+        "spec": {
+            "features": {
+                "attributes": {
+                    "cpu.model": {
+                        "elements": {
+                            "vendor_id": cpu_vendor,
+                            "family": cpu_family,
+                            "id": cpu_id,
+                            "name": cpu_name,
+                            "physical_cores": "64",
+                            "threads_per_core": "2",
+                            "logical_cores": "128",
+                        }
+                    }
+                },
+                "instances": {"pci.device": {"elements": pci}},
+            },
+            "labels": labels,
+        },
+    }
+
+
+def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
+    """Start nfd-master (once per cluster) hosted on node ``host``: it annotates the node it runs on
+    when it starts, so it needs one; it keeps running when that node goes."""
+    state = info.state_dir / "nfd"
+    master = Node("nfd-master", state, 0)
+    if _alive(master, "nfd-master") is not None:
+        return
+    state.mkdir(parents=True, exist_ok=True)
+    config = state / "nfd-master.conf"
+    if not config.exists():
+        config.write_text(
+            'extraLabelNs: ["gpustack.ai", "feature.gpustack.ai", "acceleratable.feature.gpustack.ai", '
+            '"general.feature.gpustack.ai", "topology.gpustack.ai"]\n'
+        )
+    env = {**info.env(), "KUBERNETES_NAMESPACE": NFD_NAMESPACE, "NODE_NAME": host}
+    port = info.endpoints.get("NFD_PORT") or os.environ.get("GPUSTACK_NFD_PORT", "27651")
+    argv = [
+        str(node_bin_dir() / "nfd-master"),
+        f"-kubeconfig={info.kubeconfig}",
+        f"-config={config}",
+        f"-port={port}",
+        "-v=1",
+    ]
+    _launch(master, "nfd-master", argv, env)
+    import urllib.request
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            if _alive(master, "nfd-master") is None:
+                raise harness.ClusterError(
+                    f"nfd-master exited; see {master.log_file('nfd-master')}"
+                ) from None
+            return False
+
+    harness.wait_for(healthy, timeout=60, what="nfd-master healthy")
+
+
+def start_node(
+    info: harness.ClusterInfo,
+    name: str,
+    profile: str | Path,
+    *,
+    slot: int,
+    real: bool = True,
+    manufacturer: str = "nvidia",
+) -> Node:
+    """Start (or find running) a node with the hardware of ``profile``; waits until it is Ready and
+    its device manager has published its ``Devices``."""
+    node = Node(name, _state(info) / name, slot, manufacturer, real)
+    node.root.mkdir(parents=True, exist_ok=True)
+    (node.directory / "slot").write_text(str(slot))
+    (node.directory / "kind").write_text(f"{'kubelet' if real else 'kwok'} {manufacturer}")
+    if not node.profile.exists():
+        shutil.copyfile(profile if Path(profile).is_absolute() else PROFILES / profile, node.profile)
+    gpustack.ensure_namespace(info, NFD_NAMESPACE)
+    from nodeplugins.devicemanager.simulation import profile as profiles
+
+    vendor = {"nvidia": "10de"}.get(manufacturer) or _vendor_of(manufacturer)
+    if real:
+        _node_credentials(info, node)
+        _kubelet_config(info, node)
+        start_kubelet(info, node, node_bin_dir())
+        harness.wait_for(
+            lambda: harness.node_is_ready(info, name),
+            timeout=NODE_READY_TIMEOUT,
+            what=f"kubelet node {name} Ready",
+        )
+    else:
+        cards = len(profiles.load(node.profile, node=name).cards)
+        if info.kubectl("get", "node", name, check=False).returncode != 0:
+            harness.create_fake_node(info, name, capacity=kwok_capacity(node, cards))
+    ensure_nfd_master(info, name)
+    info.apply(nfd_worker_features(name, vendor))
+    start_device_manager(info, node)
+    harness.wait_for(
+        lambda: info.kubectl("get", "devices", name, check=False).returncode == 0,
+        timeout=60,
+        what=f"Devices {name} published by its device manager",
+    )
+    return node
+
+
+def _vendor_of(manufacturer: str) -> str:
+    from api.manufacturers import BY_NAME
+
+    return BY_NAME[manufacturer].pci_vendor_id
+
+
+def kwok_capacity(node: Node, cards: int) -> dict[str, str]:
+    """What a kubelet would report for the device manager's plugins on a kwok node (kwok stands in
+    for the kubelet there): the token counts the plugin servers advertise."""
+    from nodeplugins.devicemanager import devices, tokens
+    from nodeplugins.devicemanager.backends import backend_for
+
+    inventory = backend_for(node.manufacturer, simulate=node.profile, node=node.name).discover()
+    groups = devices.spec_groups(inventory)
+    capacity = {}
+    for resource in tokens.resources(node.manufacturer):
+        capacity[resource.name] = str(sum(1 for _t, ok, _n in tokens.devices_of(resource, groups, {}) if ok))
+    return capacity
+
+
+def topology_stand_in(info: harness.ClusterInfo, name: str) -> bool:
+    """Until the worker registers the topology controller (B.4, ``NodeTopologyReconciler``, built
+    on another branch), pools cannot form: nothing writes ``topology.gpustack.ai/profile``.  This
+    applies exactly what that controller writes for a node without topology sources — the
+    hostname-only profile in the worker's NodeFeature, under its field manager — and does nothing
+    once the controller is registered.  Returns whether it stood in.  Remove when B.4 lands."""
+    from controllers import registry
+
+    if any(cls.__name__ == "NodeTopologyReconciler" for cls in registry.CONTROLLERS):
+        return False
+    from api import constants
+    from api.naming import topology_profile
+
+    body = {
+        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
+        "kind": "NodeFeature",
+        "metadata": {
+            "name": f"{name}-gpustack-worker",
+            "namespace": constants.SYSTEM_NAMESPACE,
+            "labels": {"nfd.node.kubernetes.io/node-name": name},
+        },
+        "spec": {"labels": {constants.LABEL_TOPOLOGY_PROFILE: topology_profile([constants.LABEL_HOSTNAME])}},
+    }
+    info.kubectl(
+        "apply", "--server-side", "--field-manager=gpustack-operator/topology-profile", "-f", "-",
+        input=json.dumps(body),
+    )  # fmt: skip
+    return True
+
+
+def node(info: harness.ClusterInfo, name: str) -> Node | None:
+    directory = _state(info) / name
+    if not directory.exists():
+        return None
+    slot_file, kind_file = directory / "slot", directory / "kind"
+    kind, manufacturer = (
+        ([*kind_file.read_text().split(), "kubelet", "nvidia"])[:2]
+        if kind_file.exists()
+        else ("kubelet", "nvidia")
+    )
+    return Node(
+        name,
+        directory,
+        int(slot_file.read_text()) if slot_file.exists() else 0,
+        manufacturer,
+        kind == "kubelet",
+    )
+
+
+def restart_kubelet(info: harness.ClusterInfo, node: Node) -> None:
+    stop_component(node, "kubelet")
+    start_kubelet(info, node, node_bin_dir())
+
+
+def stop_node(node: Node) -> None:
+    """Stop the node's processes; nfd-master goes with the last node (a later kwok-only test must not
+    find NFD rewriting the labels its fixtures give their nodes)."""
+    for component in ("device-manager", "kubelet", "cri-fake"):
+        stop_component(node, component)
+    root = node.directory.parent
+    if root.name == "nodes" and not any(
+        _alive(Node(d.name, d, 0), component) is not None
+        for d in root.iterdir()
+        if d.is_dir()
+        for component in ("device-manager", "kubelet")
+    ):
+        stop_component(Node("nfd-master", root.parent / "nfd", 0), "nfd-master")
+
+
+def stop_all(info: harness.ClusterInfo | Path) -> None:
+    """Stop every node process under the state dir (kubelets, fake runtimes, device managers)."""
+    state = info.state_dir if isinstance(info, harness.ClusterInfo) else Path(info)
+    root = state / "nodes"
+    if not root.exists():
+        stop_component(Node("nfd-master", state / "nfd", 0), "nfd-master")
+        return
+    for directory in sorted(root.iterdir()):
+        if directory.is_dir():
+            stop_node(Node(directory.name, directory, 0))
+    stop_component(Node("nfd-master", state / "nfd", 0), "nfd-master")
+
+
+if __name__ == "__main__":  # python tests/cluster/nodes.py stop <state dir>
+    if sys.argv[1:2] == ["stop"]:
+        stop_all(Path(sys.argv[2]))

@@ -1,0 +1,317 @@
+"""Gate 5 on real kubelet nodes: the device manager discovers simulated cards, publishes the
+``Devices`` ledger and node features (nfd-master turns them into labels), and the kubelet calls its
+device plugins — whole, shared, sliced and partitioned Pods through the queue entrance pass all five
+gates and the fake runtime records the env the plugin handed each container; refusals surface as
+``UnexpectedAdmissionError``; a kubelet restart re-registers without double allocation; a deleted
+Pod frees its card in the ledger and in the InstanceType status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import nodes
+import pytest
+
+from api import allocation, constants
+from nodeplugins.devicemanager import tokens
+
+from .conftest import ensure_namespace, gpustack, harness
+
+pytestmark = pytest.mark.e2e
+
+H100 = "gpu-sim-h100-0"
+A10G = "gpu-sim-a10g-0"
+POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+GROUP = "nvidia-h100-80gb-hbm3"
+NS = "gate5"
+BASE = "nvidia.com/gpu"
+
+
+def _entrance(cluster) -> str | None:
+    if cluster.kubectl("get", "instancetype", POOL, check=False).returncode != 0:
+        return None
+    return cluster.kubectl_json("get", "instancetype", POOL).get("status", {}).get("entrance")
+
+
+@pytest.fixture(scope="module")
+def gate5(cluster):
+    op = gpustack.install(cluster)
+    gpustack.start_worker(cluster, op)
+    started = []
+    try:
+        h100 = nodes.start_node(cluster, H100, "h100-8-mig2.yaml", slot=0)
+        started.append(h100)
+        a10g = nodes.start_node(cluster, A10G, "a10g-4.yaml", slot=1)
+        started.append(a10g)
+        for node in (H100, A10G):
+            nodes.topology_stand_in(cluster, node)
+        ensure_namespace(cluster, NS)
+        entrance = harness.wait_for(
+            lambda: _entrance(cluster), timeout=120, what="the H100 InstanceType's entrance"
+        )
+        harness.wait_for(
+            lambda: cluster.kubectl("get", "localqueue", entrance, "-n", NS, check=False).returncode == 0,
+            timeout=60,
+            what="the LocalQueue in the tenant namespace",
+        )
+        yield {"op": op, "entrance": entrance, "h100": h100, "a10g": a10g}
+    finally:
+        cluster.kubectl(
+            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180, check=False
+        )
+        for node in started:
+            nodes.stop_node(node)
+            cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+
+
+def pod(
+    name: str,
+    limits: dict[str, str],
+    *,
+    queue: str | None = None,
+    node: str | None = None,
+    exit_code: int | None = None,
+) -> dict:
+    container = {
+        "name": "main",
+        "image": "registry.invalid/none:0",
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi", **limits},
+            "limits": {"memory": "16Mi", **limits},
+        },
+    }
+    if exit_code is not None:
+        container["env"] = [{"name": "CRI_FAKE_EXIT_CODE", "value": str(exit_code)}]
+    body: dict = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {constants.KUEUE_QUEUE_NAME: queue} if queue else {},
+        },
+        "spec": {"restartPolicy": "Never", "containers": [container], "terminationGracePeriodSeconds": 0},
+    }
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+def create(cluster, body: dict) -> None:
+    cluster.kubectl("create", "-f", "-", input=json.dumps(body))
+
+
+@pytest.fixture
+def cleanup(cluster):
+    """Pods a test created, deleted after it (the node's cards are few: each test starts on a free node)."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        cluster.kubectl(
+            "delete", "pod", name, "-n", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
+        )
+
+
+def get(cluster, name: str) -> dict:
+    return cluster.kubectl_json("get", "pod", name, "-n", NS)
+
+
+def running(cluster, name: str) -> dict | None:
+    obj = get(cluster, name)
+    return obj if (obj.get("status") or {}).get("phase") == "Running" else None
+
+
+def record_of(cluster, name: str) -> dict:
+    return allocation.record_of(get(cluster, name))
+
+
+def container_env(node: nodes.Node, pod_name: str) -> dict[str, str]:
+    entries = [r for r in node.containers() if r["podName"] == pod_name and r["podNamespace"] == NS]
+    assert entries, f"the fake runtime recorded no container of {pod_name}"
+    return {kv["key"]: kv["value"] for kv in entries[-1]["env"]}
+
+
+def ledger(cluster, node: str) -> dict[str, dict]:
+    devices = cluster.kubectl_json("get", "devices", node)
+    return {row["id"]: row for g in devices.get("status", {}).get("groups", []) for row in g["accelerators"]}
+
+
+def cards_of(record: dict, container: str = "main") -> list[str]:
+    return [a["id"] for g in record.get(container, []) for a in g["accelerators"]]
+
+
+def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
+    node = harness.wait_for(
+        lambda: (
+            (n := cluster.kubectl_json("get", "node", H100))["metadata"]["labels"].get(
+                f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"
+            )
+            and n
+        ),
+        timeout=90,
+        what="the device manager's labels on the node",
+    )
+    labels = node["metadata"]["labels"]
+    assert labels[f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"] == "8"
+    assert labels[f"{constants.PREFIX_ACCELERATABLE}{GROUP}.memory"] == "80Gi"
+    assert labels[constants.LABEL_ACCELERATABLE] == "true"
+    assert labels[constants.LABEL_MANAGED] == "true"  # the worker's NodeFeature
+    # upstream NFD leaves the rule's @cpu.model.name annotation unresolved: gKey falls back to family-id
+    assert labels["general.feature.gpustack.ai/amd-25-1"] == "true"
+    devices = cluster.kubectl_json("get", "devices", H100)
+    cards = devices["spec"]["groups"][0]["accelerators"]
+    assert len(cards) == 8 and sum(1 for a in cards if a["status"].get("physicalSliced")) == 2
+    assert all(a["id"].startswith("GPU-") for a in cards)
+    assert devices["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    capacity = node["status"]["capacity"]
+    assert (
+        capacity[BASE] == "6" and capacity[f"{BASE}.shared"] == "60" and capacity[f"{BASE}.sliced"] == "768"
+    )
+    assert (
+        capacity[f"{BASE}.partitioned"] == "14" and capacity["device.gpustack.ai/nvidia.visibility"] == "4096"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "limits", "mode"),
+    [
+        ("whole", {BASE: "1"}, constants.DEVICE_MODE_EXCLUSIVE),
+        ("shared", {f"{BASE}.shared": "2"}, constants.DEVICE_MODE_SHARED),
+        (
+            "slice",
+            {f"{BASE}.sliced": "1", f"{BASE}.sliced.memory-percentage": "40"},
+            constants.DEVICE_MODE_SLICED,
+        ),
+        (
+            "partition",
+            {f"{BASE}.partitioned": "1", f"{BASE}.partitioned.mig-3g.40gb": "1"},
+            constants.DEVICE_MODE_PARTITIONED,
+        ),
+    ],
+)
+def test_a_pod_of_each_family_passes_the_five_gates(cluster, gate5, cleanup, name, limits, mode):
+    cleanup.append(name)
+    create(cluster, pod(name, limits, queue=gate5["entrance"]))
+    placed = harness.wait_for(lambda: running(cluster, name), timeout=180, what=f"{name} Running")
+    assert placed["spec"]["nodeName"] == H100
+    record = harness.wait_for(lambda: record_of(cluster, name), timeout=30, what="the allocation record")
+    entries = [a for g in record["main"] for a in g["accelerators"]]
+    assert {a["mode"] for a in entries} == {mode}
+    rows = harness.wait_for(
+        lambda: (r := ledger(cluster, H100)) and all(r[a["id"]]["mode"] == mode for a in entries) and r,
+        timeout=30,
+        what="the Devices status charging the cards",
+    )
+    env = container_env(gate5["h100"], name)
+    if mode == constants.DEVICE_MODE_PARTITIONED:
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "none"  # the instance is named, the parent card is not
+        assert entries[0]["allocatedPhysicalProfile"] == "3g.40gb"
+        assert rows[entries[0]["id"]]["allocatedProfiles"] == [{"name": "3g.40gb", "count": 1}]
+        return
+    assert sorted(env["NVIDIA_VISIBLE_DEVICES"].split(",")) == sorted(a["id"] for a in entries)
+    if mode == constants.DEVICE_MODE_SHARED:
+        assert len(set(cards_of(record))) == 2  # two distinct cards, one share each
+    if mode == constants.DEVICE_MODE_SLICED:
+        assert entries[0]["allocated"] == 640_000
+        assert env["CUDA_DEVICE_MEMORY_LIMIT_0"] == f"{81920 * 40 // 100}m"
+        assert env["CUDA_DEVICE_SM_LIMIT"] == "100"
+
+
+def test_refusals_surface_as_unexpected_admission_error(cluster, gate5, cleanup):
+    """On the A10G node (Pods bound directly, past gates 1–4): four 60 % slices take one card each;
+    a fifth finds no card with room (our FailedPrecondition), and a whole card finds every card held
+    in another mode (tokens Unhealthy, so the kubelet has none to offer)."""
+    slice60 = {f"{BASE}.sliced": "1", f"{BASE}.sliced.units": "960000"}
+    harness.wait_for(
+        lambda: cluster.kubectl_json("get", "node", A10G)["status"]["capacity"].get(f"{BASE}.sliced.units"),
+        timeout=90,
+        what="the worker's slice capacity keys on the A10G node",
+    )
+    cleanup.extend([*(f"s60-{i}" for i in range(4)), "s60-extra", "whole-on-sliced"])
+    for i in range(4):
+        create(cluster, pod(f"s60-{i}", slice60, node=A10G))
+    for i in range(4):
+        harness.wait_for(lambda i=i: running(cluster, f"s60-{i}"), timeout=120, what=f"s60-{i} Running")
+    held = {card for i in range(4) for card in cards_of(record_of(cluster, f"s60-{i}"))}
+    assert len(held) == 4
+    create(cluster, pod("s60-extra", slice60, node=A10G))
+    refused = harness.wait_for(
+        lambda: (p := get(cluster, "s60-extra"))["status"].get("phase") == "Failed" and p,
+        timeout=90,
+        what="refusal",
+    )
+    assert refused["status"]["reason"] == "UnexpectedAdmissionError"
+    assert "units left" in refused["status"]["message"]
+    create(cluster, pod("whole-on-sliced", {BASE: "1"}, node=A10G))
+    refused = harness.wait_for(
+        lambda: (p := get(cluster, "whole-on-sliced"))["status"].get("phase") == "Failed" and p,
+        timeout=90,
+        what="refusal",
+    )
+    assert refused["status"]["reason"] == "UnexpectedAdmissionError"
+
+
+def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cleanup):
+    node = gate5["h100"]
+    cleanup.extend(["before-restart", "after-restart"])
+    create(cluster, pod("before-restart", {BASE: "1"}, queue=gate5["entrance"]))
+    harness.wait_for(lambda: running(cluster, "before-restart"), timeout=180, what="before-restart Running")
+    first = cards_of(record_of(cluster, "before-restart"))
+    log = node.log_file("device-manager")
+    registered = log.read_text().count("registered with the kubelet")
+    nodes.restart_kubelet(cluster, node)
+    harness.wait_for(
+        lambda: (
+            log.read_text().count("registered with the kubelet")
+            >= registered + len(tokens.resources("nvidia"))
+        ),
+        timeout=90,
+        what="the device manager registering every plugin with the restarted kubelet",
+    )
+    harness.wait_for(lambda: harness.node_is_ready(cluster, H100), timeout=90, what="the node Ready again")
+    assert running(cluster, "before-restart") and cards_of(record_of(cluster, "before-restart")) == first
+    create(cluster, pod("after-restart", {BASE: "1"}, queue=gate5["entrance"]))
+    harness.wait_for(lambda: running(cluster, "after-restart"), timeout=180, what="after-restart Running")
+    assert not set(cards_of(record_of(cluster, "after-restart"))) & set(first)
+
+
+def test_a_deleted_pod_frees_its_card_in_the_ledger_and_the_instance_type(cluster, gate5):
+    create(cluster, pod("to-delete", {BASE: "1"}, queue=gate5["entrance"]))
+    harness.wait_for(lambda: running(cluster, "to-delete"), timeout=180, what="to-delete Running")
+    card = cards_of(record_of(cluster, "to-delete"))[0]
+    harness.wait_for(
+        lambda: ledger(cluster, H100)[card]["mode"] == constants.DEVICE_MODE_EXCLUSIVE,
+        timeout=30,
+        what="charged",
+    )
+
+    def whole_remaining() -> int:
+        status = cluster.kubectl_json("get", "instancetype", POOL).get("status") or {}
+        return int(harness.parse_quantity((status.get("accelerator") or {}).get("remaining", "0")))
+
+    before = whole_remaining()
+    cluster.kubectl("delete", "pod", "to-delete", "-n", NS, "--wait=true")
+    harness.wait_for(
+        lambda: ledger(cluster, H100)[card]["mode"] == 0, timeout=60, what="the card freed in Devices"
+    )
+    harness.wait_for(
+        lambda: whole_remaining() == before + 1, timeout=60, what="the InstanceType's EX view back up"
+    )
+
+
+def test_a_finished_pod_releases_its_card(cluster, gate5, cleanup):
+    cleanup.append("job")
+    create(cluster, pod("job", {BASE: "1"}, queue=gate5["entrance"], exit_code=0))
+    done = harness.wait_for(
+        lambda: (p := get(cluster, "job"))["status"].get("phase") == "Succeeded" and p,
+        timeout=180,
+        what="Succeeded",
+    )
+    card = cards_of(allocation.record_of(done))[0]
+    harness.wait_for(lambda: ledger(cluster, H100)[card]["mode"] == 0, timeout=60, what="the card released")
+    time.sleep(0)  # the record stays on the Pod: only the charge ends
+    assert cards_of(record_of(cluster, "job")) == [card]

@@ -1,0 +1,206 @@
+"""The device-plugin API over real gRPC on unix sockets, with a stand-in kubelet registration
+server: registration, re-registration when kubelet.sock is re-created, ListAndWatch health pushed
+at the reserve instant, GetPreferredAllocation and Allocate (grants and FailedPrecondition)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from nodeplugins.devicemanager import tokens as tk
+from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
+from nodeplugins.devicemanager.kubelet import KubeletLink, unix_target
+from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
+from tests.unit.devicemanager.conftest import make_allocator, pod
+
+BASE = "nvidia.com/gpu"
+
+
+class Kubelet(pb_grpc.RegistrationServicer):
+    """Records Register calls (the part of the kubelet a plugin talks to first)."""
+
+    def __init__(self, socket: Path) -> None:
+        self.socket = socket
+        self.requests: list = []
+        self.server: grpc.Server | None = None
+
+    def Register(self, request, context):
+        self.requests.append(request)
+        return pb.Empty()
+
+    def start(self) -> None:
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pb_grpc.add_RegistrationServicer_to_server(self, self.server)
+        self.server.add_insecure_port(unix_target(self.socket))
+        self.server.start()
+
+    def restart(self) -> None:
+        """What a kubelet restart does: every file in device-plugins/ is removed, kubelet.sock re-created."""
+        assert self.server is not None
+        self.server.stop(0).wait()
+        for path in self.socket.parent.iterdir():
+            path.unlink()
+        self.start()
+
+
+def wait(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def short_dir():
+    """Unix socket paths are limited to 107 bytes: pytest's tmp_path is too deep."""
+    path = Path(tempfile.mkdtemp(prefix="dp", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def setup(short_dir):
+    plugin_dir = tempfile_dir = short_dir
+    kubelet = Kubelet(plugin_dir / "kubelet.sock")
+    kubelet.start()
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}])
+    watchers = Watchers()
+    allocator.listeners.append(watchers.bump)
+    recorded: list = []
+    plugins = [
+        DevicePlugin(r, allocator, NvidiaBackend(), recorded.append, watchers) for r in tk.resources("nvidia")
+    ]
+    link = KubeletLink(plugins, kubelet.socket, poll=0.1)
+    link.start()
+    yield kubelet, allocator, plugins, link, recorded, tempfile_dir
+    link.stop()
+    watchers.close()
+    kubelet.server.stop(0)
+
+
+def stub(plugin_dir: Path, resource: tk.Resource):
+    channel = grpc.insecure_channel(f"unix://{plugin_dir / resource.socket}")
+    return channel, pb_grpc.DevicePluginStub(channel)
+
+
+def test_registration_allocation_and_health_push(setup):
+    kubelet, allocator, plugins, _link, recorded, plugin_dir = setup
+    wait(lambda: len(kubelet.requests) == len(plugins))
+    assert {r.resource_name for r in kubelet.requests} == {p.resource.name for p in plugins}
+    assert all(
+        r.version == "v1beta1" and r.options.get_preferred_allocation_available for r in kubelet.requests
+    )
+    exclusive = next(p.resource for p in plugins if p.resource.family == "exclusive")
+    shared = next(p.resource for p in plugins if p.resource.family == "shared")
+    channel, dp = stub(plugin_dir, shared)
+    stream = dp.ListAndWatch(pb.Empty())
+    first = next(stream)
+    assert len(first.devices) == 20 and {d.health for d in first.devices} == {"Healthy"}
+    # A whole card is taken: the shared tokens of that card turn Unhealthy at once.
+    allocator.pod_event("ADDED", pod("whole", {BASE: 1}))
+    ex_channel, ex = stub(plugin_dir, exclusive)
+    token = next(d.ID for d in next(ex.ListAndWatch(pb.Empty())).devices)
+    preferred = ex.GetPreferredAllocation(
+        pb.PreferredAllocationRequest(
+            container_requests=[
+                pb.ContainerPreferredAllocationRequest(available_deviceIDs=[token], allocation_size=1)
+            ]
+        )
+    )
+    assert list(preferred.container_responses[0].deviceIDs) == [token]
+    answer = ex.Allocate(
+        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=[token])])
+    )
+    env = answer.container_responses[0].envs
+    card_id = tk.parse_token(token)[1]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == card_id and recorded[0].container == "main"
+    update = next(stream)
+    unhealthy = {d.ID for d in update.devices if d.health == "Unhealthy"}
+    assert unhealthy == {d.ID for d in update.devices if tk.parse_token(d.ID)[1] == card_id}
+    # The same card again, for a shared Pod: FailedPrecondition naming the mode.
+    allocator.pod_event("ADDED", pod("share", {f"{BASE}.shared": 1}))
+    held_token = next(d.ID for d in update.devices if tk.parse_token(d.ID)[1] == card_id)
+    with pytest.raises(grpc.RpcError) as refused:
+        dp.Allocate(
+            pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=[held_token])])
+        )
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "held in exclusive mode" in refused.value.details()
+    channel.close()
+    ex_channel.close()
+
+
+def test_a_restarted_kubelet_gets_every_plugin_registered_again(setup):
+    kubelet, _allocator, plugins, _link, _recorded, plugin_dir = setup
+    wait(lambda: len(kubelet.requests) == len(plugins))
+    kubelet.restart()
+    wait(lambda: len(kubelet.requests) == 2 * len(plugins))
+    wait(lambda: all((plugin_dir / p.resource.socket).exists() for p in plugins))
+    channel, dp = stub(plugin_dir, plugins[0].resource)
+    assert dp.GetDevicePluginOptions(pb.Empty()).get_preferred_allocation_available
+    channel.close()
+
+
+def test_a_kubelet_that_refuses_registration_is_retried(short_dir):
+    plugin_dir = short_dir
+
+    class Refusing(Kubelet):
+        calls = 0
+
+        def Register(self, request, context):
+            Refusing.calls += 1
+            if Refusing.calls <= 2:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "resource name taken")
+            return super().Register(request, context)
+
+    kubelet = Refusing(plugin_dir / "kubelet.sock")
+    kubelet.start()
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}])
+    plugins = [
+        DevicePlugin(tk.resources("nvidia")[0], allocator, NvidiaBackend(), lambda _h: None, Watchers())
+    ]
+    link = KubeletLink(plugins, kubelet.socket, poll=0.05)
+    link.start()
+    try:
+        wait(lambda: link.registrations >= 1)
+        assert Refusing.calls >= 3
+    finally:
+        link.stop()
+        kubelet.server.stop(0)
+    assert threading.active_count() >= 1
+
+
+def test_sockets_deeper_than_the_unix_limit_are_served_relative(tmp_path, monkeypatch):
+    from nodeplugins.devicemanager.kubelet import work_beside
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "device-plugins"
+    socket = deep / "kubelet.sock"
+    assert len(str(socket)) > 107
+    monkeypatch.chdir(tmp_path)
+    work_beside(socket)
+    assert Path.cwd() == deep.resolve()
+    assert unix_target(socket) == "unix:kubelet.sock"
+    assert unix_target("/tmp/x.sock") == "unix:///tmp/x.sock"
+    kubelet = Kubelet(socket)
+    kubelet.start()
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}])
+    plugins = [
+        DevicePlugin(tk.resources("nvidia")[0], allocator, NvidiaBackend(), lambda _h: None, Watchers())
+    ]
+    link = KubeletLink(plugins, socket, poll=0.05)
+    link.start()
+    try:
+        wait(lambda: len(kubelet.requests) == 1)
+        assert (deep / plugins[0].resource.socket).exists()
+    finally:
+        link.stop()
+        kubelet.server.stop(0)
