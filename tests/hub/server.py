@@ -141,14 +141,11 @@ class HubHandler(BaseHTTPRequestHandler):
         if url.path.startswith("/_hub/"):
             self._control(url.path)
             return
+        self.state.record(self._entry)  # at once: a stalled request is in the log while it stalls
         try:
             self._route(url.path, parse_qs(url.query))
-        except _Abort:
+        except (_Abort, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        finally:
-            self.state.record(self._entry)
 
     def _token_sha(self) -> str | None:
         header = self.headers.get("Authorization", "")

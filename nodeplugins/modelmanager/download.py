@@ -1,0 +1,288 @@
+"""Downloading one manifest file: verified while streaming, resumable from the last verified byte
+(model-delivery spec §4.5 steps 3-4).
+
+The file is written strictly in byte order and hashed as it is written, so its on-disk prefix is
+always verified-so-far. A large remainder is fetched as parallel byte ranges ("pieces") held in
+memory until the writer reaches them — at most ``window`` pieces per file — because nothing is ever
+read back from disk. Every ``checkpoint_bytes`` the data is synced and the hash state saved next to
+it; a restart truncates the file to the checkpoint and continues from there. A request that fails
+or stalls is retried from its last received byte; ``retries`` failures in a row with no progress
+give up (``SourceUnavailable``). A final hash or size mismatch discards the file
+(``IntegrityMismatch``).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from api import delivery as d
+from api.manifest import ManifestFile
+from nodeplugins.modelmanager.fetch import FetchError, Source, open_range
+from nodeplugins.modelmanager.hashing import ResumableHash
+from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs with production defaults; tests shrink them."""
+
+    chunk: int = 1 << 20
+    piece_size: int = 16 << 20
+    window: int = 4
+    ranged_above: int = 64 << 20
+    checkpoint_bytes: int = 64 << 20
+    stall_timeout: float = 30.0
+    retries: int = 5
+
+
+@dataclass
+class Limits:
+    requests: RequestLimit
+    rate: ByteRate
+
+
+class Canceled(Exception):
+    """The attempt was canceled; partial bytes stay for a resume."""
+
+
+def _cancel_error() -> FetchError:
+    return FetchError(d.CANCELED, "no mount asked for this model for five minutes")
+
+
+class FileDownload:
+    """Brings ``entry`` to ``dest`` (checkpoint in ``state``), reporting verified bytes to ``progress``."""
+
+    def __init__(
+        self,
+        entry: ManifestFile,
+        dest: Path,
+        state: Path,
+        source: Source,
+        limits: Limits,
+        tuning: Tuning,
+        progress: Callable[[int], None],
+        cancelled: Callable[[], bool],
+    ) -> None:
+        self.entry = entry
+        self.dest = dest
+        self.state = state
+        self.source = source
+        self.limits = limits
+        self.tuning = tuning
+        self.progress = progress
+        self.cancelled = cancelled
+        self._abandon = False
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+
+    def done(self) -> bool:
+        saved = self._load_state()
+        return bool(saved.get("done")) and self.dest.exists() and self.dest.stat().st_size == self.entry.size
+
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _resume(self) -> tuple[int, ResumableHash]:
+        saved = self._load_state()
+        offset = saved.get("offset")
+        if isinstance(offset, int) and 0 < offset <= self.entry.size and self.dest.exists():
+            state = base64.b64decode(saved.get("hash", ""))
+            restored = ResumableHash.restore(self.entry.algo, self.entry.size, state)
+            if restored is not None and self.dest.stat().st_size >= offset:
+                return offset, restored
+        return 0, ResumableHash(self.entry.algo, self.entry.size)
+
+    def _checkpoint(self, fd: int, offset: int, hasher: ResumableHash, *, done: bool = False) -> None:
+        os.fdatasync(fd)
+        state = hasher.state()
+        if state is None and not done:
+            return  # no saved hash state on this machine: a restart begins the file again
+        record = {"offset": offset, "algo": self.entry.algo, "done": done}
+        if state is not None:
+            record["hash"] = base64.b64encode(state).decode()
+        tmp = self.state.with_name(self.state.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.state)
+
+    def discard(self) -> None:
+        for path in (self.dest, self.state):
+            path.unlink(missing_ok=True)
+
+    # --- the download ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Download and verify; raises :class:`FetchError` (``IntegrityMismatch`` after discarding)."""
+        if self.done():
+            self.progress(self.entry.size)
+            return
+        offset, hasher = self._resume()
+        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dest, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, offset)  # nothing unverified stays past the checkpoint
+            os.lseek(fd, offset, os.SEEK_SET)
+            if offset:
+                self.progress(offset)
+            writer = _Writer(fd, hasher, offset, self)
+            remaining = self.entry.size - offset
+            if remaining > self.tuning.ranged_above and self.tuning.window > 1:
+                self._pieces(writer, offset)
+            elif remaining > 0 or self.entry.size == 0:
+                self._stream(writer, offset)
+            if writer.position != self.entry.size or hasher.hexdigest() != self.entry.hex:
+                os.close(fd)
+                fd = -1
+                self.discard()
+                raise FetchError(
+                    d.INTEGRITY_MISMATCH,
+                    "a file's hash or size does not match the manifest",
+                    detail=self.entry.path,
+                )
+            self._checkpoint(fd, writer.position, hasher, done=True)
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _stream(self, writer: _Writer, offset: int) -> None:
+        """One request for the whole remainder, written as it arrives; retried from the last byte."""
+        buf = bytearray(self.tuning.chunk)
+        view = memoryview(buf)
+
+        def consume(data: memoryview) -> None:
+            writer.write(data)
+
+        self._fetch(offset, self.entry.size, view, consume)
+
+    def _pieces(self, writer: _Writer, offset: int) -> None:
+        size, piece = self.entry.size, self.tuning.piece_size
+        spans = [(a, min(a + piece, size)) for a in range(offset, size, piece)]
+        futures: dict[int, Future[bytearray]] = {}
+        with ThreadPoolExecutor(self.tuning.window, thread_name_prefix="model-piece") as pool:
+            try:
+                for i in range(min(self.tuning.window, len(spans))):
+                    futures[i] = pool.submit(self._piece, *spans[i])
+                for i in range(len(spans)):
+                    data = futures.pop(i).result()
+                    following = i + self.tuning.window
+                    if following < len(spans):
+                        futures[following] = pool.submit(self._piece, *spans[following])
+                    writer.write(memoryview(data))
+            except BaseException:
+                self._abandon = True  # running pieces stop at their next chunk
+                for future in futures.values():
+                    future.cancel()
+                raise
+
+    def _piece(self, start: int, end: int) -> bytearray:
+        buf = bytearray(end - start)
+        view = memoryview(buf)
+        filled = 0
+
+        def consume(data: memoryview) -> None:
+            nonlocal filled
+            filled += data.nbytes
+
+        self._fetch(start, end, view, consume, fill=True)
+        if filled != end - start:
+            raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
+        return buf
+
+    def _fetch(
+        self,
+        start: int,
+        end: int,
+        view: memoryview,
+        consume: Callable[[memoryview], None],
+        *,
+        fill: bool = False,
+    ) -> None:
+        """Receive ``[start, end)``; ``fill`` reads into ``view`` at the span's offsets (a piece),
+        otherwise into ``view`` reused as a chunk buffer handed to ``consume``."""
+        position = start
+        failures = 0
+        cancelled = self._should_stop
+        while position < end:
+            if cancelled():
+                raise _cancel_error()
+            progressed = False
+            try:
+                with self.limits.requests.slot(cancelled) as got:
+                    if not got:
+                        raise _cancel_error()
+                    body = open_range(
+                        self.source, position, end, self.entry.size, timeout=self.tuning.stall_timeout
+                    )
+                    with body:
+                        while position < end:
+                            if cancelled():
+                                raise _cancel_error()
+                            if fill:
+                                window = view[
+                                    position - start : min(end, position + self.tuning.chunk) - start
+                                ]
+                            else:
+                                window = view[: min(self.tuning.chunk, end - position)]
+                            n = body.readinto(window)
+                            if n == 0:
+                                raise FetchError(d.SOURCE_UNAVAILABLE, "the body ended early", retryable=True)
+                            self.limits.rate.take(n, cancelled)
+                            consume(window[:n])
+                            position += n
+                            progressed = True
+            except FetchError as error:
+                if not error.retryable:
+                    raise
+                failures = 0 if progressed else failures + 1
+                if failures >= self.tuning.retries:
+                    raise FetchError(
+                        d.SOURCE_UNAVAILABLE, "a file's byte ranges keep failing", detail=error.detail
+                    ) from None
+
+    def _should_stop(self) -> bool:
+        return self._abandon or self.cancelled()
+
+
+class _Writer:
+    """Writes verified bytes in order, hashing them, checkpointing every ``checkpoint_bytes``."""
+
+    def __init__(self, fd: int, hasher: ResumableHash, position: int, owner: FileDownload) -> None:
+        self.fd = fd
+        self.hasher = hasher
+        self.position = position
+        self.owner = owner
+        self.since_checkpoint = 0
+
+    def write(self, data: memoryview) -> None:
+        if self.position + data.nbytes > self.owner.entry.size:
+            raise FetchError(
+                d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists", detail=self.owner.entry.path
+            )
+        self.hasher.update(data)
+        written = 0
+        try:
+            while written < data.nbytes:
+                written += os.write(self.fd, data[written:])
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise FetchError(d.INSUFFICIENT_CAPACITY, "the cache filesystem is full") from None
+            raise
+        self.position += data.nbytes
+        self.since_checkpoint += data.nbytes
+        self.owner.progress(data.nbytes)
+        if self.since_checkpoint >= self.owner.tuning.checkpoint_bytes:
+            self.owner._checkpoint(self.fd, self.position, self.hasher)
+            self.since_checkpoint = 0
