@@ -102,6 +102,12 @@ class FileDownload:
                 return offset, restored
         return 0, ResumableHash(self.entry.algo, self.entry.size)
 
+    def verified(self) -> int:
+        """Bytes already verified on disk: what a run starts from (all of them when done)."""
+        if self.done():
+            return self.entry.size
+        return self._resume()[0]
+
     def _checkpoint(self, fd: int, offset: int, hasher: ResumableHash, *, done: bool = False) -> None:
         os.fdatasync(fd)
         state = hasher.state()
@@ -124,9 +130,17 @@ class FileDownload:
     # --- the download ----------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Download and verify; raises :class:`FetchError` (``IntegrityMismatch`` after discarding)."""
+        """Download and verify; raises :class:`FetchError` (``IntegrityMismatch`` after discarding).
+
+        ``progress`` hears of newly verified bytes only; :meth:`verified` tells what was resumed."""
+        try:
+            self._run()
+        except FetchError as error:
+            error.detail = f"{self.entry.path}: {error.detail}" if error.detail else self.entry.path
+            raise
+
+    def _run(self) -> None:
         if self.done():
-            self.progress(self.entry.size)
             return
         offset, hasher = self._resume()
         self.dest.parent.mkdir(parents=True, exist_ok=True)
@@ -134,8 +148,6 @@ class FileDownload:
         try:
             os.ftruncate(fd, offset)  # nothing unverified stays past the checkpoint
             os.lseek(fd, offset, os.SEEK_SET)
-            if offset:
-                self.progress(offset)
             writer = _Writer(fd, hasher, offset, self)
             remaining = self.entry.size - offset
             if remaining > self.tuning.ranged_above and self.tuning.window > 1:
@@ -146,11 +158,7 @@ class FileDownload:
                 os.close(fd)
                 fd = -1
                 self.discard()
-                raise FetchError(
-                    d.INTEGRITY_MISMATCH,
-                    "a file's hash or size does not match the manifest",
-                    detail=self.entry.path,
-                )
+                raise FetchError(d.INTEGRITY_MISMATCH, "a file's hash or size does not match the manifest")
             self._checkpoint(fd, writer.position, hasher, done=True)
             os.fsync(fd)
         finally:
@@ -249,7 +257,7 @@ class FileDownload:
                 failures = 0 if progressed else failures + 1
                 if failures >= self.tuning.retries:
                     raise FetchError(
-                        d.SOURCE_UNAVAILABLE, "a file's byte ranges keep failing", detail=error.detail
+                        d.SOURCE_UNAVAILABLE, f"a file's byte ranges keep failing ({error.message})"
                     ) from None
 
     def _should_stop(self) -> bool:
@@ -268,9 +276,7 @@ class _Writer:
 
     def write(self, data: memoryview) -> None:
         if self.position + data.nbytes > self.owner.entry.size:
-            raise FetchError(
-                d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists", detail=self.owner.entry.path
-            )
+            raise FetchError(d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists")
         self.hasher.update(data)
         written = 0
         try:

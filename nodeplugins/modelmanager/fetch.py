@@ -6,8 +6,8 @@ from ``https`` to ``http``. Requests go through ``spec.hub``'s proxy unless the 
 no-proxy list, and TLS trusts the CA bundle besides the system's. The socket timeout is the stall
 limit: a read that receives nothing for that long fails, and the caller retries from its last byte.
 
-Error messages never carry a URL's query (a signature) or a header; the ``detail`` meant for the
-plugin's log names the path of the URL at most.
+Errors never carry a URL, a header or a repository name: the plugin's messages and logs name no
+tenant (spec §7 item 15); the caller adds the manifest path of the file.
 """
 
 from __future__ import annotations
@@ -124,15 +124,13 @@ class Body:
         self.close()
 
 
-def _status_error(status: int, path: str) -> FetchError:
+def _status_error(status: int) -> FetchError:
     if status in (401, 403, 404):
-        return FetchError(d.ACCESS_DENIED, f"the hub refused the file (HTTP {status})", detail=path)
+        return FetchError(d.ACCESS_DENIED, f"the hub refused the file (HTTP {status})")
     if status == 416:
-        return FetchError(
-            d.INTEGRITY_MISMATCH, "the hub holds fewer bytes than the manifest lists", detail=path
-        )
+        return FetchError(d.INTEGRITY_MISMATCH, "the hub holds fewer bytes than the manifest lists")
     retry = status == 429 or status >= 500 or status == 408
-    return FetchError(d.SOURCE_UNAVAILABLE, f"the hub answered HTTP {status}", retryable=retry, detail=path)
+    return FetchError(d.SOURCE_UNAVAILABLE, f"the hub answered HTTP {status}", retryable=retry)
 
 
 def open_range(source: Source, start: int, end: int, size: int, *, timeout: float) -> Body:
@@ -155,16 +153,13 @@ def open_range(source: Source, start: int, end: int, size: int, *, timeout: floa
             raise FetchError(
                 d.SOURCE_UNAVAILABLE, "the hub is unreachable", retryable=True, detail=type(error).__name__
             ) from None
-        path = urlsplit(url).path
         if response.status in REDIRECTS:
             location = response.getheader("Location") or ""
             response.read()
             conn.close()
             following = urljoin(url, location)
             if urlsplit(following).scheme not in ("http", "https"):
-                raise FetchError(
-                    d.SOURCE_UNAVAILABLE, "the hub redirected to a non-HTTP location", detail=path
-                )
+                raise FetchError(d.SOURCE_UNAVAILABLE, "the hub redirected to a non-HTTP location")
             if _origin(following) != _origin(url) or (
                 urlsplit(url).scheme == "https" and urlsplit(following).scheme == "http"
             ):
@@ -172,10 +167,10 @@ def open_range(source: Source, start: int, end: int, size: int, *, timeout: floa
             url = following
             continue
         if response.status in (200, 206):
-            return _checked_body(conn, response, start, end, size, path)
+            return _checked_body(conn, response, start, end, size)
         response.read()
         conn.close()
-        raise _status_error(response.status, path)
+        raise _status_error(response.status)
     raise FetchError(d.SOURCE_UNAVAILABLE, "the hub redirected too many times")
 
 
@@ -185,12 +180,11 @@ def _checked_body(
     start: int,
     end: int,
     size: int,
-    path: str,
 ) -> Body:
     def refuse(reason: str, message: str, retryable: bool = False) -> FetchError:
         response.close()
         conn.close()
-        return FetchError(reason, message, retryable=retryable, detail=path)
+        return FetchError(reason, message, retryable=retryable)
 
     length = response.getheader("Content-Length")
     if response.status == 206:
