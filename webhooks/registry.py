@@ -49,12 +49,19 @@ class Webhook:
     # can always be restarted.  Every other entry sees every namespace (a worker.gpustack.ai
     # object in a reserved namespace must still meet its rules, e.g. A.5's refusal).
     exempts_system_namespaces: bool = False
+    subresource: str = ""  # e.g. "status": the webhook admits writes of that subresource only
+
+    @property
+    def rule_resource(self) -> str:
+        """``rules[].resources`` entry: ``modelartifacts`` or ``modelartifacts/status``."""
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
     @property
     def name(self) -> str:
         group = self.group or "core"
         verb = "mutate" if self.mutating else "validate"
-        return f"{verb}.{NAME_PREFIX}.{group}.{self.version}.{self.kind.lower()}"
+        kind = self.kind.lower() + (f"-{self.subresource}" if self.subresource else "")
+        return f"{verb}.{NAME_PREFIX}.{group}.{self.version}.{kind}"
 
     @property
     def path(self) -> str:
@@ -65,7 +72,7 @@ class Webhook:
             request.kind == self.kind
             and request.group == self.group
             and request.operation in self.operations
-            and not request.sub_resource
+            and request.sub_resource == self.subresource
         )
 
     async def __call__(self, request: AdmissionRequest, lookups: Lookups) -> Decision:
