@@ -13,7 +13,7 @@ from typing import Any
 
 from api import GROUP
 from api import constants as c
-from webhooks import instance, instance_type, modeldeployment, pod, workload
+from webhooks import delivery_status, instance, instance_type, modelartifact, modeldeployment, pod, workload
 from webhooks.decision import Decision, allow
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
@@ -167,6 +167,35 @@ WEBHOOKS: tuple[Webhook, ...] = (
         handles_deletion=True,
     ),
     Webhook(False, GROUP, "v1", "instances", "Instance", instance.validate, scope="Namespaced"),
+    # Model delivery (model-delivery spec §3.1, §3.2).
+    Webhook(True, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.default, scope="Namespaced"),
+    Webhook(
+        False, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.validate, scope="Namespaced"
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelartifacts",
+        "ModelArtifact",
+        delivery_status.guard_artifact_status,
+        operations=("UPDATE",),
+        scope="Namespaced",
+        handles_deletion=True,
+        subresource="status",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "nodemodelstores",
+        "NodeModelStore",
+        delivery_status.guard_store_status,
+        operations=("UPDATE",),
+        scope="Cluster",
+        handles_deletion=True,
+        subresource="status",
+    ),
 )
 
 
