@@ -50,6 +50,7 @@ _TABLE: tuple[Resource, ...] = (
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True),
     Resource("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False),
     Resource("CSIDriver", "storage.k8s.io", "v1", "csidrivers", False),
+    Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
     Resource(
         "MutatingWebhookConfiguration",
