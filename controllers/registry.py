@@ -3,6 +3,8 @@ from ``worker`` to each reconciler can be followed by reading."""
 
 from __future__ import annotations
 
+from controllers.delivery.artifacts import ModelArtifactReconciler
+from controllers.delivery.node_stores import NodeModelStoreWriter
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
 from controllers.pools.cluster_queues import ClusterQueueReconciler
@@ -25,4 +27,7 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     NodeFitLabelReconciler,
     # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
     NodeDevicesCheck,
+    # Model delivery: artifacts resolved once, and each plugin node's NodeModelStore spec.
+    ModelArtifactReconciler,
+    NodeModelStoreWriter,
 )
