@@ -139,6 +139,12 @@ def parser() -> argparse.ArgumentParser:
         help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
         "limit, raised to its hard limit, minus 64)",
     )
+    worker.add_argument(
+        "--model-manager-service-account",
+        default="gpustack-system/gpustack-model-manager",
+        metavar="NAMESPACE/NAME",
+        help="the model-manager plugin's ServiceAccount: the only writer of NodeModelStore status",
+    )
     worker.set_defaults(func=_worker)
 
     admit = sub.add_parser(
