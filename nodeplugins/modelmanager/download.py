@@ -1,14 +1,16 @@
 """Downloading one manifest file: verified while streaming, resumable from the last verified byte
 (model-delivery spec §4.5 steps 3-4).
 
-The file is written strictly in byte order and hashed as it is written, so its on-disk prefix is
-always verified-so-far. A large remainder is fetched as parallel byte ranges ("pieces") held in
-memory until the writer reaches them — at most ``window`` pieces per file — because nothing is ever
-read back from disk. Every ``checkpoint_bytes`` the data is synced and the hash state saved next to
-it; a restart truncates the file to the checkpoint and continues from there. A request that fails
-or stalls is retried from its last received byte; ``retries`` failures in a row with no progress
-give up (``SourceUnavailable``). A final hash or size mismatch discards the file
-(``IntegrityMismatch``).
+The file is hashed strictly in byte order and nothing is ever read back from disk to verify it. A
+large remainder is fetched as parallel byte ranges ("pieces", at most ``window`` in memory per
+file); each piece is written at its offset as soon as it arrives and hashed when the hash reaches
+it. Every ``checkpoint_bytes`` the hashed offset and the saved hash state are recorded next to the
+file; a restart truncates the file to the checkpoint and continues from there. Within one boot the
+page cache already holds what was written, so such a checkpoint needs no sync; every
+``durable_bytes`` (and at the end) the data is synced first and the checkpoint marked durable, and
+after a reboot only a durable checkpoint is trusted. A request that fails or stalls is retried from
+its last received byte; ``retries`` failures in a row with no progress give up
+(``SourceUnavailable``). A final hash or size mismatch discards the file (``IntegrityMismatch``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Tuning:
     window: int = 4
     ranged_above: int = 64 << 20
     checkpoint_bytes: int = 64 << 20
+    durable_bytes: int = 1 << 30
     stall_timeout: float = 30.0
     retries: int = 5
 
@@ -79,6 +82,7 @@ class FileDownload:
         self.progress = progress
         self.cancelled = cancelled
         self._abandon = False
+        self._fd = -1
 
     # --- checkpoints ---------------------------------------------------------------------------------
 
@@ -94,9 +98,11 @@ class FileDownload:
 
     def _resume(self) -> tuple[int, ResumableHash]:
         saved = self._load_state()
-        offset = saved.get("offset")
+        # Within this boot the page cache holds every write; after a reboot only synced data does.
+        key = "" if saved.get("boot") == _boot_id() else "durable_"
+        offset = saved.get(key + "offset")
         if isinstance(offset, int) and 0 < offset <= self.entry.size and self.dest.exists():
-            state = base64.b64decode(saved.get("hash", ""))
+            state = base64.b64decode(saved.get(key + "hash", ""))
             restored = ResumableHash.restore(self.entry.algo, self.entry.size, state)
             if restored is not None and self.dest.stat().st_size >= offset:
                 return offset, restored
@@ -108,19 +114,34 @@ class FileDownload:
             return self.entry.size
         return self._resume()[0]
 
-    def _checkpoint(self, fd: int, offset: int, hasher: ResumableHash, *, done: bool = False) -> None:
-        os.fdatasync(fd)
+    def _checkpoint(
+        self, fd: int, offset: int, hasher: ResumableHash, *, done: bool = False, durable: bool = False
+    ) -> None:
         state = hasher.state()
         if state is None and not done:
             return  # no saved hash state on this machine: a restart begins the file again
-        record = {"offset": offset, "algo": self.entry.algo, "done": done}
+        previous = self._load_state()
+        record: dict[str, object] = {
+            "offset": offset,
+            "algo": self.entry.algo,
+            "done": done,
+            "boot": _boot_id(),
+        }
         if state is not None:
             record["hash"] = base64.b64encode(state).decode()
+        if durable or done:
+            os.fdatasync(fd)
+            record["durable_offset"], record["durable_hash"] = offset, record.get("hash", "")
+        elif previous.get("boot") == _boot_id() or "durable_offset" in previous:
+            for key in ("durable_offset", "durable_hash"):
+                if key in previous:
+                    record[key] = previous[key]
         tmp = self.state.with_name(self.state.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(record, f)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable or done:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, self.state)
 
     def discard(self) -> None:
@@ -147,7 +168,7 @@ class FileDownload:
         fd = os.open(self.dest, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, offset)  # nothing unverified stays past the checkpoint
-            os.lseek(fd, offset, os.SEEK_SET)
+            self._fd = fd
             writer = _Writer(fd, hasher, offset, self)
             remaining = self.entry.size - offset
             if remaining > self.tuning.ranged_above and self.tuning.window > 1:
@@ -188,7 +209,7 @@ class FileDownload:
                     following = i + self.tuning.window
                     if following < len(spans):
                         futures[following] = pool.submit(self._piece, *spans[following])
-                    writer.write(memoryview(data))
+                    writer.write(memoryview(data), written=True)
             except BaseException:
                 self._abandon = True  # running pieces stop at their next chunk
                 for future in futures.values():
@@ -207,6 +228,7 @@ class FileDownload:
         self._fetch(start, end, view, consume, fill=True)
         if filled != end - start:
             raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
+        _write_at(self._fd, view, start)  # in parallel with the other pieces; hashed in order later
         return buf
 
     def _fetch(
@@ -273,22 +295,46 @@ class _Writer:
         self.position = position
         self.owner = owner
         self.since_checkpoint = 0
+        self.since_durable = 0
 
-    def write(self, data: memoryview) -> None:
+    def write(self, data: memoryview, *, written: bool = False) -> None:
+        """Hash ``data`` (the next bytes in order) and write it, unless a piece already did."""
         if self.position + data.nbytes > self.owner.entry.size:
             raise FetchError(d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists")
         self.hasher.update(data)
-        written = 0
-        try:
-            while written < data.nbytes:
-                written += os.write(self.fd, data[written:])
-        except OSError as error:
-            if error.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise FetchError(d.INSUFFICIENT_CAPACITY, "the cache filesystem is full") from None
-            raise
+        if not written:
+            _write_at(self.fd, data, self.position)
         self.position += data.nbytes
         self.since_checkpoint += data.nbytes
+        self.since_durable += data.nbytes
         self.owner.progress(data.nbytes)
         if self.since_checkpoint >= self.owner.tuning.checkpoint_bytes:
-            self.owner._checkpoint(self.fd, self.position, self.hasher)
+            durable = self.since_durable >= self.owner.tuning.durable_bytes
+            self.owner._checkpoint(self.fd, self.position, self.hasher, durable=durable)
             self.since_checkpoint = 0
+            if durable:
+                self.since_durable = 0
+
+
+def _write_at(fd: int, data: memoryview, offset: int) -> None:
+    written = 0
+    try:
+        while written < data.nbytes:
+            written += os.pwrite(fd, data[written:], offset + written)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise FetchError(d.INSUFFICIENT_CAPACITY, "the cache filesystem is full") from None
+        raise
+
+
+_BOOT: list[str] = []
+
+
+def _boot_id() -> str:
+    """This boot's id: a checkpoint taken in another boot may name bytes the disk never got."""
+    if not _BOOT:
+        try:
+            _BOOT.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        except OSError:
+            _BOOT.append("unknown")
+    return _BOOT[0]

@@ -66,11 +66,12 @@ class Ledger:
             "asked": self.asked,
             "failures": {k: asdict(v) for k, v in self.failures.items()},
         }
+        # Replaced atomically, not synced: what it records only matters while this boot's mounts
+        # exist (a reboot unmounts everything), and the page cache outlives any plugin crash. A
+        # mount stays one stat and one bind, not a disk flush.
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(data, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
         self.readable = True
 
