@@ -44,6 +44,12 @@ def _certs(args: argparse.Namespace) -> int:
     return cli.run(args)
 
 
+def _model_manager(args: argparse.Namespace) -> int:
+    from nodeplugins.modelmanager.main import run
+
+    return run(args)
+
+
 def _not_built(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
     def run(_: argparse.Namespace) -> int:
         print(f"gpustack-operator: {what} is not implemented in this build yet ({issue}).", file=sys.stderr)
@@ -215,8 +221,10 @@ def parser() -> argparse.ArgumentParser:
         description="Serve the model.csi.gpustack.ai CSI node plugin: download each model digest once per "
         "node, mount it read-only, keep NodeModelStore status, collect garbage by watermark.",
     )
-    mm.add_argument("--node-name", help="this node's name")
-    mm.set_defaults(func=_not_built("the model manager", "tracked by the model-delivery issue"))
+    from nodeplugins.modelmanager.main import add_arguments as model_manager_arguments
+
+    model_manager_arguments(mm)
+    mm.set_defaults(func=_model_manager)
 
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=_version)

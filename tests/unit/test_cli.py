@@ -45,10 +45,16 @@ def test_no_subcommand_is_a_usage_error():
     assert cli.main([]) == cli.EXIT_USAGE
 
 
-@pytest.mark.parametrize("command", ["device-manager", "model-manager"])
+@pytest.mark.parametrize("command", ["device-manager"])
 def test_unbuilt_subcommands_say_so_and_fail(command, capsys):
     assert cli.main([command]) == cli.EXIT_NOT_BUILT
     assert "not implemented in this build yet" in capsys.readouterr().err
+
+
+def test_model_manager_needs_its_node_name(monkeypatch):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(SystemExit, match="--node-name"):
+        cli.main(["model-manager", "--insecure"])
 
 
 def test_version():
