@@ -52,6 +52,7 @@ class AgentOptions:
     kubelet_dir: Path
     tuning: Tuning = field(default_factory=Tuning)
     tick: float = 1.0
+    unreferenced_grace: float = collect.UNREFERENCED_GRACE
 
 
 class Agent:
@@ -60,7 +61,7 @@ class Agent:
         self.client = client
         self.ops = ops or MountOps()
         self.layout = Layout(options.root)
-        self.cache = NodeCache(self.layout)
+        self.cache = NodeCache(self.layout, grace=options.unreferenced_grace)
         self.limits = Limits(RequestLimit(8), ByteRate(0))
         self.artifacts = Informer(client, "ModelArtifact")
         self.stores = Informer(client, "NodeModelStore")

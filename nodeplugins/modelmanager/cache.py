@@ -22,8 +22,15 @@ ASK_PERSIST_EVERY = 60.0
 
 
 class NodeCache:
-    def __init__(self, layout: Layout, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        clock: Callable[[], float] = time.time,
+        *,
+        grace: float = collect.UNREFERENCED_GRACE,
+    ) -> None:
         self.layout = layout
+        self.grace = grace  # how long an unreferenced tree is kept (tests shorten it)
         self.clock = clock
         self.lock = threading.RLock()  # the collection lock
         layout.ensure()
@@ -133,7 +140,7 @@ class NodeCache:
                 used=usage.used,
                 total=usage.total,
             )
-            result = collect.plan(facts, now=self.clock(), high=high, low=low, need=need)
+            result = collect.plan(facts, now=self.clock(), high=high, low=low, need=need, grace=self.grace)
             for item in result.remove:
                 if item.kind == "tree":
                     self.layout.remove_tree(item.digest)

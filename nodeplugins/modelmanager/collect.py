@@ -51,15 +51,17 @@ class Plan:
     nothing_to_remove: bool = False  # above high with nothing removable left
 
 
-def removable(item: Held, facts: Facts, now: float) -> bool:
+def removable(item: Held, facts: Facts, now: float, grace: float = UNREFERENCED_GRACE) -> bool:
     if item.digest in facts.pinned:
         return False
     if item.kind == "tree":
-        return item.digest not in facts.referenced and now - item.last_used >= UNREFERENCED_GRACE
+        return item.digest not in facts.referenced and now - item.last_used >= grace
     return item.digest not in facts.running and now - item.last_used >= PARTIAL_IDLE
 
 
-def plan(facts: Facts, *, now: float, high: int, low: int, need: int = 0) -> Plan:
+def plan(
+    facts: Facts, *, now: float, high: int, low: int, need: int = 0, grace: float = UNREFERENCED_GRACE
+) -> Plan:
     """What to remove. ``need``: bytes a reservation must free (0: only the watermark trigger)."""
     result = Plan(used_after=facts.used)
     on_disk = {h.digest for h in facts.held}
@@ -74,7 +76,7 @@ def plan(facts: Facts, *, now: float, high: int, low: int, need: int = 0) -> Pla
     # Down to low; a reservation also needs its shortfall freed, whichever is more.
     target = min(low_bytes, facts.used - need) if need > 0 else low_bytes
     candidates = sorted(
-        (h for h in facts.held if removable(h, facts, now)), key=lambda h: (h.last_used, h.digest)
+        (h for h in facts.held if removable(h, facts, now, grace)), key=lambda h: (h.last_used, h.digest)
     )
     used = facts.used
     for item in candidates:
