@@ -46,6 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stall-timeout", type=float, default=30.0, help="seconds without progress before a range is retried"
     )
+    parser.add_argument(
+        "--checkpoint-mib", type=int, default=64, help="MiB between two resume checkpoints of one file"
+    )
+    parser.add_argument(
+        "--unreferenced-grace",
+        type=float,
+        default=600.0,
+        help="seconds an unreferenced published tree is kept before collection may remove it (spec: 600)",
+    )
 
 
 class _Side(BaseHTTPRequestHandler):
@@ -112,7 +121,15 @@ def run(args: argparse.Namespace) -> int:
     root.mkdir(parents=True, exist_ok=True)
     client = Client(load_api_client(args.kubeconfig))
     agent = Agent(
-        AgentOptions(args.node_name, root, kubelet_dir, tuning=Tuning(stall_timeout=args.stall_timeout)),
+        AgentOptions(
+            args.node_name,
+            root,
+            kubelet_dir,
+            tuning=Tuning(
+                stall_timeout=args.stall_timeout, checkpoint_bytes=max(args.checkpoint_mib, 1) << 20
+            ),
+            unreferenced_grace=args.unreferenced_grace,
+        ),
         client,
     )
     serving = threading.Event()
