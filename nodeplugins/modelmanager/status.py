@@ -159,7 +159,20 @@ def render(facts: NodeFacts) -> Obj:
     }
     if facts.generation is not None:
         status["observedGeneration"] = facts.generation
+    status["summary"] = _summary(facts)
     return status
+
+
+def _summary(facts: NodeFacts) -> Obj:
+    """``Models`` and ``Downloading`` columns: ready count; running downloads and their mean
+    progress rounded down to a multiple of 5 (a progress field: written on the progress rule)."""
+    summary: Obj = {"models": len(facts.trees)}
+    running = [dl for digest, dl in facts.downloads.items() if digest not in facts.trees]
+    if running:
+        sized = [min(100.0, 100.0 * dl.downloaded / dl.size) for dl in running if dl.size]
+        mean = f" ({int(sum(sized) / len(sized) // 5 * 5)}%)" if sized else ""
+        summary["downloading"] = f"{len(running)}{mean}"
+    return summary
 
 
 def _significant(status: Mapping[str, Any], downloading: bool) -> Obj:
@@ -168,6 +181,7 @@ def _significant(status: Mapping[str, Any], downloading: bool) -> Obj:
         model.pop("downloadedBytes", None)
     if downloading:
         (out.get("capacity") or {}).pop("storedBytes", None)
+        (out.get("summary") or {}).pop("downloading", None)
     for cond in out.get("conditions") or []:
         cond.pop("lastTransitionTime", None)
     return out

@@ -780,6 +780,12 @@ def test_killing_the_plugin_mid_download_resumes_from_the_last_verified_byte(
     hub.control.set_faults(Fault("slow", kind="cdn", rate=2 << 20))
     try:
         plugin.publish(obj, "big-pod")
+        # The node's row shows the running download (kubectl get nms: Downloading "1 (N%)").
+        harness.wait_for(
+            lambda: "1 (" in cluster.kubectl("get", "nms", plugin.node, "--no-headers").stdout,
+            timeout=30,
+            what="the download in kubectl get nms",
+        )
         harness.wait_for(
             lambda: sum(e["sent"] for e in hub.control.log("cdn")) > 10 << 20,
             timeout=60,

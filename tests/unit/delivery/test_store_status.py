@@ -53,6 +53,34 @@ def test_entries_by_state_with_hour_truncated_use_and_no_tenant() -> None:
     assert [c["type"] for c in status["conditions"]] == ["Ready", "CapacityLow"]
 
 
+def test_summary_columns_count_ready_models_and_running_downloads() -> None:
+    status = render(
+        facts(
+            trees={digest(1): Tree(1, T0, False)},
+            downloads={
+                digest(2): Download(1000, 370),
+                digest(3): Download(1000, 100),
+                digest(4): Download(None, 0),
+            },
+        )
+    )
+    assert status["summary"] == {"models": 1, "downloading": "3 (20%)"}
+    assert render(facts())["summary"] == {"models": 0}
+    throttle = Throttle()
+    throttle.written(status, 0)
+    moved = render(
+        facts(
+            trees={digest(1): Tree(1, T0, False)},
+            downloads={
+                digest(2): Download(1000, 380),
+                digest(3): Download(1000, 100),
+                digest(4): Download(None, 0),
+            },
+        )
+    )
+    assert not throttle.due(moved, 5)  # the mean moved: progress, not a change of state
+
+
 def test_invalid_configuration_and_nothing_to_remove() -> None:
     status = render(
         facts(
