@@ -29,7 +29,7 @@ from api import constants as c
 from api import delivery as d
 from kube.client import ApiError, Client
 from kube.informer import Informer
-from nodeplugins.modelmanager import collect, mounts, status
+from nodeplugins.modelmanager import collect, metrics, mounts, status
 from nodeplugins.modelmanager.cache import NodeCache
 from nodeplugins.modelmanager.capacity import Usage, Watermarks, effective, kubelet_cap, usage_of
 from nodeplugins.modelmanager.config import PluginConfig, parse_config
@@ -239,7 +239,10 @@ class Agent:
         """Write status when the throttle says so; True when it wrote."""
         if self.stores.get(self.options.node_name) is None:
             return False
-        rendered = status.render(self.facts())
+        facts = self.facts()
+        metrics.STORED_BYTES.set(facts.stored)
+        metrics.CAPACITY_BYTES.set(facts.usage.total)
+        rendered = status.render(facts)
         when = time.time() if now is None else now
         if not self._throttle.due(rendered, when):
             return False

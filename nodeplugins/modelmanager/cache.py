@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Set
 
-from nodeplugins.modelmanager import collect
+from nodeplugins.modelmanager import collect, metrics
 from nodeplugins.modelmanager.capacity import Usage
 from nodeplugins.modelmanager.layout import Layout
 from nodeplugins.modelmanager.ledger import Failure, Ledger, backoff
@@ -146,6 +146,7 @@ class NodeCache:
                     self.layout.remove_tree(item.digest)
                 else:
                     self.layout.remove_partial(item.digest)
+                metrics.GC_REMOVED_BYTES.inc(item.bytes)
                 self.ledger.last_used.pop(item.digest, None)
                 self.ledger.asked.pop(item.digest, None)
             for digest in result.forget_failures:

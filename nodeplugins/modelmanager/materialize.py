@@ -26,6 +26,7 @@ from api import delivery as d
 from api.manifest import Manifest
 from modelhub import huggingface as hf
 from modelhub.errors import HubError
+from nodeplugins.modelmanager import metrics
 from nodeplugins.modelmanager.cache import NodeCache
 from nodeplugins.modelmanager.capacity import Reservations, Usage, Watermarks
 from nodeplugins.modelmanager.config import PluginConfig
@@ -103,6 +104,7 @@ class Attempt:
     def add(self, n: int) -> None:
         with self._lock:
             self.received += n
+        metrics.DOWNLOAD_BYTES.labels("hub").inc(n)
 
     def remaining(self) -> int:
         return 0 if self.total is None else max(self.total - self.received, 0)
@@ -214,6 +216,8 @@ class Materializer:
                 self.cache.layout.publish(digest, manifest)
                 self.cache.mark_used(digest)
             self.cache.clear_failure(digest)
+            metrics.MATERIALIZATIONS.labels("published").inc()
+            metrics.PUBLISH_SECONDS.observe(max(self.clock() - attempt.started, 0.0))
             log.info("materialization published", extra={"digest": digest, "bytes": manifest.size})
         except FetchError as error:
             self._fail(attempt, error.reason, error.message, error.detail)
@@ -233,6 +237,7 @@ class Materializer:
         if attempt.cancel.is_set() and reason in (d.CANCELED, d.SOURCE_UNAVAILABLE):
             reason, message = d.CANCELED, "no mount asked for this model for five minutes"
         failure = self.cache.record_failure(digest, reason, message, back_off=reason not in NO_BACKOFF)
+        metrics.MATERIALIZATIONS.labels(reason).inc()
         log.warning(
             "materialization failed",
             extra={"digest": digest, "reason": reason, "detail": detail, "retry_at": failure.retry_at},

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from api import delivery as d
 from api.manifest import DIGEST_PATTERN
-from nodeplugins.modelmanager import mounts
+from nodeplugins.modelmanager import metrics, mounts
 from nodeplugins.modelmanager.cache import NodeCache
 from nodeplugins.modelmanager.materialize import Blocked, InProgress, Materializer, Published, Request
 from nodeplugins.modelmanager.status import stamp
@@ -160,12 +160,22 @@ class NodeService:
         return artifact
 
     def publish(self, request: PublishRequest) -> None:
+        try:
+            result = self._publish(request)
+        except CsiError as error:
+            metrics.MOUNTS.labels(
+                "denied" if error.code in (PERMISSION_DENIED, INVALID_ARGUMENT) else "pending"
+            ).inc()
+            raise
+        metrics.MOUNTS.labels(result).inc()
+
+    def _publish(self, request: PublishRequest) -> str:
         target, name, uid, digest = self.validate(request)
         if not self.artifacts.synced():
             raise CsiError(UNAVAILABLE, "the plugin has not yet read the ModelArtifacts; retry shortly")
         artifact = self.authorize(request.volume_context, name, uid, digest)
         if self._mount_published(target, digest):
-            return
+            return "hit"
         source = (artifact.get("spec") or {}).get("source") or {}
         hub = source.get("huggingFace")
         if hub is None:
@@ -183,7 +193,7 @@ class NodeService:
         )
         if isinstance(outcome, Published):
             if self._mount_published(target, digest):
-                return
+                return "materialized"
             raise CsiError(ABORTED, f"{digest} was published and removed again; retry")
         if isinstance(outcome, Blocked):
             failure = outcome.failure

@@ -368,3 +368,27 @@ def test_read_only_bind_mount_in_a_private_namespace(tmp_path: Path) -> None:
     assert result["refs"] == {str(target): "sha256:" + digest_hex}
     assert result["unmounted"] is True and result["again"] is False
     assert not (tree / "new").exists()
+
+
+def test_mounts_are_counted_by_result_without_tenant_labels(node: Node, hub: HubServer) -> None:
+    from prometheus_client import REGISTRY
+
+    from nodeplugins.modelmanager import metrics
+
+    def count(result: str) -> float:
+        return metrics.MOUNTS.labels(result)._value.get()
+
+    artifact = node.resolve(hub, "qwen", "org/public", allowPatterns=["*.json"])
+    before = {r: count(r) for r in ("hit", "materialized", "denied", "pending")}
+    node.publish_until_mounted(node.request(artifact, "pod-a"))
+    node.service.publish(node.request(artifact, "pod-b"))
+    code_of(lambda: node.service.publish(node.request(artifact, "pod-x", namespace="team-b")))
+    assert count("pending") > before["pending"] and count("denied") == before["denied"] + 1
+    assert count("hit") + count("materialized") >= before["hit"] + before["materialized"] + 2
+    exposed = "\n".join(
+        f"{s.name}{s.labels}"
+        for m in REGISTRY.collect()
+        if m.name.startswith("gpustack_model_manager")
+        for s in m.samples
+    )
+    assert "team" not in exposed and "qwen" not in exposed and "sha256" not in exposed
