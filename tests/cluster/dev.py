@@ -20,6 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import contextlib
+
 import gpustack
 import harness
 
@@ -32,6 +34,49 @@ NODES = (
     ("gpu-a10g-0", "NVIDIA A10G", 4),
 )
 TENANT = "team-a"
+HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", "27648"))
+HUB_PID = DEV / "hub.pid"
+
+
+def _hub(info: harness.ClusterInfo) -> str:
+    """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
+    import subprocess
+    import urllib.request
+
+    endpoint = f"http://127.0.0.1:{HUB_PORT}"
+    try:
+        urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
+    except OSError:
+        log = (info.state_dir / "logs" / "hub.log").open("ab")
+        process = subprocess.Popen(
+            [
+                gpustack.PYTHON,
+                "-m",
+                "tests.hub",
+                "--root",
+                str(DEV / "hub"),
+                "--port",
+                str(HUB_PORT),
+                "--demo",
+            ],
+            cwd=harness.REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        HUB_PID.write_text(str(process.pid))
+    info.apply(
+        {
+            "apiVersion": "gpustack.ai/v1",
+            "kind": "Setting",
+            "metadata": {
+                "name": "model-artifact-huggingface-endpoint",
+                "namespace": gpustack.SYSTEM_NAMESPACE,
+            },
+            "spec": {"value": endpoint},
+        }
+    )
+    return endpoint
 
 
 def _link(target: Path, link: Path) -> None:
@@ -74,6 +119,7 @@ def up() -> int:
     for name, product, count in NODES:
         _simulated_node(info, name, product, count)
     DEV.mkdir(exist_ok=True)
+    hub = _hub(info)
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
     for binary in sorted(info.bin_dir.iterdir()):
@@ -91,6 +137,7 @@ def up() -> int:
     print("  kubectl get nodes,devices")
     print("  kubectl get instancetypes          # ENTRANCE is the queue name a Pod sets")
     print("  kubectl apply -f examples/")
+    print(f"  local hub (ModelArtifacts resolve against it): {hub}")
     print(f"\n  worker log: {op.log_file}   cluster logs: {info.state_dir / 'logs'}")
     print("  make dev-down stops everything.")
     if not types:
@@ -103,6 +150,12 @@ def down() -> int:
     state = harness.default_state_dir()
     op = gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
     gpustack.stop_worker(op)
+    if HUB_PID.exists():
+        import signal
+
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int(HUB_PID.read_text()), signal.SIGTERM)
+        HUB_PID.unlink()
     if harness.is_running(state):
         info = harness.info(state)
         gpustack.uninstall_webhooks(info)

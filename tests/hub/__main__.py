@@ -1,6 +1,7 @@
 """``python -m tests.hub --root DIR --port N``: the local hub as a process (e2e, ``make dev``).
 
-With ``--demo`` it first writes a small public repository, ``demo/tiny-model``, if absent.
+With ``--demo`` it first writes small public repositories if absent: ``demo/tiny-model`` and a
+stand-in for ``Qwen/Qwen2.5-7B-Instruct`` (the repository ``examples/`` name), a few KiB each.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ from tests.hub.server import HubServer
 
 
 def _demo(server: HubServer) -> None:
-    if server.repos.load("demo/tiny-model") is not None:
-        return
-    server.repos.create("demo/tiny-model")
-    server.repos.commit(
-        "demo/tiny-model",
-        {
-            "config.json": b'{"architectures": ["TinyForCausalLM"], "hidden_size": 64}\n',
-            "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}\n',
-            "model.safetensors": bytes(range(256)) * 4096,
-        },
-    )
+    for repo in ("demo/tiny-model", "Qwen/Qwen2.5-7B-Instruct"):
+        if server.repos.load(repo) is not None:
+            continue
+        server.repos.create(repo)
+        server.repos.commit(
+            repo,
+            {
+                "config.json": b'{"architectures": ["TinyForCausalLM"], "hidden_size": 64}\n',
+                "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE"}}\n',
+                "model.safetensors": bytes(range(256)) * 4096,
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
