@@ -155,7 +155,16 @@ class ModelArtifactReconciler(Controller):
         if source.get("image") is not None:
             return self._write(obj, st.simple_resolution(status, True, generation, now, claim=None))
         if source.get("huggingFace") is None:
-            return None  # ModelScope is not resolved by this controller yet
+            step = st.resolution_failed(
+                status,
+                d.SOURCE_UNAVAILABLE,
+                "ModelScope sources are not resolved by this build of the operator; use a huggingFace "
+                "or persistentVolumeClaim source",
+                generation,
+                now,
+            )
+            step.requeue = None  # nothing will change until the operator can resolve it
+            return self._write(obj, step)
         return self._hugging_face(obj, source["huggingFace"], status, generation, now)
 
     def _hugging_face(

@@ -363,3 +363,15 @@ def test_node_stores_follow_csinode_and_the_driver(hub: HubServer) -> None:
     finally:
         manager.stop()
         server.close_watches()
+
+
+def test_a_modelscope_source_says_it_is_not_resolved_by_this_build(world: World) -> None:
+    obj = {
+        "apiVersion": GROUP,
+        "kind": "ModelArtifact",
+        "metadata": {"name": "ms", "namespace": NS},
+        "spec": {"source": {"modelScope": {"repository": "qwen/Qwen2.5-7B", "revision": "master"}}},
+    }
+    world.server.put(obj)
+    assert wait(lambda: world.condition("ms", d.RESOLVED).get("reason") == d.SOURCE_UNAVAILABLE)
+    assert "ModelScope" in world.condition("ms", d.RESOLVED)["message"]
