@@ -109,13 +109,13 @@ def _tls_context(args: argparse.Namespace) -> ssl.SSLContext:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.node_name:
+        raise SystemExit("gpustack-operator model-manager: --node-name (or NODE_NAME) is required")
     from kube.client import Client, load_api_client
     from nodeplugins.modelmanager.agent import Agent, AgentOptions
     from nodeplugins.modelmanager.download import Tuning
     from nodeplugins.modelmanager.grpc_server import Servers
 
-    if not args.node_name:
-        raise SystemExit("gpustack-operator model-manager: --node-name (or NODE_NAME) is required")
     kubelet_dir = Path(args.kubelet_dir)
     root = Path(args.root_path)
     root.mkdir(parents=True, exist_ok=True)
