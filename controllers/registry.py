@@ -3,6 +3,8 @@ from ``worker`` to each reconciler can be followed by reading."""
 
 from __future__ import annotations
 
+from controllers.delivery.artifacts import ModelArtifactReconciler
+from controllers.delivery.node_stores import NodeModelStoreWriter
 from controllers.instance.backing import (
     ImagePullSecretReconciler,
     PersistentVolumeReconciler,
@@ -46,4 +48,7 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     ImagePullSecretReconciler,
     PersistentVolumeReconciler,
     InstanceReconciler,
+    # Model delivery: artifacts resolved once, and each plugin node's NodeModelStore spec.
+    ModelArtifactReconciler,
+    NodeModelStoreWriter,
 )

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from gpustack_operator import __version__
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_BUILT = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -50,12 +50,10 @@ def _certs(args: argparse.Namespace) -> int:
     return cli.run(args)
 
 
-def _not_built(what: str, issue: str) -> Callable[[argparse.Namespace], int]:
-    def run(_: argparse.Namespace) -> int:
-        print(f"gpustack-operator: {what} is not implemented in this build yet ({issue}).", file=sys.stderr)
-        return EXIT_NOT_BUILT
+def _model_manager(args: argparse.Namespace) -> int:
+    from nodeplugins.modelmanager.main import run
 
-    return run
+    return run(args)
 
 
 def _device_manager(args: argparse.Namespace) -> int:
@@ -220,6 +218,12 @@ def parser() -> argparse.ArgumentParser:
         help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
         "limit, raised to its hard limit, minus 64)",
     )
+    worker.add_argument(
+        "--model-manager-service-account",
+        default="gpustack-system/gpustack-model-manager",
+        metavar="NAMESPACE/NAME",
+        help="the model-manager plugin's ServiceAccount: the only writer of NodeModelStore status",
+    )
     worker.set_defaults(func=_worker)
 
     admit = sub.add_parser(
@@ -289,8 +293,10 @@ def parser() -> argparse.ArgumentParser:
         description="Serve the model.csi.gpustack.ai CSI node plugin: download each model digest once per "
         "node, mount it read-only, keep NodeModelStore status, collect garbage by watermark.",
     )
-    mm.add_argument("--node-name", help="this node's name")
-    mm.set_defaults(func=_not_built("the model manager", "tracked by the model-delivery issue"))
+    from nodeplugins.modelmanager.main import add_arguments as model_manager_arguments
+
+    model_manager_arguments(mm)
+    mm.set_defaults(func=_model_manager)
 
     wg = sub.add_parser(
         "worker-gateway",

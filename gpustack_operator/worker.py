@@ -86,6 +86,24 @@ def _run_controllers_only(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delivery_identities(args: argparse.Namespace) -> None:
+    """Who may write ModelArtifact and NodeModelStore status, for every webhook process (§3.2)."""
+    from webhooks import delivery_status
+
+    os.environ[delivery_status.ENV_MODEL_MANAGER_SA] = getattr(
+        args, "model_manager_service_account", delivery_status.DEFAULT_MODEL_MANAGER_SA
+    )
+    if args.objects:
+        return  # no apiserver: no status write can reach these webhooks
+    from gpustack_operator.identity import IdentityUnknown, learn
+    from kube.client import Client, load_api_client
+
+    try:
+        os.environ[delivery_status.ENV_WORKER_IDENTITY] = learn(Client(load_api_client(args.kubeconfig)))
+    except IdentityUnknown as error:
+        raise SystemExit(f"gpustack-operator worker: cannot learn its own identity: {error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.controllers_only:
         return _run_controllers_only(args)
@@ -99,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         manager = start_controllers(args.kubeconfig, leader_election=not args.no_leader_election)
     cert, key = _tls_files(args)
+    _delivery_identities(args)
     os.environ[ENV_OBJECTS] = str(Path(args.objects).resolve()) if args.objects else ""
     os.environ[ENV_KUBECONFIG] = args.kubeconfig or ""
     os.environ[ENV_NULL] = "1" if args.null_endpoint else ""

@@ -56,6 +56,9 @@ _TABLE: tuple[Resource, ...] = (
     Resource("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False),
     Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False),
     Resource("CSIDriver", "storage.k8s.io", "v1", "csidrivers", False),
+    Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False),
+    Resource("SelfSubjectReview", "authentication.k8s.io", "v1", "selfsubjectreviews", False),
+    Resource("TokenReview", "authentication.k8s.io", "v1", "tokenreviews", False),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
     Resource(
         "MutatingWebhookConfiguration",

@@ -50,7 +50,7 @@ def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str]) -
                 "apiGroups": [webhook.group],
                 "apiVersions": [webhook.version],
                 "operations": list(webhook.operations),
-                "resources": [webhook.resource],
+                "resources": [webhook.rule_resource],
                 "scope": webhook.scope,
             }
         ],

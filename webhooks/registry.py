@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import GROUP, constants
-from webhooks import instance, instance_companions, instance_type, modeldeployment, pod, shapes, workload
+from webhooks import (
+    delivery_status,
+    instance,
+    instance_companions,
+    instance_type,
+    modelartifact,
+    modeldeployment,
+    pod,
+    shapes,
+    workload,
+)
 from webhooks.decision import Decision, allow, reject
 from webhooks.kvcache import backend as kv_backend
 from webhooks.kvcache import binding as kv_binding
@@ -55,13 +65,20 @@ class Webhook:
     exempts_system_namespaces: bool = False
     # Tells apart two webhooks of one kind and verb (the Pod gate and the KV-cache injection).
     feature: str = ""
+    subresource: str = ""  # e.g. "status": the webhook admits writes of that subresource only
+
+    @property
+    def rule_resource(self) -> str:
+        """``rules[].resources`` entry: ``modelartifacts`` or ``modelartifacts/status``."""
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
 
     @property
     def name(self) -> str:
         group = self.group or "core"
         verb = "mutate" if self.mutating else "validate"
         prefix = f"{NAME_PREFIX}-{self.feature}" if self.feature else NAME_PREFIX
-        return f"{verb}.{prefix}.{group}.{self.version}.{self.kind.lower()}"
+        kind = self.kind.lower() + (f"-{self.subresource}" if self.subresource else "")
+        return f"{verb}.{prefix}.{group}.{self.version}.{kind}"
 
     @property
     def path(self) -> str:
@@ -72,7 +89,7 @@ class Webhook:
             request.kind == self.kind
             and request.group == self.group
             and request.operation in self.operations
-            and not request.sub_resource
+            and request.sub_resource == self.subresource
         )
 
     async def __call__(self, request: AdmissionRequest, lookups: Lookups) -> Decision:
@@ -242,6 +259,35 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "InstancePersistentVolume",
         instance_companions.validate_persistent_volume,
         scope="Namespaced",
+    ),
+    # Model delivery (model-delivery spec §3.1, §3.2).
+    Webhook(True, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.default, scope="Namespaced"),
+    Webhook(
+        False, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.validate, scope="Namespaced"
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelartifacts",
+        "ModelArtifact",
+        delivery_status.guard_artifact_status,
+        operations=("UPDATE",),
+        scope="Namespaced",
+        handles_deletion=True,
+        subresource="status",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "nodemodelstores",
+        "NodeModelStore",
+        delivery_status.guard_store_status,
+        operations=("UPDATE",),
+        scope="Cluster",
+        handles_deletion=True,
+        subresource="status",
     ),
 )
 

@@ -95,11 +95,20 @@ class NodeModelStoreModel(Schema):
     retry_time: Time | None = field(alias="retryTime")
 
 
+class NodeModelStoreSummary(Schema):
+    """What the reference's ``v1`` view prints as columns, written by the plugin (CRDs here are
+    served at ``v1`` directly, so a computed column is a status field a JSONPath column shows)."""
+
+    models: Int32 = field(required=True, always=True, ge=0, doc="Ready models on the node.")
+    downloading: str | None = field(doc='Running downloads and their mean progress, e.g. "2 (35%)".')
+
+
 class NodeModelStoreStatus(Schema):
     observed_generation: Int64 | None = field(alias="observedGeneration")
     capacity: NodeModelStoreCapacity | None = None
     models: list[NodeModelStoreModel] | None = field(list_type="map", map_keys=("digest",), max_length=256)
     conditions: list[Condition] | None = conditions_field()
+    summary: NodeModelStoreSummary | None = None
 
 
 class NodeModelStore(Resource):
@@ -113,6 +122,8 @@ class NodeModelStore(Resource):
         columns=(
             PrinterColumn("Ready", ".status.conditions[?(@.type=='Ready')].status"),
             PrinterColumn("Used", ".status.capacity.usedPercent", "integer"),
+            PrinterColumn("Models", ".status.summary.models", "integer"),
+            PrinterColumn("Downloading", ".status.summary.downloading"),
             AGE,
         ),
     )

@@ -21,6 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import contextlib
+
 import gpustack
 import harness
 import mooncake
@@ -42,13 +44,13 @@ def _store() -> tuple[mooncake.Master, mooncake.Member]:
     """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
     GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
     master = mooncake.Master(
-        STORE, rpc_port=mooncake.port("DEV_RPC", 27790), admin_port=mooncake.port("DEV_ADMIN", 27791)
+        STORE, rpc_port=mooncake.port("DEV_RPC", 27680), admin_port=mooncake.port("DEV_ADMIN", 27681)
     )
     member = mooncake.Member(
         STORE,
         master=master,
-        port=mooncake.port("DEV_MEMBER", 27792),
-        http_port=mooncake.port("DEV_MEMBER_HTTP", 27793),
+        port=mooncake.port("DEV_MEMBER", 27682),
+        http_port=mooncake.port("DEV_MEMBER_HTTP", 27683),
         segment="256MB",
     )
     return master, member
@@ -80,6 +82,51 @@ def _start_store(info: harness.ClusterInfo) -> None:
     )
 
 
+HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", "27670"))
+HUB_PID = DEV / "hub.pid"
+
+
+def _hub(info: harness.ClusterInfo) -> str:
+    """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
+    import subprocess
+    import urllib.request
+
+    endpoint = f"http://127.0.0.1:{HUB_PORT}"
+    try:
+        urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
+    except OSError:
+        log = (info.state_dir / "logs" / "hub.log").open("ab")
+        process = subprocess.Popen(
+            [
+                gpustack.PYTHON,
+                "-m",
+                "tests.hub",
+                "--root",
+                str(DEV / "hub"),
+                "--port",
+                str(HUB_PORT),
+                "--demo",
+            ],
+            cwd=harness.REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        HUB_PID.write_text(str(process.pid))
+    info.apply(
+        {
+            "apiVersion": "gpustack.ai/v1",
+            "kind": "Setting",
+            "metadata": {
+                "name": "model-artifact-huggingface-endpoint",
+                "namespace": gpustack.SYSTEM_NAMESPACE,
+            },
+            "spec": {"value": endpoint},
+        }
+    )
+    return endpoint
+
+
 def _link(target: Path, link: Path) -> None:
     if link.is_symlink() or link.exists():
         if link.is_symlink() and Path(os.readlink(link)) == target:
@@ -100,6 +147,7 @@ def up() -> int:
         stood_in = nodes.topology_stand_in(info, name) or stood_in
     DEV.mkdir(exist_ok=True)
     _start_store(info)
+    hub = _hub(info)
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
     for directory in (info.bin_dir, Path(info.endpoints.get("NODE_BIN_DIR", info.bin_dir))):
@@ -121,6 +169,7 @@ def up() -> int:
     print(
         f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on loopback, as an external backend"
     )
+    print(f"  local hub (ModelArtifacts resolve against it): {hub}")
     print(f"\n  worker log: {op.log_file}   cluster logs: {info.state_dir / 'logs'}")
     print(f"  node logs and recorded containers: {info.state_dir / 'nodes'}/<node>/")
     if stood_in:
@@ -136,6 +185,12 @@ def down() -> int:
     state = harness.default_state_dir()
     op = gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
     gpustack.stop_worker(op)
+    if HUB_PID.exists():
+        import signal
+
+        with contextlib.suppress(OSError, ValueError):
+            os.killpg(int(HUB_PID.read_text()), signal.SIGTERM)
+        HUB_PID.unlink()
     if harness.is_running(state):
         info = harness.info(state)
         gpustack.uninstall_webhooks(info)

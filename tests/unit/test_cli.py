@@ -55,12 +55,6 @@ def test_no_subcommand_is_a_usage_error():
     assert cli.main([]) == cli.EXIT_USAGE
 
 
-@pytest.mark.parametrize("command", ["model-manager"])
-def test_unbuilt_subcommands_say_so_and_fail(command, capsys):
-    assert cli.main([command]) == cli.EXIT_NOT_BUILT
-    assert "not implemented in this build yet" in capsys.readouterr().err
-
-
 def test_device_manager_without_a_command_prints_its_usage(capsys):
     assert cli.main(["device-manager"]) == cli.EXIT_USAGE
     assert "serve" in capsys.readouterr().err
@@ -80,6 +74,12 @@ def test_device_manager_detect_names_the_field_of_a_malformed_profile(tmp_path, 
     profile.write_text("manufacturer: nvidia\ncards: [{product: NVIDIA A10G, count: -1}]\n")
     assert cli.main(["dm", "detect", "--manufacturer", "nvidia", "--simulate", str(profile)]) == 1
     assert "cards[0].count: want an integer >= 1" in capsys.readouterr().err
+
+
+def test_model_manager_needs_its_node_name(monkeypatch):
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    with pytest.raises(SystemExit, match="--node-name"):
+        cli.main(["model-manager", "--insecure"])
 
 
 def test_version():

@@ -113,7 +113,28 @@ def _instance_type() -> dict:
     return obj
 
 
+def _artifact() -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelArtifact",
+        "metadata": {"name": "qwen", "namespace": "team-a"},
+        "spec": {"source": {"huggingFace": {"repository": "Qwen/Qwen2.5-7B-Instruct", "revision": "main"}}},
+    }
+
+
+def _node_store() -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "NodeModelStore",
+        "metadata": {"name": "gpu-node-01"},
+        "spec": {"watermarks": {"highPercent": 80, "lowPercent": 70}},
+        "status": {"capacity": {"totalBytes": 100, "storedBytes": 10, "usedPercent": 10}},
+    }
+
+
 SAMPLES = {
+    "ModelArtifact": (_artifact(), "worker.gpustack.ai", "v1", "modelartifacts"),
+    "NodeModelStore": (_node_store(), "worker.gpustack.ai", "v1", "nodemodelstores"),
     "Pod": (pod(labels={"kueue.x-k8s.io/queue-name": "q"}), "", "v1", "pods"),
     "Workload": (_workload(), "kueue.x-k8s.io", "v1beta2", "workloads"),
     "Instance": (_instance(), "worker.gpustack.ai", "v1", "instances"),
@@ -180,6 +201,17 @@ SPECIFIC = {
         (("spec", "connection", "managed", "members"), {"a": 1}, "spec.connection.managed.members", "array"),
     ],
     "KVCachePool": [(("spec", "backends"), "x", "spec.backends", "array")],
+    "ModelArtifact": [
+        (
+            ("spec", "source", "huggingFace", "repository"),
+            ["a"],
+            "spec.source.huggingFace.repository",
+            "string",
+        )
+    ],
+    "NodeModelStore": [
+        (("status", "capacity", "usedPercent"), "ten", "status.capacity.usedPercent", "integer")
+    ],
     "KVCachePoolBinding": [
         (("spec", "quota", "ceiling"), _nested(1000), "spec.quota.ceiling", "integer or string"),
         (("spec", "domain", "blockSize"), "64", "spec.domain.blockSize", "integer"),

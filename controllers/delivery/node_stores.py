@@ -1,0 +1,169 @@
+"""The worker's NodeModelStore writer (model-delivery spec §4.4), keyed by node name.
+
+- Create ``NodeModelStore/<node>`` (owner: the Node) once the node's ``CSINode`` lists
+  ``model.csi.gpustack.ai``; recreate it when deleted while the node runs the plugin.
+- Never delete one because the driver left ``CSINode`` for a moment (every plugin restart does
+  that); delete **all** of them while the ``CSIDriver`` object does not exist.
+- ``spec`` is the cluster Settings (§6), applied with this controller's field manager so that
+  ``spec.pinned`` (the prefetch controller's) and ``status`` (the plugin's) are left alone; hand
+  edits of the fields it owns are overwritten. A Setting change rewrites every object. A Setting
+  value that fails its check is never written: its default is, and the refusal is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from api import GROUP, VERSION, constants
+from api.settings import SETTINGS, cross_check, definition
+from controllers.settings import SettingsReader
+from fastpath.quantity import parse as parse_quantity
+from kube import changes
+from kube.manager import Controller, Manager, Watch
+
+log = logging.getLogger("controllers.delivery.node_stores")
+FIELD_MANAGER = "gpustack-operator/node-model-stores"
+ALL = "*"
+SPEC_SETTINGS = (
+    "model-store-high-watermark",
+    "model-store-low-watermark",
+    "model-store-download-concurrency",
+    "model-store-download-bandwidth",
+    "model-artifact-huggingface-endpoint",
+    "model-artifact-https-proxy",
+    "model-artifact-no-proxy",
+    "model-artifact-ca-bundle",
+)
+
+
+def checked_values(read: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Each spec Setting's value, its default where the value fails its check; and the refusals."""
+    values: dict[str, str] = {}
+    problems: list[str] = []
+    for name in SPEC_SETTINGS:
+        value = read.get(name, definition(name).default).strip()
+        problem = SETTINGS[name].validator(value)
+        if problem:
+            problems.append(f"{name}: {problem}")
+            value = definition(name).default
+        values[name] = value
+    for name, problem in cross_check(values):  # the pair clashes: both take their defaults
+        problems.append(f"{name}: {problem}")
+        values[name] = definition(name).default
+    return values, problems
+
+
+def render_spec(values: Mapping[str, str]) -> dict[str, Any]:
+    numerator, denominator = parse_quantity(values["model-store-download-bandwidth"])
+    return {
+        "watermarks": {
+            "highPercent": int(values["model-store-high-watermark"]),
+            "lowPercent": int(values["model-store-low-watermark"]),
+        },
+        "download": {
+            "concurrency": int(values["model-store-download-concurrency"]),
+            "bytesPerSecond": max(numerator // denominator, 0),
+        },
+        "hub": {
+            "huggingFaceEndpoint": values["model-artifact-huggingface-endpoint"],
+            "httpsProxy": values["model-artifact-https-proxy"],
+            "noProxy": values["model-artifact-no-proxy"],
+            "caBundleConfigMap": values["model-artifact-ca-bundle"],
+        },
+    }
+
+
+def render_store(node: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    meta = node.get("metadata") or {}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "NodeModelStore",
+        "metadata": {
+            "name": meta.get("name"),
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": meta.get("name"), "uid": meta.get("uid")}
+            ],
+        },
+        "spec": dict(spec),
+    }
+
+
+def lists_driver(csinode: Mapping[str, Any] | None) -> bool:
+    drivers = ((csinode or {}).get("spec") or {}).get("drivers") or []
+    return any(isinstance(d, Mapping) and d.get("name") == constants.CSI_DRIVER_MODEL for d in drivers)
+
+
+class NodeModelStoreWriter(Controller):
+    name = "node-model-stores"
+
+    def __init__(self, manager: Manager) -> None:
+        super().__init__(manager)
+        self.nodes = self.informer("Node")
+        self.csinodes = self.informer("CSINode")
+        self.drivers = self.informer("CSIDriver")
+        self.stores = self.informer("NodeModelStore")
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
+        self._reported: tuple[str, ...] = ()
+
+    def watches(self) -> list[Watch]:
+        def by_name(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [changes.name_of(obj)]
+
+        def everything(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [ALL]
+
+        def driver(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [ALL] if changes.name_of(obj) == constants.CSI_DRIVER_MODEL else []
+
+        def setting(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [ALL] if changes.name_of(obj) in SPEC_SETTINGS else []
+
+        return [
+            Watch("CSINode", by_name),
+            Watch("Node", by_name),
+            Watch("NodeModelStore", by_name),
+            Watch("CSIDriver", driver),
+            Watch("Setting", setting, namespace=constants.SYSTEM_NAMESPACE),
+        ]
+
+    def reconcile(self, key: Hashable) -> float | None:
+        if key == ALL:
+            names = {changes.name_of(o) for o in (*self.nodes.list(), *self.stores.list())}
+            for name in sorted(names):
+                self.queue.add(name)
+            return None
+        node_name = str(key)
+        existing = self.stores.get(node_name)
+        if self.drivers.get(constants.CSI_DRIVER_MODEL) is None:
+            if existing is not None:
+                self.client.delete("NodeModelStore", node_name)
+            return None
+        node = self.nodes.get(node_name)
+        if node is None:
+            return None  # the Node is gone: its NodeModelStore goes with it (owner reference)
+        if existing is None and not lists_driver(self.csinodes.get(node_name)):
+            return None
+        values, problems = checked_values({name: self.settings.value(name) for name in SPEC_SETTINGS})
+        if tuple(problems) != self._reported and problems:
+            log.warning(
+                "settings refused for NodeModelStore spec; defaults written", extra={"problems": problems}
+            )
+        self._reported = tuple(problems)
+        wanted = render_store(node, render_spec(values))
+        if existing is not None and _owns(existing, wanted):
+            return None
+        self.client.apply(wanted, field_manager=FIELD_MANAGER)
+        return None
+
+
+def _owns(existing: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``existing`` already carries every field ``wanted`` sets."""
+    spec = existing.get("spec") or {}
+    for section, fields in wanted["spec"].items():
+        have = spec.get(section) or {}
+        if any(have.get(k) != v for k, v in fields.items()):
+            return False
+    owners = (existing.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("uid") == wanted["metadata"]["ownerReferences"][0]["uid"] for o in owners)

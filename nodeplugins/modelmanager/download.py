@@ -1,0 +1,340 @@
+"""Downloading one manifest file: verified while streaming, resumable from the last verified byte
+(model-delivery spec §4.5 steps 3-4).
+
+The file is hashed strictly in byte order and nothing is ever read back from disk to verify it. A
+large remainder is fetched as parallel byte ranges ("pieces", at most ``window`` in memory per
+file); each piece is written at its offset as soon as it arrives and hashed when the hash reaches
+it. Every ``checkpoint_bytes`` the hashed offset and the saved hash state are recorded next to the
+file; a restart truncates the file to the checkpoint and continues from there. Within one boot the
+page cache already holds what was written, so such a checkpoint needs no sync; every
+``durable_bytes`` (and at the end) the data is synced first and the checkpoint marked durable, and
+after a reboot only a durable checkpoint is trusted. A request that fails or stalls is retried from
+its last received byte; ``retries`` failures in a row with no progress give up
+(``SourceUnavailable``). A final hash or size mismatch discards the file (``IntegrityMismatch``).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from api import delivery as d
+from api.manifest import ManifestFile
+from nodeplugins.modelmanager.fetch import FetchError, Source, open_range
+from nodeplugins.modelmanager.hashing import ResumableHash
+from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs with production defaults; tests shrink them."""
+
+    chunk: int = 1 << 20
+    piece_size: int = 16 << 20
+    window: int = 4
+    ranged_above: int = 64 << 20
+    checkpoint_bytes: int = 64 << 20
+    durable_bytes: int = 1 << 30
+    stall_timeout: float = 30.0
+    retries: int = 5
+
+
+@dataclass
+class Limits:
+    requests: RequestLimit
+    rate: ByteRate
+
+
+class Canceled(Exception):
+    """The attempt was canceled; partial bytes stay for a resume."""
+
+
+def _cancel_error() -> FetchError:
+    return FetchError(d.CANCELED, "no mount asked for this model for five minutes")
+
+
+class FileDownload:
+    """Brings ``entry`` to ``dest`` (checkpoint in ``state``), reporting verified bytes to ``progress``."""
+
+    def __init__(
+        self,
+        entry: ManifestFile,
+        dest: Path,
+        state: Path,
+        source: Source,
+        limits: Limits,
+        tuning: Tuning,
+        progress: Callable[[int], None],
+        cancelled: Callable[[], bool],
+    ) -> None:
+        self.entry = entry
+        self.dest = dest
+        self.state = state
+        self.source = source
+        self.limits = limits
+        self.tuning = tuning
+        self.progress = progress
+        self.cancelled = cancelled
+        self._abandon = False
+        self._fd = -1
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+
+    def done(self) -> bool:
+        saved = self._load_state()
+        return bool(saved.get("done")) and self.dest.exists() and self.dest.stat().st_size == self.entry.size
+
+    def _load_state(self) -> dict:
+        try:
+            return json.loads(self.state.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _resume(self) -> tuple[int, ResumableHash]:
+        saved = self._load_state()
+        # Within this boot the page cache holds every write; after a reboot only synced data does.
+        key = "" if saved.get("boot") == _boot_id() else "durable_"
+        offset = saved.get(key + "offset")
+        if isinstance(offset, int) and 0 < offset <= self.entry.size and self.dest.exists():
+            state = base64.b64decode(saved.get(key + "hash", ""))
+            restored = ResumableHash.restore(self.entry.algo, self.entry.size, state)
+            if restored is not None and self.dest.stat().st_size >= offset:
+                return offset, restored
+        return 0, ResumableHash(self.entry.algo, self.entry.size)
+
+    def verified(self) -> int:
+        """Bytes already verified on disk: what a run starts from (all of them when done)."""
+        if self.done():
+            return self.entry.size
+        return self._resume()[0]
+
+    def _checkpoint(
+        self, fd: int, offset: int, hasher: ResumableHash, *, done: bool = False, durable: bool = False
+    ) -> None:
+        state = hasher.state()
+        if state is None and not done:
+            return  # no saved hash state on this machine: a restart begins the file again
+        previous = self._load_state()
+        record: dict[str, object] = {
+            "offset": offset,
+            "algo": self.entry.algo,
+            "done": done,
+            "boot": _boot_id(),
+        }
+        if state is not None:
+            record["hash"] = base64.b64encode(state).decode()
+        if durable or done:
+            os.fdatasync(fd)
+            record["durable_offset"], record["durable_hash"] = offset, record.get("hash", "")
+        elif previous.get("boot") == _boot_id() or "durable_offset" in previous:
+            for key in ("durable_offset", "durable_hash"):
+                if key in previous:
+                    record[key] = previous[key]
+        tmp = self.state.with_name(self.state.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+            if durable or done:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, self.state)
+
+    def discard(self) -> None:
+        for path in (self.dest, self.state):
+            path.unlink(missing_ok=True)
+
+    # --- the download ----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Download and verify; raises :class:`FetchError` (``IntegrityMismatch`` after discarding).
+
+        ``progress`` hears of newly verified bytes only; :meth:`verified` tells what was resumed."""
+        try:
+            self._run()
+        except FetchError as error:
+            error.detail = f"{self.entry.path}: {error.detail}" if error.detail else self.entry.path
+            raise
+
+    def _run(self) -> None:
+        if self.done():
+            return
+        offset, hasher = self._resume()
+        self.dest.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dest, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, offset)  # nothing unverified stays past the checkpoint
+            self._fd = fd
+            writer = _Writer(fd, hasher, offset, self)
+            remaining = self.entry.size - offset
+            if remaining > self.tuning.ranged_above and self.tuning.window > 1:
+                self._pieces(writer, offset)
+            elif remaining > 0 or self.entry.size == 0:
+                self._stream(writer, offset)
+            if writer.position != self.entry.size or hasher.hexdigest() != self.entry.hex:
+                os.close(fd)
+                fd = -1
+                self.discard()
+                raise FetchError(d.INTEGRITY_MISMATCH, "a file's hash or size does not match the manifest")
+            self._checkpoint(fd, writer.position, hasher, done=True)
+            os.fsync(fd)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _stream(self, writer: _Writer, offset: int) -> None:
+        """One request for the whole remainder, written as it arrives; retried from the last byte."""
+        buf = bytearray(self.tuning.chunk)
+        view = memoryview(buf)
+
+        def consume(data: memoryview) -> None:
+            writer.write(data)
+
+        self._fetch(offset, self.entry.size, view, consume)
+
+    def _pieces(self, writer: _Writer, offset: int) -> None:
+        size, piece = self.entry.size, self.tuning.piece_size
+        spans = [(a, min(a + piece, size)) for a in range(offset, size, piece)]
+        futures: dict[int, Future[bytearray]] = {}
+        with ThreadPoolExecutor(self.tuning.window, thread_name_prefix="model-piece") as pool:
+            try:
+                for i in range(min(self.tuning.window, len(spans))):
+                    futures[i] = pool.submit(self._piece, *spans[i])
+                for i in range(len(spans)):
+                    data = futures.pop(i).result()
+                    following = i + self.tuning.window
+                    if following < len(spans):
+                        futures[following] = pool.submit(self._piece, *spans[following])
+                    writer.write(memoryview(data), written=True)
+            except BaseException:
+                self._abandon = True  # running pieces stop at their next chunk
+                for future in futures.values():
+                    future.cancel()
+                raise
+
+    def _piece(self, start: int, end: int) -> bytearray:
+        buf = bytearray(end - start)
+        view = memoryview(buf)
+        filled = 0
+
+        def consume(data: memoryview) -> None:
+            nonlocal filled
+            filled += data.nbytes
+
+        self._fetch(start, end, view, consume, fill=True)
+        if filled != end - start:
+            raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
+        _write_at(self._fd, view, start)  # in parallel with the other pieces; hashed in order later
+        return buf
+
+    def _fetch(
+        self,
+        start: int,
+        end: int,
+        view: memoryview,
+        consume: Callable[[memoryview], None],
+        *,
+        fill: bool = False,
+    ) -> None:
+        """Receive ``[start, end)``; ``fill`` reads into ``view`` at the span's offsets (a piece),
+        otherwise into ``view`` reused as a chunk buffer handed to ``consume``."""
+        position = start
+        failures = 0
+        cancelled = self._should_stop
+        while position < end:
+            if cancelled():
+                raise _cancel_error()
+            progressed = False
+            try:
+                with self.limits.requests.slot(cancelled) as got:
+                    if not got:
+                        raise _cancel_error()
+                    body = open_range(
+                        self.source, position, end, self.entry.size, timeout=self.tuning.stall_timeout
+                    )
+                    with body:
+                        while position < end:
+                            if cancelled():
+                                raise _cancel_error()
+                            if fill:
+                                window = view[
+                                    position - start : min(end, position + self.tuning.chunk) - start
+                                ]
+                            else:
+                                window = view[: min(self.tuning.chunk, end - position)]
+                            n = body.readinto(window)
+                            if n == 0:
+                                raise FetchError(d.SOURCE_UNAVAILABLE, "the body ended early", retryable=True)
+                            self.limits.rate.take(n, cancelled)
+                            consume(window[:n])
+                            position += n
+                            progressed = True
+            except FetchError as error:
+                if not error.retryable:
+                    raise
+                failures = 0 if progressed else failures + 1
+                if failures >= self.tuning.retries:
+                    raise FetchError(
+                        d.SOURCE_UNAVAILABLE, f"a file's byte ranges keep failing ({error.message})"
+                    ) from None
+
+    def _should_stop(self) -> bool:
+        return self._abandon or self.cancelled()
+
+
+class _Writer:
+    """Writes verified bytes in order, hashing them, checkpointing every ``checkpoint_bytes``."""
+
+    def __init__(self, fd: int, hasher: ResumableHash, position: int, owner: FileDownload) -> None:
+        self.fd = fd
+        self.hasher = hasher
+        self.position = position
+        self.owner = owner
+        self.since_checkpoint = 0
+        self.since_durable = 0
+
+    def write(self, data: memoryview, *, written: bool = False) -> None:
+        """Hash ``data`` (the next bytes in order) and write it, unless a piece already did."""
+        if self.position + data.nbytes > self.owner.entry.size:
+            raise FetchError(d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists")
+        self.hasher.update(data)
+        if not written:
+            _write_at(self.fd, data, self.position)
+        self.position += data.nbytes
+        self.since_checkpoint += data.nbytes
+        self.since_durable += data.nbytes
+        self.owner.progress(data.nbytes)
+        if self.since_checkpoint >= self.owner.tuning.checkpoint_bytes:
+            durable = self.since_durable >= self.owner.tuning.durable_bytes
+            self.owner._checkpoint(self.fd, self.position, self.hasher, durable=durable)
+            self.since_checkpoint = 0
+            if durable:
+                self.since_durable = 0
+
+
+def _write_at(fd: int, data: memoryview, offset: int) -> None:
+    written = 0
+    try:
+        while written < data.nbytes:
+            written += os.pwrite(fd, data[written:], offset + written)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise FetchError(d.INSUFFICIENT_CAPACITY, "the cache filesystem is full") from None
+        raise
+
+
+_BOOT: list[str] = []
+
+
+def _boot_id() -> str:
+    """This boot's id: a checkpoint taken in another boot may name bytes the disk never got."""
+    if not _BOOT:
+        try:
+            _BOOT.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        except OSError:
+            _BOOT.append("unknown")
+    return _BOOT[0]

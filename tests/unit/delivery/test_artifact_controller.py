@@ -1,0 +1,381 @@
+"""The ModelArtifact controller over the in-memory apiserver and the local hub: resolution once,
+the token check, the revalidation staircase, the claim source, node counts and the finalizer."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from api import constants
+from api import delivery as d
+from controllers.delivery import artifact_status as st
+from controllers.delivery.artifacts import ModelArtifactReconciler
+from controllers.delivery.node_stores import NodeModelStoreWriter, checked_values, render_spec
+from kube.client import Client
+from kube.manager import Manager
+from tests.hub.server import Fault, HubServer
+from tests.kube_fake import FakeApiServer
+from tests.unit.delivery.conftest import TOKEN
+
+NS = "team-a"
+GROUP = "worker.gpustack.ai/v1"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def setting(name: str, value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gpustack.ai/v1",
+        "kind": "Setting",
+        "metadata": {"name": name, "namespace": constants.SYSTEM_NAMESPACE},
+        "spec": {"value": value},
+    }
+
+
+def artifact(name: str, repo: str, secret: str | None = None, **spec: Any) -> dict[str, Any]:
+    hub: dict[str, Any] = {"repository": repo, "revision": "main"}
+    if secret:
+        hub["secretRef"] = {"name": secret}
+    return {
+        "apiVersion": GROUP,
+        "kind": "ModelArtifact",
+        "metadata": {"name": name, "namespace": NS, "generation": 1},
+        "spec": {"source": {"huggingFace": hub}, **spec},
+    }
+
+
+def secret(name: str, token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS},
+        "data": {"token": base64.b64encode(token.encode()).decode()},
+    }
+
+
+class World:
+    def __init__(self, hub: HubServer) -> None:
+        self.server = FakeApiServer()
+        self.client = Client(self.server)  # type: ignore[arg-type]
+        self.clock = Clock()
+        self.server.put(setting("model-artifact-huggingface-endpoint", hub.endpoint))
+        self.manager = Manager(self.client, leader_election=False)
+        self.reconciler = self.manager.add(lambda m: ModelArtifactReconciler(m, clock=self.clock))
+
+    def start(self) -> None:
+        self.manager.start(sync_timeout=10)
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.server.close_watches()
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self.client.get("ModelArtifact", name, NS) or {}
+
+    def condition(self, name: str, kind: str) -> dict[str, Any]:
+        return dict(st.find((self.get(name).get("status") or {}).get("conditions"), kind) or {})
+
+    def settle(self, name: str) -> dict[str, Any]:
+        """Run one reconcile of ``name`` now (the test drives time)."""
+        assert wait(lambda: self.reconciler.artifacts.get(name, NS) is not None)
+        version = self.get(name)["metadata"]["resourceVersion"]
+        self.reconciler.queue.add((NS, name))  # through the queue: never beside a running reconcile
+        wait(
+            lambda: (
+                (self.reconciler.artifacts.get(name, NS) or {}).get("metadata", {}).get("resourceVersion")
+                != version
+            ),
+            timeout=2,
+        )
+        return self.get(name)
+
+
+def wait(check: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def world(hub: HubServer) -> Iterator[World]:
+    w = World(hub)
+    w.start()
+    yield w
+    w.stop()
+
+
+def test_resolution_pins_commit_and_digest_once(world: World, hub: HubServer) -> None:
+    world.server.put(artifact("qwen", "org/public"))
+    assert wait(lambda: world.condition("qwen", d.RESOLVED).get("status") == "True")
+    obj = world.get("qwen")
+    resolved = obj["status"]["resolved"]
+    commit = hub.repos.load("org/public").refs["main"]
+    assert resolved["revision"] == commit and resolved["digestSource"] == "Hub"
+    assert resolved["fileCount"] == 5 and resolved["manifestDigest"].startswith("sha256:")
+    assert constants.FINALIZER_MODEL_ARTIFACT in obj["metadata"]["finalizers"]
+    # The branch moves; the artifact does not.
+    hub.repos.commit("org/public", {"new.txt": b"n"}, keep=True)
+    world.clock.now += dt.timedelta(days=2)
+    again = world.settle("qwen")
+    assert again["status"]["resolved"]["revision"] == commit
+    assert again["status"]["resolved"]["manifestDigest"] == resolved["manifestDigest"]
+
+
+def test_private_repository_without_a_token_is_access_denied(world: World) -> None:
+    world.server.put(artifact("private", "org/private"))
+    assert wait(lambda: world.condition("private", d.RESOLVED).get("reason") == d.ACCESS_DENIED)
+    assert "does not exist or is not accessible" in world.condition("private", d.RESOLVED)["message"]
+
+
+def test_missing_secret_then_created(world: World) -> None:
+    world.server.put(artifact("private", "org/private", secret="hf"))
+    assert wait(lambda: world.condition("private", d.RESOLVED).get("reason") == d.SECRET_NOT_FOUND)
+    world.server.put(secret("hf", TOKEN))
+    assert wait(lambda: world.condition("private", d.RESOLVED).get("status") == "True")
+
+
+def test_a_rejected_token_is_a_warning_event_and_resolution_goes_on(world: World, hub: HubServer) -> None:
+    world.server.put(secret("bad", "hf_rejected_token"))
+    world.server.put(artifact("public", "org/public", secret="bad"))
+    assert wait(lambda: world.condition("public", d.RESOLVED).get("status") == "True")
+    events, _ = world.client.list("Event", NS)
+    invalid = [e for e in events if e.get("reason") == d.EVENT_INVALID_TOKEN]
+    assert invalid and "hf_rejected_token" not in invalid[0]["message"]
+    assert len(hub.log("whoami")) == 1
+
+
+def test_revalidation_staircase(world: World, hub: HubServer) -> None:
+    world.server.put(secret("hf", TOKEN))
+    world.server.put(artifact("gated", "org/gated", secret="hf"))
+    assert wait(lambda: world.condition("gated", d.RESOLVED).get("status") == "True")
+    digest = world.get("gated")["status"]["resolved"]["manifestDigest"]
+    # An outage during revalidation: Degraded, never revoked.
+    world.clock.now += dt.timedelta(days=1, minutes=1)
+    hub.set_faults(Fault("status", status=503))
+    world.settle("gated")
+    assert world.condition("gated", d.RESOLVED)["status"] == "True", world.get("gated")["status"]
+    assert world.condition("gated", d.DEGRADED)["reason"] == d.SOURCE_UNAVAILABLE
+    world.clock.now += dt.timedelta(minutes=1)
+    world.settle("gated")
+    assert world.condition("gated", d.RESOLVED)["status"] == "True"
+    # The hub recovers.
+    hub.set_faults()
+    world.clock.now += dt.timedelta(minutes=1)
+    world.settle("gated")
+    assert world.condition("gated", d.DEGRADED)["status"] == "False"
+    # Access is withdrawn: first Degraded, a minute later Resolved=False; digest unchanged throughout.
+    world.server.put(secret("hf", "hf_no_longer_granted"))
+    assert wait(lambda: world.condition("gated", d.DEGRADED).get("reason") == d.ACCESS_DENIED)
+    assert world.condition("gated", d.RESOLVED)["status"] == "True"
+    world.clock.now += dt.timedelta(minutes=1, seconds=1)
+    world.settle("gated")
+    assert world.condition("gated", d.RESOLVED)["reason"] == d.ACCESS_DENIED
+    assert world.get("gated")["status"]["resolved"]["manifestDigest"] == digest
+    # The right token again: resolved, same identity.
+    world.server.put(secret("hf", TOKEN))
+    assert wait(lambda: world.condition("gated", d.RESOLVED).get("status") == "True")
+    assert world.get("gated")["status"]["resolved"]["manifestDigest"] == digest
+
+
+def test_deleting_the_secret_revokes_at_once(world: World) -> None:
+    world.server.put(secret("hf", TOKEN))
+    world.server.put(artifact("private", "org/private", secret="hf"))
+    assert wait(lambda: world.condition("private", d.RESOLVED).get("status") == "True")
+    world.client.delete("Secret", "hf", NS)
+    assert wait(lambda: world.condition("private", d.RESOLVED).get("reason") == d.SECRET_NOT_FOUND)
+
+
+def test_revalidation_is_one_head_of_a_file_without_redirects(world: World, hub: HubServer) -> None:
+    world.server.put(artifact("qwen", "org/public"))
+    assert wait(lambda: world.condition("qwen", d.RESOLVED).get("status") == "True")
+    hub.clear_log()
+    world.clock.now += dt.timedelta(hours=25)
+    world.settle("qwen")
+    assert [(e["method"], e["kind"]) for e in hub.log()] == [("HEAD", "resolve")]
+    assert world.get("qwen")["status"]["resolved"]["lastValidatedTime"] == st.stamp(world.clock.now)
+
+
+def test_claim_source_is_resolved_iff_the_claim_exists(world: World) -> None:
+    obj = {
+        "apiVersion": GROUP,
+        "kind": "ModelArtifact",
+        "metadata": {"name": "disk", "namespace": NS},
+        "spec": {"source": {"persistentVolumeClaim": {"claimName": "weights"}}},
+    }
+    world.server.put(obj)
+    assert wait(lambda: world.condition("disk", d.RESOLVED).get("reason") == d.CLAIM_NOT_FOUND)
+    world.server.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "weights", "namespace": NS},
+            "spec": {},
+        }
+    )
+    assert wait(lambda: world.condition("disk", d.RESOLVED).get("status") == "True")
+    assert "revision" not in world.get("disk")["status"]["resolved"]
+
+
+def test_patterns_and_anchor_mismatch(world: World) -> None:
+    world.server.put(artifact("some", "org/public", allowPatterns=["*.json"]))
+    world.server.put(artifact("anchored", "org/public", expectedDigest="sha256:" + "0" * 64))
+    assert wait(lambda: world.condition("some", d.RESOLVED).get("status") == "True")
+    assert world.get("some")["status"]["resolved"]["fileCount"] == 1
+    assert wait(lambda: world.condition("anchored", d.RESOLVED).get("reason") == d.DIGEST_MISMATCH)
+
+
+def test_node_counts_follow_the_node_stores(world: World) -> None:
+    world.server.put(artifact("qwen", "org/public"))
+    assert wait(lambda: world.condition("qwen", d.RESOLVED).get("status") == "True")
+    digest = world.get("qwen")["status"]["resolved"]["manifestDigest"]
+    for node, model in (
+        ("n1", {"state": "Ready"}),
+        ("n2", {"state": "Downloading", "sizeBytes": 100, "downloadedBytes": 37}),
+    ):
+        world.server.put(
+            {
+                "apiVersion": GROUP,
+                "kind": "NodeModelStore",
+                "metadata": {"name": node},
+                "spec": {},
+                "status": {"models": [{"digest": digest, **model}]},
+            }
+        )
+    assert wait(lambda: (world.get("qwen")["status"].get("nodes") or {}).get("downloading") == 1)
+    assert world.get("qwen")["status"]["nodes"] == {
+        "ready": 1,
+        "downloading": 1,
+        "failed": 0,
+        "downloadingPercent": 35,
+    }
+
+
+def test_finalizer_holds_deletion_while_a_deployment_references_it(world: World) -> None:
+    world.server.put(artifact("qwen", "org/public"))
+    assert wait(
+        lambda: constants.FINALIZER_MODEL_ARTIFACT in world.get("qwen")["metadata"].get("finalizers", [])
+    )
+    world.server.put(
+        {
+            "apiVersion": GROUP,
+            "kind": "ModelDeployment",
+            "metadata": {"name": "chat", "namespace": NS},
+            "spec": {"model": {"name": "qwen", "artifactRef": {"name": "qwen"}}},
+        }
+    )
+    obj = world.get("qwen")
+    obj["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+    world.server.put(obj)
+    time.sleep(0.3)
+    world.settle("qwen")
+    assert constants.FINALIZER_MODEL_ARTIFACT in world.get("qwen")["metadata"]["finalizers"]
+    world.client.delete("ModelDeployment", "chat", NS)
+    assert wait(
+        lambda: constants.FINALIZER_MODEL_ARTIFACT not in world.get("qwen")["metadata"].get("finalizers", [])
+    )
+
+
+# --- the NodeModelStore writer ------------------------------------------------------------------------
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": hashlib.sha1(name.encode()).hexdigest()},
+    }
+
+
+def csinode(name: str, *drivers: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": n, "nodeID": name} for n in drivers]},
+    }
+
+
+def test_node_store_spec_from_settings() -> None:
+    values, problems = checked_values(
+        {
+            "model-store-download-bandwidth": "200Mi",
+            "model-store-high-watermark": "60",
+            "model-store-low-watermark": "65",
+        }
+    )
+    assert problems  # low above high: both fall back to their defaults
+    spec = render_spec(values)
+    assert spec["watermarks"] == {"highPercent": 80, "lowPercent": 70}
+    assert spec["download"] == {"concurrency": 8, "bytesPerSecond": 200 << 20}
+    assert spec["hub"]["huggingFaceEndpoint"] == "https://huggingface.co"
+
+
+def test_node_stores_follow_csinode_and_the_driver(hub: HubServer) -> None:
+    server = FakeApiServer()
+    client = Client(server)  # type: ignore[arg-type]
+    manager = Manager(client, leader_election=False)
+    manager.add(NodeModelStoreWriter)
+    server.put(setting("model-artifact-huggingface-endpoint", hub.endpoint))
+    server.put(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIDriver",
+            "metadata": {"name": constants.CSI_DRIVER_MODEL},
+            "spec": {},
+        }
+    )
+    for name in ("n1", "n2"):
+        server.put(node(name))
+    server.put(csinode("n1", constants.CSI_DRIVER_MODEL))
+    server.put(csinode("n2", "other.csi"))
+    manager.start(sync_timeout=10)
+    try:
+        assert wait(lambda: client.get("NodeModelStore", "n1") is not None)
+        store = client.get("NodeModelStore", "n1")
+        assert store["spec"]["hub"]["huggingFaceEndpoint"] == hub.endpoint
+        assert store["metadata"]["ownerReferences"][0]["kind"] == "Node"
+        assert client.get("NodeModelStore", "n2") is None
+        # The driver leaves CSINode for a moment (a plugin restart): the object stays.
+        server.put(csinode("n1"))
+        time.sleep(0.3)
+        assert client.get("NodeModelStore", "n1") is not None
+        # A Setting change rewrites the spec.
+        server.put(setting("model-store-download-concurrency", "3"))
+        assert wait(lambda: client.get("NodeModelStore", "n1")["spec"]["download"]["concurrency"] == 3)
+        # A deleted object is recreated while the node runs the plugin.
+        server.put(csinode("n1", constants.CSI_DRIVER_MODEL))
+        client.delete("NodeModelStore", "n1")
+        assert wait(lambda: client.get("NodeModelStore", "n1") is not None)
+        # The CSIDriver goes: every object goes.
+        client.delete("CSIDriver", constants.CSI_DRIVER_MODEL)
+        assert wait(lambda: client.get("NodeModelStore", "n1") is None)
+    finally:
+        manager.stop()
+        server.close_watches()
+
+
+def test_a_modelscope_source_says_it_is_not_resolved_by_this_build(world: World) -> None:
+    obj = {
+        "apiVersion": GROUP,
+        "kind": "ModelArtifact",
+        "metadata": {"name": "ms", "namespace": NS},
+        "spec": {"source": {"modelScope": {"repository": "qwen/Qwen2.5-7B", "revision": "master"}}},
+    }
+    world.server.put(obj)
+    assert wait(lambda: world.condition("ms", d.RESOLVED).get("reason") == d.SOURCE_UNAVAILABLE)
+    assert "ModelScope" in world.condition("ms", d.RESOLVED)["message"]
