@@ -55,17 +55,32 @@ def ssh_key_errors(spec: dict[str, Any]) -> list[FieldError]:
                 "spec.data", "paste one OpenSSH public key line, e.g. the contents of ~/.ssh/id_ed25519.pub"
             )
         ]
+    return []
+
+
+def ssh_key_warnings(spec: dict[str, Any]) -> list[str]:
+    """A line that does not parse is admitted with a warning (the seed's own example carries a
+    placeholder and must apply unchanged); the controller writes no Secret for it and an Instance
+    naming it explains so in its status."""
+    data = spec.get("data")
+    if not isinstance(data, str) or not data:
+        return []
     try:
         ssh.parse(data)
     except ssh.KeyLineError as error:
-        shown = _sample(data) if isinstance(data, str) else data
-        return [invalid("spec.data", shown, str(error))]
+        return [
+            f"spec.data: {_sample(data)!r} {error}: no Instance can use this key until spec.data holds "
+            "one OpenSSH public key line, e.g. the contents of ~/.ssh/id_ed25519.pub"
+        ]
     return []
 
 
 async def validate_ssh_public_key(request: AdmissionRequest, lookups: Lookups) -> Decision:
-    errors = ssh_key_errors(_spec(request.object))
-    return reject("InstanceSSHPublicKey", request.display_name, errors) if errors else allow()
+    spec = _spec(request.object)
+    errors = ssh_key_errors(spec)
+    if errors:
+        return reject("InstanceSSHPublicKey", request.display_name, errors)
+    return allow(warnings=ssh_key_warnings(spec))
 
 
 # --- InstanceImagePullSecret --------------------------------------------------------------------------

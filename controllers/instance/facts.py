@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants, images
+from api import constants, images, ssh
 from api.manufacturers import BY_NAME, Manufacturer, manufacturer_of_group
 from api.naming import local_queue_name
 from controllers.instance.claims import verdict
@@ -120,6 +120,13 @@ class FactsReader:
         if key is None:
             return Blocked(
                 f"spec.sshPublicKey: InstanceSSHPublicKey {name} does not exist; create it or clear the field"
+            )
+        try:
+            ssh.parse((key.get("spec") or {}).get("data"))
+        except ssh.KeyLineError as error:
+            return Blocked(
+                f"spec.sshPublicKey: InstanceSSHPublicKey {name} spec.data {error}; put one OpenSSH public "
+                "key line there"
             )
         secret = self.client.get("Secret", name, namespace)
         if secret is None or not _owned_by(secret, key):

@@ -199,12 +199,25 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
 # --- The companion kinds -----------------------------------------------------------------------------
 
 
-def test_the_seed_key_placeholder_is_refused_naming_spec_data(cluster: harness.ClusterInfo, worker) -> None:
+def test_the_seed_key_placeholder_applies_with_a_warning_and_no_secret(
+    cluster: harness.ClusterInfo, worker
+) -> None:
+    # The seed applies unchanged; kubectl shows why the key is unusable, and no Secret is written.
     result = cluster.kubectl(
         "apply", "-f", str(EXAMPLES / "60-instancesshpublickey-workspace-key.yaml"), check=False
     )
-    assert result.returncode != 0
-    assert "spec.data" in result.stderr and "not base64" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "Warning" in result.stderr and "spec.data" in result.stderr and "not base64" in result.stderr
+    harness.wait_for(
+        lambda: [
+            e
+            for e in cluster.kubectl_json("get", "events", "-n", NS)["items"]
+            if e.get("reason") == "InvalidKey" and e["involvedObject"]["name"] == "workspace-key"
+        ],
+        timeout=30,
+        what="the InvalidKey event",
+    )
+    assert get(cluster, "secret", "workspace-key", "-n", NS) is None
 
 
 def test_seed_key_becomes_its_secret(cluster: harness.ClusterInfo, worker) -> None:
