@@ -23,8 +23,9 @@ dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GP
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries mooncake  ## ruff, then the whole suite: unit, webhooks, e2e against the real control plane
+test: bootstrap cluster-binaries mooncake  ## ruff and mypy, then the whole suite: unit, webhooks, e2e against the real control plane
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null
+	@.venv/bin/mypy
 	@$(PY) -m pytest -q
 
 test-unit: bootstrap mooncake       ## unit and webhook tests only (no control plane)
@@ -35,6 +36,7 @@ test-e2e: bootstrap cluster-binaries mooncake  ## the e2e tests alone, against t
 
 lint: bootstrap            ## ruff and the type checker
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .
+	@.venv/bin/mypy
 
 crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the API models
 	@.venv/bin/gpustack-operator crds --write charts/gpustack-operator/crds

@@ -11,3 +11,4 @@ API_VERSION = f"{GROUP}/{VERSION}"
 SETTINGS_GROUP = "gpustack.ai"
 SETTINGS_API_VERSION = f"{SETTINGS_GROUP}/v1"
 CATEGORY = "gpustack"
+OPERATOR_VERSION = "0.1.0"  # what every component reports as its version

@@ -200,3 +200,8 @@ MD_CONDITIONS = (
     "RouterReady",
     "WeightsReady",
 )
+
+# The two admission configurations: the mutating one's name must sort before Kueue's
+# (kueue-mutating-webhook-configuration), which hashes Pod resources after our fold (D.7).
+MUTATING_CONFIGURATION = "gpustack-worker-mutation"
+VALIDATING_CONFIGURATION = "gpustack-worker-validation"

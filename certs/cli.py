@@ -24,15 +24,15 @@ def parse_duration(text: str) -> dt.timedelta:
 
 def patch_ca_bundle(directory: str, kubeconfig: str | None) -> list[str]:
     """Write the CA into every entry of our two webhook configurations in the cluster."""
+    from api import constants
     from kube.client import JSON_PATCH, Client, load_api_client
-    from webhooks import registry
 
     client = Client(load_api_client(kubeconfig))
     bundle = base64.b64encode(issue.ca_bundle(directory)).decode()
     patched = []
     for kind, name in (
-        ("MutatingWebhookConfiguration", registry.MUTATING_CONFIGURATION),
-        ("ValidatingWebhookConfiguration", registry.VALIDATING_CONFIGURATION),
+        ("MutatingWebhookConfiguration", constants.MUTATING_CONFIGURATION),
+        ("ValidatingWebhookConfiguration", constants.VALIDATING_CONFIGURATION),
     ):
         current = client.get(kind, name)
         if current is None:

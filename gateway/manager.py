@@ -171,6 +171,10 @@ class Manager:
         attempt = 0
         while True:
             result = await self._check(claim)
+            # asyncio.wait_for (3.11) can lose a cancel that lands as the check completes, so the
+            # loop also stops on its own once the claim is no longer the cluster's.
+            if self._claims.get(claim.cluster) is not claim:
+                return
             if result.ready:
                 break
             claim.reason = result.reason
@@ -183,8 +187,6 @@ class Manager:
                 log.debug("cluster's operator API is still not ready", extra=extra)
             attempt += 1
             await asyncio.sleep(wait)
-        if self._claims.get(claim.cluster) is not claim:  # unsubscribed (or replaced) meanwhile
-            return
         self._register(claim, result.served)
 
     def _register(self, claim: Claim, served: frozenset[str]) -> None:

@@ -25,12 +25,12 @@ from typing import Any
 import uvicorn
 
 from certs import issue
+from certs.tls import ReloadingContext
 from gateway.events import Bus
 from gateway.manager import Manager, Settings
 from gateway.options import Options, UsageError, validate
 from gateway.server import Gateway, create_app
 from gateway.sources import ClusterSource, Connection, GPUStackAPISource, KubeconfigDirSource, LoopbackSource
-from webhooks.tls import ReloadingContext
 
 log = logging.getLogger("gateway")
 
@@ -198,12 +198,9 @@ def _stop_early(signum: int, _: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpustack_operator import logs
-
     signal.signal(signal.SIGTERM, _stop_early)
     try:
-        options = validate(args)
-        logs.configure(options.verbosity)
+        options = validate(args)  # the command line configured logging with --v already
         served = prepare(options)
     except UsageError as error:
         print(f"gpustack-operator worker-gateway: {error}", file=sys.stderr)

@@ -1,3 +1,5 @@
 """The ``gpustack-operator`` binary: its command line and process-wide plumbing (logs)."""
 
-__version__ = "0.1.0"
+from api import OPERATOR_VERSION as __version__
+
+__all__ = ["__version__"]

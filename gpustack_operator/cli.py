@@ -322,7 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from gpustack_operator import logs
 
-    logs.configure(args.verbosity)
+    # worker-gateway also takes the GPUStack server's --v=N spelling of the verbosity.
+    logs.configure(max(args.verbosity or 0, getattr(args, "v", 0) or 0))
     return int(args.func(args) or 0)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from huggingface_hub import HfApi
+from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from api import delivery as d
@@ -70,7 +71,7 @@ def list_files(connection: HubConnection, repository: str, commit: str, token: s
         for entry in _api(connection).list_repo_tree(
             repository, recursive=True, revision=commit, token=token or False
         ):
-            if not hasattr(entry, "blob_id"):
+            if not isinstance(entry, RepoFile):
                 continue  # a directory
             lfs = entry.lfs.sha256 if entry.lfs is not None else None
             files.append(TreeFile(entry.path, entry.size, entry.blob_id, lfs))

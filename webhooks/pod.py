@@ -115,6 +115,8 @@ async def mutate(request: AdmissionRequest, lookups: Lookups) -> Decision:
         return allow()
     pod, queue = selected
     spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return allow()  # no containers, nothing to fold (the shape check refused a non-object)
     facts = requests.scan_pod(spec)
     if not facts.any_accelerator:
         return allow()

@@ -34,8 +34,8 @@ from webhooks.review import AdmissionRequest
 
 Handler = Callable[[AdmissionRequest, Lookups], Awaitable[Decision]]
 NAME_PREFIX = "gpustack-worker"
-MUTATING_CONFIGURATION = "gpustack-worker-mutation"
-VALIDATING_CONFIGURATION = "gpustack-worker-validation"
+MUTATING_CONFIGURATION = constants.MUTATING_CONFIGURATION
+VALIDATING_CONFIGURATION = constants.VALIDATING_CONFIGURATION
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from webhooks import connections, registry, tls
+from certs import tls
+from webhooks import connections, registry
 from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.metrics import WebhookMetrics
@@ -239,7 +240,7 @@ class _TLSConfig(uvicorn.Config):
     """uvicorn's Config with a reloading context in place of the one it would build.
 
     ``load`` runs in every worker process (the context cannot be pickled across), registers the
-    context as ``webhooks.tls.ACTIVE``, and the app's lifespan watches it on that worker's loop."""
+    context as ``certs.tls.ACTIVE``, and the app's lifespan watches it on that worker's loop."""
 
     connection_limits: connections.ConnectionLimits = connections.DEFAULT_LIMITS
 

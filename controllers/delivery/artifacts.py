@@ -18,7 +18,7 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from api import constants
 from api import delivery as d
@@ -135,7 +135,7 @@ class ModelArtifactReconciler(Controller):
     # --- the pass -----------------------------------------------------------------------------------
 
     def reconcile(self, key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         obj = self.artifacts.get(name, namespace)
         if obj is None:
             return None

@@ -431,7 +431,7 @@ def _charge_inflight(
         # Resolve each PodSet on its own: one that cannot be judged charges nothing.
         if _resolve([ps], flavors, devices, vram) or ps.demand is None:
             continue
-        for node, count in ps.nodes.items():
+        for node, count in (ps.nodes or {}).items():
             pending = count - held.get((namespace, name, ps.name, node), 0)
             if pending > 0:
                 book.charge_later(node, ps.group, ps.demand, pending)
@@ -445,13 +445,14 @@ def _place_assigned(
     book: Book,
     held: Mapping[tuple[str, str, str, str], int],
 ) -> str:
-    for node in sorted(ps.nodes or ()):
+    assigned = ps.nodes or {}
+    for node in sorted(assigned):
         if node not in nodes:
             return f"{ps.label}: node {node} that Kueue assigned is gone"
         ledger = book.ledger(node, ps.group)
         if ledger is None or not ledger.cards:
             return f"{ps.label}: node {node} has no {ps.group} cards in its Devices ledger"
-        pending = ps.nodes[node] - held.get((namespace, name, ps.name, node), 0)
+        pending = assigned[node] - held.get((namespace, name, ps.name, node), 0)
         for i in range(pending):
             if fit.place(ledger, ps.demand) is None:
                 placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""

@@ -34,6 +34,7 @@ from nodeplugins.devicemanager.backends import Backend, DiscoveryError, backend_
 from nodeplugins.devicemanager.inventory import Inventory
 from nodeplugins.devicemanager.publisher import Publisher
 
+EXIT_USAGE = 2  # a usage error, as the command line spells it
 log = logging.getLogger("devicemanager")
 
 DETECTIONS = Counter("gpustack_device_manager_detections", "Detection passes", ["result"])
@@ -288,8 +289,6 @@ def serve_http(manager: DeviceManager) -> ThreadingHTTPServer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpustack_operator.cli import EXIT_USAGE
-
     if not args.node_name:
         log.error("--node-name (or NODE_NAME) is required")
         return EXIT_USAGE

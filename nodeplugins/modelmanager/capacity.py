@@ -52,6 +52,11 @@ class Watermarks:
     note: str = ""  # what the Ready message says about a cap
 
 
+def _text(value: object) -> str | None:
+    """A kubelet threshold as its text (``"10%"``, ``"15Gi"``), None when absent or not a string."""
+    return value if isinstance(value, str) else None
+
+
 def _threshold_percent(value: str | None, default: float, fs_size: int, name: str, notes: list[str]) -> float:
     if value is None:
         notes.append(f"{name} unset, kubelet default {default:g}%")
@@ -88,11 +93,15 @@ def kubelet_cap(
         notes.append("kubelet's effective configuration could not be read; its defaults apply")
         kubelet = {}
     nodefs = _threshold_percent(
-        kubelet.get("nodefsAvailable"), KUBELET_DEFAULTS["nodefs"], fs_size, "nodefs.available", notes
-    )  # type: ignore[arg-type]
+        _text(kubelet.get("nodefsAvailable")), KUBELET_DEFAULTS["nodefs"], fs_size, "nodefs.available", notes
+    )
     imagefs = _threshold_percent(
-        kubelet.get("imagefsAvailable"), KUBELET_DEFAULTS["imagefs"], fs_size, "imagefs.available", notes
-    )  # type: ignore[arg-type]
+        _text(kubelet.get("imagefsAvailable")),
+        KUBELET_DEFAULTS["imagefs"],
+        fs_size,
+        "imagefs.available",
+        notes,
+    )
     gc = kubelet.get("imageGCHighThresholdPercent")
     if not isinstance(gc, int) or isinstance(gc, bool):
         notes.append(

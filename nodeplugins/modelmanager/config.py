@@ -41,6 +41,10 @@ def _str(value: Any, path: str) -> str:
     return value
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def parse_config(nms: Mapping[str, Any], ca_bundle: str | None) -> PluginConfig:
     """The configuration ``nms`` (a NodeModelStore) states. ``ca_bundle``: the named ConfigMap's
     ``ca.crt``, None when the spec names one that could not be read. Raises ValueError naming the
@@ -48,16 +52,16 @@ def parse_config(nms: Mapping[str, Any], ca_bundle: str | None) -> PluginConfig:
     spec = nms.get("spec")
     if not isinstance(spec, Mapping):
         raise ValueError("spec is missing")
-    marks = spec.get("watermarks") if isinstance(spec.get("watermarks"), Mapping) else {}
+    marks = _mapping(spec.get("watermarks"))
     high = _int(marks.get("highPercent"), "spec.watermarks.highPercent", 2, 95)
     low = _int(marks.get("lowPercent"), "spec.watermarks.lowPercent", 1, 94)
     if low >= high:
         raise ValueError(f"spec.watermarks.lowPercent ({low}) must be below highPercent ({high})")
-    download = spec.get("download") if isinstance(spec.get("download"), Mapping) else {}
+    download = _mapping(spec.get("download"))
     concurrency = _int(download.get("concurrency"), "spec.download.concurrency", 1, 64)
     rate = download.get("bytesPerSecond", 0)
     rate = _int(0 if rate is None else rate, "spec.download.bytesPerSecond", 0, None)
-    hub = spec.get("hub") if isinstance(spec.get("hub"), Mapping) else {}
+    hub = _mapping(spec.get("hub"))
     ca_name = _str(hub.get("caBundleConfigMap"), "spec.hub.caBundleConfigMap")
     if ca_name and ca_bundle is None:
         raise ValueError(f"spec.hub.caBundleConfigMap: ConfigMap {ca_name} with key ca.crt could not be read")

@@ -23,8 +23,8 @@ from typing import Any
 
 import grpc
 
+from api import OPERATOR_VERSION as __version__
 from api import constants
-from gpustack_operator import __version__
 from nodeplugins import protos
 from nodeplugins.modelmanager.publish import CsiError, NodeService, PublishRequest
 
@@ -44,7 +44,13 @@ def registration_socket(kubelet_dir: Path) -> Path:
     return kubelet_dir / "plugins_registry" / f"{constants.CSI_DRIVER_MODEL}-reg.sock"
 
 
-class Identity(csi_grpc.IdentityServicer):
+# Generated at bootstrap: the servicer bases have no static type.
+_IdentityServicer: Any = csi_grpc.IdentityServicer
+_NodeServicer: Any = csi_grpc.NodeServicer
+_RegistrationServicer: Any = reg_grpc.RegistrationServicer
+
+
+class Identity(_IdentityServicer):
     def __init__(self, ready: Any) -> None:
         self.ready = ready
 
@@ -60,7 +66,7 @@ class Identity(csi_grpc.IdentityServicer):
         return csi.ProbeResponse(ready=wrappers_pb2.BoolValue(value=bool(self.ready())))
 
 
-class Node(csi_grpc.NodeServicer):
+class Node(_NodeServicer):
     def __init__(self, service: NodeService, node_id: str) -> None:
         self.service = service
         self.node_id = node_id
@@ -116,7 +122,7 @@ class Node(csi_grpc.NodeServicer):
         return self._unimplemented(context, "NodeExpandVolume")
 
 
-class Registration(reg_grpc.RegistrationServicer):
+class Registration(_RegistrationServicer):
     def __init__(self, endpoint: Path) -> None:
         self.endpoint = endpoint
         self.registered = threading.Event()

@@ -221,6 +221,8 @@ def with_transition_times(status: Obj, previous: Sequence[Mapping[str, Any]] | N
     before = {c.get("type"): c for c in previous or []}
     for cond in out.get("conditions") or []:
         old = before.get(cond["type"])
-        same = old is not None and old.get("status") == cond["status"] and old.get("lastTransitionTime")
-        cond["lastTransitionTime"] = old["lastTransitionTime"] if same else stamp(now)
+        if old is not None and old.get("status") == cond["status"] and old.get("lastTransitionTime"):
+            cond["lastTransitionTime"] = old["lastTransitionTime"]
+        else:
+            cond["lastTransitionTime"] = stamp(now)
     return out

@@ -16,7 +16,7 @@ missing.
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import Any
 
 GENERATE_HINT = "run scripts/bootstrap.sh (or: python -m nodeplugins.protos.generate)"
 
@@ -25,8 +25,9 @@ class ProtosNotGenerated(ImportError):
     """The generated gRPC modules are absent: the build step was skipped."""
 
 
-def load(module: str) -> ModuleType:
-    """``load("kubelet.deviceplugin.v1beta1.api_pb2")`` — a generated module of this package."""
+def load(module: str) -> Any:
+    """``load("kubelet.deviceplugin.v1beta1.api_pb2")`` — a generated module of this package (typed
+    ``Any``: generated at bootstrap, it has no static types to check against)."""
     name = f"{__name__}.{module}"
     try:
         return importlib.import_module(name)

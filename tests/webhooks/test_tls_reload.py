@@ -10,9 +10,9 @@ import time
 import pytest
 import uvicorn
 
-from certs import issue
+from certs import issue, tls
 from tests.net import free_port, served_serial
-from webhooks import server, tls
+from webhooks import server
 from webhooks.lookups import FileLookups
 
 

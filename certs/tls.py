@@ -14,7 +14,7 @@ import logging
 import ssl
 from pathlib import Path
 
-log = logging.getLogger("webhooks.tls")
+log = logging.getLogger("certs.tls")
 
 # The context this process serves with, set when the server's config loads; watched by the app.
 ACTIVE: ReloadingContext | None = None
