@@ -64,7 +64,18 @@ def install_crds(info: harness.ClusterInfo) -> None:
     info.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names])
 
 
-def ensure_namespace(info: harness.ClusterInfo, name: str) -> None:
+def ensure_namespace(info: harness.ClusterInfo, name: str, timeout: float = 180) -> None:
+    """The namespace, created when absent; one an earlier test is still deleting is waited out
+    first (applying it while it terminates would leave a namespace that never gets its account)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = info.kubectl("get", "namespace", name, "-o", "json", check=False)
+        if (
+            current.returncode != 0
+            or json.loads(current.stdout).get("status", {}).get("phase") != "Terminating"
+        ):
+            break
+        time.sleep(1)
     info.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
