@@ -5,7 +5,7 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -13,6 +13,9 @@ bootstrap:                 ## .venv with the project and its test extras, extens
 cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue, kubelet, nfd-master... built from Go modules, cached in ~/.cache
 	@tests/cluster/build.sh
 	@tests/cluster/build-node.sh >/dev/null
+
+wrk:                       ## the benchmark's load generator, from Debian's packages
+	@scripts/ensure-wrk.sh
 
 mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debian libibverbs1), cached in ~/.cache
 	@scripts/ensure-mooncake.sh >/dev/null
@@ -23,12 +26,12 @@ dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GP
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries mooncake  ## ruff and mypy, then the whole suite: unit, webhooks, e2e against the real control plane
+test: bootstrap cluster-binaries mooncake wrk  ## ruff and mypy, then the whole suite: unit, webhooks, e2e against the real control plane
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null
 	@.venv/bin/mypy
 	@$(PY) -m pytest -q
 
-test-unit: bootstrap mooncake       ## unit and webhook tests only (no control plane)
+test-unit: bootstrap mooncake wrk       ## unit and webhook tests only (no control plane)
 	@$(PY) -m pytest -q -m "not e2e"
 
 test-e2e: bootstrap cluster-binaries mooncake  ## the e2e tests alone, against their own local control plane
@@ -41,8 +44,7 @@ lint: bootstrap            ## ruff and the type checker
 crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the API models
 	@.venv/bin/gpustack-operator crds --write charts/gpustack-operator/crds
 
-bench: bootstrap           ## webhook and fastpath benchmarks (prints figures, asserts nothing)
-	@scripts/ensure-wrk.sh
+bench: bootstrap wrk       ## webhook and fastpath benchmarks (prints figures, asserts nothing)
 	@$(PY) -m loadtests.bench
 
 locust: bootstrap          ## locust users headless against a local worker (zero failures expected)

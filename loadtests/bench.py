@@ -260,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a running local control plane whose Kueue to compare with (default .dev/cluster)",
     )
     parser.add_argument("--skip-speedups", action="store_true", help="leave out the fastpath timings")
+    parser.add_argument(
+        "--quick-speedups", action="store_true", help="time the fastpath speedups briefly (smoke runs)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("loadtests.bench needs wrk (Debian package wrk): apt-get install -y wrk", file=sys.stderr)
@@ -322,14 +325,18 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
 
+    from loadtests import bench_fastpath
     from loadtests.bench_argv import bench_argv
     from loadtests.bench_fastpath import bench_fit, bench_quantity, bench_requests
+
+    if args.quick_speedups:
+        bench_fastpath.configure(1, 0.01)
 
     speedups = (
         {}
         if args.skip_speedups
         else {
-            "argv": bench_argv(),
+            "argv": bench_argv(2, 1) if args.quick_speedups else bench_argv(),
             "fit": bench_fit(),
             "requests": bench_requests(),
             "quantity": bench_quantity(),

@@ -31,6 +31,15 @@ from fastpath.pure import bundle, is_compiled, load, modules
 
 M = 1_600_000
 REPEATS = 7
+SECONDS_PER_REPEAT = 0.2
+
+
+def configure(repeats: int, seconds: float) -> None:
+    """How long each measurement runs: ``repeats`` repeats of about ``seconds`` each (best taken)."""
+    global REPEATS, SECONDS_PER_REPEAT
+    REPEATS, SECONDS_PER_REPEAT = repeats, seconds
+
+
 # The Devices ledger: its classes, building, placement, views and fit labels.
 LEDGER = ("cards", "ledger", "fit", "views", "fit_labels")
 
@@ -327,7 +336,7 @@ def _measure(
         round_ = make(module)
         round_()  # warm up
         number, elapsed = timeit.Timer(round_).autorange()
-        number = max(1, int(number * 0.2 / max(elapsed, 1e-9)))  # about 0.2 s per repeat
+        number = max(1, int(number * SECONDS_PER_REPEAT / max(elapsed, 1e-9)))  # seconds per repeat
         figures[label] = min(timeit.repeat(round_, number=number, repeat=REPEATS)) / number
     figures["speedup"] = figures["interpreted_s"] / figures["compiled_s"]
     return figures
@@ -345,15 +354,24 @@ def bench_fit() -> dict[str, float]:
     return _measure(_fit_round, bundle(LEDGER), bundle(LEDGER, interpreted=True), modules(LEDGER))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="repeats per measurement, best taken")
+    parser.add_argument("--seconds", type=float, default=SECONDS_PER_REPEAT, help="seconds per repeat")
+    parser.add_argument(
+        "--json", action="store_true", help="(kept for scripts; the JSON line is always printed)"
+    )
+    args = parser.parse_args(argv)
+    configure(args.repeats, args.seconds)
     results = {"quantity": bench_quantity(), "requests": bench_requests(), "fit": bench_fit()}
     for name, figures in results.items():
         print(
             f"{name:9s} compiled {figures['compiled_s'] * 1e6:9.2f} µs  interpreted {figures['interpreted_s'] * 1e6:9.2f} µs"
             f"  speedup {figures['speedup']:5.1f}×"
         )
-    if "--json" in sys.argv:
-        print(json.dumps(results))
+    print(json.dumps(results))
     return 0
 
 

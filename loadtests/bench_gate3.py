@@ -165,10 +165,10 @@ def _time(fn, repeat: int) -> list[float]:
     return samples
 
 
-def bench_gate3(sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
+def bench_gate3(sizes: tuple[int, ...] = (100, 1000), repeat_override: int | None = None) -> list[dict]:
     results = []
     for size in sizes:
-        repeat = 200 if size <= 100 else 30
+        repeat = repeat_override or (200 if size <= 100 else 30)
         for scenario in ("tas", "pool-first-fit", "pool-retry"):
             full = scenario == "pool-retry"
             flavors, nodes, devices, pods, others = _cluster(size, full=full)
@@ -214,8 +214,17 @@ def bench_gate3(sizes: tuple[int, ...] = (100, 1000)) -> list[dict]:
     return results
 
 
-def main() -> int:
-    for row in bench_gate3():
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="gate 3's decision per Workload")
+    parser.add_argument("--sizes", default="100,1000", help="flavor pool sizes in nodes (comma list)")
+    parser.add_argument(
+        "--repeat", type=int, default=0, help="decisions timed per scenario (default by size)"
+    )
+    args = parser.parse_args(argv)
+    sizes = tuple(int(size) for size in args.sizes.split(",") if size)
+    for row in bench_gate3(sizes, args.repeat or None):
         print(json.dumps(row))
     return 0
 

@@ -106,13 +106,13 @@ def bench_ledger(tenants: int) -> None:
             master.stop()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--tenants", type=int, default=200)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     bench_inject(args.pods)
     bench_ledger(args.tenants)
     return 0

@@ -3,9 +3,13 @@
     tests/cluster/up.sh                        # a control plane (own GPUSTACK_CLUSTER_DIR/ports if shared)
     python -m loadtests.bench_pools --nodes 100
 
-It installs the CRDs, starts the pool controllers in this process (no leader election), creates
-``--nodes`` kwok fake nodes of 8 × NVIDIA H100 80GB HBM3 each (simulated labels and device-plugin
-capacity) and their ``Devices`` ledgers, and measures, polling the InstanceType every 50 ms:
+It installs the CRDs, starts the pool controllers in this process (no leader election) — or, when
+a worker already holds the ``worker.gpustack.ai`` Lease (``make dev``), measures that worker's
+controllers instead of starting a second set that would fight them — creates ``--nodes`` kwok fake
+nodes of 8 × Tesla T4 each (a product ``make dev`` does not simulate, so its pool is the
+benchmark's alone) and their ``Devices`` ledgers, and measures, polling the InstanceType every
+50 ms.  The benchmark is a load generator: it writes the inventory a thousand device managers would
+publish, which no test may do.
 
 - ``build``: from the last ``Devices`` write of the fresh nodes to the pool's InstanceType showing
   every card (``8/8N 8/80N 100/800N 0/0``), and to its ClusterQueue's nominal covering every node;
@@ -14,14 +18,14 @@ capacity) and their ``Devices`` ledgers, and measures, polling the InstanceType 
 - ``single``: one card freed on one node; from that write to the view moving.
 
 It also reports how long every node took to carry its counting keys.  Prints one JSON object per
-figure; asserts nothing.  ``--keep`` leaves the nodes and objects behind; otherwise they are
+figure; asserts nothing.  A wait that runs out prints what it waited for and what it last saw.  ``--keep`` leaves the nodes and objects behind; otherwise they are
 deleted (nodes first, so no type is authored again) before the controllers stop.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import datetime as dt
 import json
 import os
 import sys
@@ -37,22 +41,28 @@ sys.path.insert(0, str(REPO / "tests" / "cluster"))
 import harness  # noqa: E402  (tests/cluster/harness.py)
 
 from api import API_VERSION  # noqa: E402
+from controllers.pools.cluster_queues import ClusterQueueReconciler  # noqa: E402
+from controllers.pools.devices_labels import DevicesLabelReconciler  # noqa: E402
+from controllers.pools.instance_types import InstanceTypeReconciler  # noqa: E402
+from controllers.pools.local_queues import LocalQueueReconciler  # noqa: E402
+from controllers.pools.node_capacity_keys import NodeCapacityReconciler  # noqa: E402
+from controllers.pools.resource_flavors import ResourceFlavorReconciler  # noqa: E402
 from kube.client import ApiError, Client, load_api_client  # noqa: E402
 from kube.manager import RECONCILE_SECONDS, Manager  # noqa: E402
 from nodeplugins.devicemanager import simulated  # noqa: E402
 
 M = 1_600_000
 CARDS = 8
-PRODUCT = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
-POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+PRODUCT = simulated.PRODUCTS["Tesla T4"]
+POOL = "gpustack--nvidia-tesla-t4-linux-amd64"
 PREFIX = "bench-pools-"
 POOL_CONTROLLERS = (
-    "controllers.pools.resource_flavors:ResourceFlavorReconciler",
-    "controllers.pools.instance_types:InstanceTypeReconciler",
-    "controllers.pools.cluster_queues:ClusterQueueReconciler",
-    "controllers.pools.local_queues:LocalQueueReconciler",
-    "controllers.pools.node_capacity_keys:NodeCapacityReconciler",
-    "controllers.pools.devices_labels:DevicesLabelReconciler",
+    ResourceFlavorReconciler,
+    InstanceTypeReconciler,
+    ClusterQueueReconciler,
+    LocalQueueReconciler,
+    NodeCapacityReconciler,
+    DevicesLabelReconciler,
 )
 
 
@@ -103,16 +113,26 @@ def create_node_and_ledger(client: Client, name: str) -> None:
     write_status(client, devices)
 
 
-def wait(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> float | None:
-    """Seconds until ``predicate`` held (None on timeout)."""
+def wait(
+    what: str,
+    observe: Callable[[], Any],
+    want: Any,
+    timeout: float,
+    interval: float = 0.05,
+) -> float | None:
+    """Seconds until ``observe()`` equals ``want``; on timeout a JSON line says what was awaited
+    and the last value seen, and None is returned."""
     started = time.monotonic()
+    seen: Any = None
     while time.monotonic() - started < timeout:
         try:
-            if predicate():
+            seen = observe()
+            if seen == want:
                 return time.monotonic() - started
-        except ApiError:
-            pass
+        except ApiError as error:
+            seen = f"API error: {error}"
         time.sleep(interval)
+    emit(phase="timeout", waited_for=what, want=want, last_seen=seen, after_s=timeout)
     return None
 
 
@@ -122,14 +142,29 @@ def summary(client: Client) -> str:
 
 
 def nominal(client: Client) -> int:
+    """The queue's nominal credits: only ``credits.gpustack.ai/*`` count (an accelerated queue
+    also declares ``cpu`` unbounded on a Kueue without quotaCheckStrategy)."""
     queue = client.get("ClusterQueue", POOL) or {}
     groups = (queue.get("spec") or {}).get("resourceGroups") or []
     total = 0
     for group in groups:
         for flavor in group.get("flavors") or []:
             for resource in flavor.get("resources") or []:
-                total += int(harness.parse_quantity(resource["nominalQuota"]))
+                if str(resource.get("name", "")).startswith("credits.gpustack.ai/"):
+                    total += int(harness.parse_quantity(resource["nominalQuota"]))
     return total
+
+
+def running_worker(client: Client) -> str | None:
+    """The identity holding the worker's Lease when it was renewed within its duration."""
+    lease = client.get("Lease", "worker.gpustack.ai", "gpustack-system") or {}
+    spec = lease.get("spec") or {}
+    holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
+    if not holder or not renewed:
+        return None
+    at = dt.datetime.strptime(renewed.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    fresh = (dt.datetime.now(dt.UTC) - at).total_seconds() < float(spec.get("leaseDurationSeconds") or 15)
+    return holder if fresh else None
 
 
 def keyed_nodes(client: Client) -> int:
@@ -169,9 +204,8 @@ def reconcile_figures() -> dict[str, Any]:
 
 def start_controllers(client: Client) -> Manager:
     manager = Manager(client, leader_election=False)
-    for spec in POOL_CONTROLLERS:
-        module, cls = spec.split(":")
-        manager.add(getattr(importlib.import_module(module), cls))
+    for controller in POOL_CONTROLLERS:
+        manager.add(controller)
     manager.start(sync_timeout=120)
     return manager
 
@@ -180,11 +214,20 @@ def cleanup(client: Client, names: list[str], threads: int) -> None:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda n: client.delete("Node", n), names))
     wait(
-        lambda: not [f for f in client.list("ResourceFlavor")[0] if "h100" in f["metadata"]["name"]], 300, 0.5
+        "the benchmark's flavors to go",
+        lambda: [
+            f["metadata"]["name"]
+            for f in client.list("ResourceFlavor")[0]
+            if "tesla-t4" in f["metadata"]["name"]
+        ],
+        [],
+        300,
+        0.5,
     )
-    for it in client.list("InstanceType")[0]:
-        client.delete("InstanceType", it["metadata"]["name"])
-    wait(lambda: not client.list("InstanceType")[0], 300, 0.5)
+    client.delete("InstanceType", POOL)
+    wait(
+        "the benchmark's InstanceType to go", lambda: client.get("InstanceType", POOL) is None, True, 300, 0.5
+    )
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda n: client.delete("Devices", n), names))
 
@@ -212,8 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     emit(phase="setup", nodes=n, cards_per_node=CARDS, threads=args.threads, cpus=os.cpu_count())
 
     started = time.monotonic()
-    manager = start_controllers(client)
-    emit(phase="controllers", started_s=round(time.monotonic() - started, 3))
+    holder = running_worker(client)
+    manager = None if holder else start_controllers(client)
+    emit(
+        phase="controllers",
+        started_s=round(time.monotonic() - started, 3),
+        source=f"the running worker {holder}" if holder else "this process",
+    )
     try:
         started = time.monotonic()
         with ThreadPoolExecutor(args.threads) as pool:
@@ -221,8 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         last_write = time.monotonic()
         emit(phase="build", wrote_nodes_and_ledgers_s=round(last_write - started, 3))
         want = f"{CARDS}/{CARDS * n} {CARDS}/{10 * CARDS * n} 100/{100 * CARDS * n} 0/0"
-        to_status = wait(lambda: summary(client) == want, args.timeout)
-        to_queue = wait(lambda: nominal(client) == CARDS * n * M, args.timeout)
+        to_status = wait(
+            "the InstanceType's accelerator summary", lambda: summary(client), want, args.timeout
+        )
+        to_queue = wait(
+            "the ClusterQueue's nominal credits", lambda: nominal(client), CARDS * n * M, args.timeout
+        )
         emit(
             phase="build",
             expect=want,
@@ -231,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
             if to_queue is not None
             else None,
         )
-        to_keys = wait(lambda: keyed_nodes(client) == n, args.timeout, 0.5)
+        to_keys = wait(
+            "nodes carrying their counting keys", lambda: keyed_nodes(client), n, args.timeout, 0.5
+        )
         emit(
             phase="build",
             node_keys_on_every_node_after_last_write_s=round(time.monotonic() - last_write, 3)
@@ -244,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             list(pool.map(lambda name: write_status(client, ledger(name, 50)), names))
         last_write = time.monotonic()
         want = f"0/0 0/0 50/{50 * CARDS * n} 0/0"
-        to_status = wait(lambda: summary(client) == want, args.timeout)
+        to_status = wait("the summary after the burst", lambda: summary(client), want, args.timeout)
         emit(
             phase="burst",
             ledgers_rewritten=n,
@@ -259,19 +313,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         write_status(client, freed)
         want = f"1/1 1/10 100/{50 * CARDS * n + 50} 0/0"
-        to_status = wait(lambda: summary(client) == want, args.timeout)
+        to_status = wait("the summary after one card is freed", lambda: summary(client), want, args.timeout)
         emit(
             phase="single",
             expect=want,
             status_converged_after_write_s=round(to_status, 3) if to_status is not None else None,
         )
-        emit(phase="reconciles", **reconcile_figures())
+        if manager is not None:
+            emit(phase="reconciles", **reconcile_figures())
+        else:
+            emit(phase="reconciles", note="measured by the running worker: see its /metrics")
     finally:
         if not args.keep:
             started = time.monotonic()
             cleanup(client, names, args.threads)
             emit(phase="cleanup", s=round(time.monotonic() - started, 3))
-        manager.stop()
+        if manager is not None:
+            manager.stop()
     return 0
 
 

@@ -2,12 +2,15 @@
 
     python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--port 27791]
 
-Prints locust's summary and exits with locust's status (non-zero when any request failed).
+Prints locust's summary, then one JSON line (requests, failures, requests/s, p50/p99 ms over all
+endpoints), and exits with locust's status (non-zero when any request failed).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
 import subprocess
 import sys
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     issue.ensure(work / "certs", ["localhost"], ["127.0.0.1"])
     server = Server(objects, work / "certs", args.port, 1)
     try:
-        return subprocess.run(
+        status = subprocess.run(
             [
                 str(Path(sys.executable).with_name("locust")),
                 "-f",
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                 "--host",
                 f"https://127.0.0.1:{args.port}",
                 "--only-summary",
+                "--csv",
+                str(work / "locust"),
             ],
             cwd=work,
             check=False,
@@ -54,6 +59,21 @@ def main(argv: list[str] | None = None) -> int:
         ).returncode
     finally:
         server.stop()
+    print(json.dumps(_summary(work / "locust_stats.csv")))
+    return status
+
+
+def _summary(stats: Path) -> dict[str, float | int]:
+    """The Aggregated row of locust's CSV statistics."""
+    with stats.open() as handle:
+        row = next(r for r in csv.DictReader(handle) if r["Name"] == "Aggregated")
+    return {
+        "requests": int(row["Request Count"]),
+        "failures": int(row["Failure Count"]),
+        "rps": round(float(row["Requests/s"]), 1),
+        "p50_ms": float(row["50%"]),
+        "p99_ms": float(row["99%"]),
+    }
 
 
 if __name__ == "__main__":

@@ -1,0 +1,115 @@
+"""Every benchmark script runs at its smallest size and prints the JSON its README figures come
+from: a benchmark that rots fails the suite.  No figure is judged here (speed is read from full
+runs on a quiet machine); only that each script finishes and that its lines carry their fields.
+
+The other benchmarks' smoke runs live beside their features (test_bench_devicemanager,
+test_bench_gateway, delivery/test_bench_delivery); bench_pools needs a control plane
+(tests/e2e/test_bench_pools.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.net import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(module: str, *args: str, timeout: float = 600) -> list[dict]:
+    result = subprocess.run(
+        [sys.executable, "-m", f"loadtests.{module}", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines, result.stdout[-2000:]
+    return [json.loads(line) for line in lines]
+
+
+def _has(figures: dict, *fields: str) -> None:
+    missing = [field for field in fields if field not in figures]
+    assert not missing, f"missing {missing} in {sorted(figures)}"
+
+
+def test_bench_fastpath() -> None:
+    (line,) = _run("bench_fastpath", "--repeats", "1", "--seconds", "0.01")
+    for module in ("quantity", "requests", "fit"):
+        _has(line[module], "compiled_s", "interpreted_s", "speedup")
+
+
+def test_bench_argv() -> None:
+    (line,) = _run("bench_argv", "--rounds", "1", "--repeat", "1")
+    _has(line, "bench", "compiled_s", "interpreted_s", "speedup", "roles", "mean_tokens")
+
+
+def test_bench_gate3() -> None:
+    rows = _run("bench_gate3", "--sizes", "3", "--repeat", "2")
+    assert {row["scenario"] for row in rows} == {"tas", "pool-first-fit", "pool-retry"}
+    for row in rows:
+        _has(row, "nodes", "cards", "verdict", "median_ms", "p90_ms", "max_ms", "runs")
+
+
+def test_bench_kvcache() -> None:
+    rows = _run("bench_kvcache", "--pods", "5", "--tenants", "2")
+    injects = [row for row in rows if row["figure"] == "inject"]
+    assert {row["engine"] for row in injects} == {"vLLM", "SGLang"}
+    for row in injects:
+        _has(row, "decisions", "median_us", "p99_us")
+    (ledger,) = [row for row in rows if row["figure"] == "ledger"]
+    _has(ledger, "read_list_ms", "converged_pass_ms", "errors")
+
+
+def test_run_locust() -> None:
+    (summary,) = _run(
+        "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "2s", "--port", str(free_port())
+    )
+    _has(summary, "requests", "failures", "rps", "p50_ms", "p99_ms")
+
+
+def test_bench(tmp_path: Path) -> None:
+    assert shutil.which("wrk"), (
+        "wrk drives the webhook benchmark: scripts/ensure-wrk.sh installs it (make test)"
+    )
+    lines = _run(
+        "bench",
+        "--duration",
+        "1",
+        "--rounds",
+        "1",
+        "--workers-scan",
+        "1",
+        "--connections",
+        "2",
+        "--quick-speedups",
+        "--port",
+        str(free_port()),
+        "--cluster-dir",
+        str(tmp_path / "no-cluster"),  # the Kueue comparison needs make dev; its smoke is the e2e one
+    )
+    _has(
+        lines[-1],
+        "null_rps",
+        "pod_rps",
+        "pod_p50_ms",
+        "pod_p99_ms",
+        "pod_vs_null",
+        "pod_mutate_rps",
+        "md_rps",
+        "md_p99_ms",
+        "argv_speedup",
+        "fit_speedup",
+        "requests_speedup",
+        "quantity_speedup",
+        "workers_rps",
+        "pod_per_cpu_second",
+    )
