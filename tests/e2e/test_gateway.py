@@ -224,8 +224,9 @@ def fleet(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory
         if n["metadata"]["name"] not in NODES[EAST]
     ]
     if foreign:
-        pytest.skip(
+        raise AssertionError(
             f"e2e gateway: the cluster already has managed nodes {foreign}; these tests own the pools"
+            + " (an earlier module left them behind)"
         )
     second_dir = Path(
         os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or harness.REPO_ROOT / ".dev" / "e2e-second"

@@ -110,7 +110,10 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         if n["metadata"]["name"] not in NODES
     ]
     if foreign:
-        pytest.skip(f"e2e pools: the cluster already has managed nodes {foreign}; these tests own the pools")
+        raise AssertionError(
+            f"e2e pools: the cluster already has managed nodes {foreign}; these tests own the pools"
+            + " (an earlier module left them behind)"
+        )
     for ns in TENANTS:
         gpustack.ensure_namespace(cluster, ns)
     for name, (product, count) in NODES.items():
