@@ -23,7 +23,7 @@ from typing import Any
 from api import constants as c
 from api import model_deployment_status as s
 from api.model_deployment_view import Deployment
-from controllers.modeldeployment import departures, names, services
+from controllers.modeldeployment import departures, kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
 from controllers.modeldeployment import status as st
@@ -43,6 +43,8 @@ FIELD_MANAGER = "worker.gpustack.ai/model-deployment"
 FINALIZER = c.FINALIZER_MODEL_DEPLOYMENT
 SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
 SETTING_ROUTING_SIDECAR = "model-deployment-routing-sidecar-image"
+SETTING_ROUTER_IMAGE = "model-deployment-router-image"
+SETTING_ROUTER_PROXY_IMAGE = "model-deployment-router-proxy-image"
 TRANSIENT_REQUEUE_SECONDS = 15.0
 DELETION_POLL_SECONDS = 2.0
 POD_SELECTOR = f"{c.LABEL_APP_NAME}={c.APP_NAME_MODEL_DEPLOYMENT}"
@@ -83,6 +85,12 @@ class ModelDeploymentReconciler(Controller):
         self.workloads = manager.informer("Workload", indexes={INDEX_OWNER: owner_index})
         self.services = self.informer("Service", label_selector=POD_SELECTOR)
         self.runtime_classes = self.informer("RuntimeClass")
+        self.router_objects = {
+            kind: self.informer(kind, label_selector=POD_SELECTOR)
+            for kind in router.KINDS
+            if kind != "Service"
+        }
+        self.router_objects["Service"] = self.services
         self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
         self._kube_minor: int | None = None
         self._lock = threading.Lock()
@@ -96,6 +104,7 @@ class ModelDeploymentReconciler(Controller):
             Watch("Pod", self._on_pod, label_selector=POD_SELECTOR),
             Watch("Workload", self._on_workload),
             Watch("Service", self._on_service, label_selector=POD_SELECTOR),
+            Watch("Deployment", self._on_router, label_selector=POD_SELECTOR),
             Watch("InstanceType", self._on_instance_type),
             Watch("Setting", self._on_setting, namespace=c.SYSTEM_NAMESPACE),
         ]
@@ -123,6 +132,13 @@ class ModelDeploymentReconciler(Controller):
 
     def _on_service(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if changes.moved(event, obj, old, ("spec",), ("metadata", "labels")):
+            return _instance_key(obj)
+        return ()
+
+    def _on_router(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
+        if changes.moved(
+            event, obj, old, ("spec",), ("status", "readyReplicas"), ("metadata", "annotations")
+        ):
             return _instance_key(obj)
         return ()
 
@@ -303,8 +319,11 @@ class ModelDeploymentReconciler(Controller):
         if not errors:
             self.execute(result)
             self.converge_services(obj, md, templates, result)
+        router_state = self.converge_router(obj, md, templates, converge=not errors)
         self.record_departures(obj, pods)
-        self.write_status(obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights)
+        self.write_status(
+            obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights, router_state
+        )
         if any(e.transient for e in errors):
             return TRANSIENT_REQUEUE_SECONDS
         return None
@@ -324,14 +343,7 @@ class ModelDeploymentReconciler(Controller):
     def desired_services(
         self, obj: Obj, md: Deployment, templates: dict[str, RoleTemplate], result: planner.Plan
     ) -> list[Obj]:
-        owner = {
-            "apiVersion": obj.get("apiVersion", "worker.gpustack.ai/v1"),
-            "kind": "ModelDeployment",
-            "name": md.name,
-            "uid": obj["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": False,
-        }
+        owner = self._owner(obj)
         out: list[Obj] = []
         if md.roles and md.roles[0].name in templates:
             first = templates[md.roles[0].name]
@@ -360,10 +372,71 @@ class ModelDeploymentReconciler(Controller):
             if (
                 meta.get("namespace") == md.namespace
                 and (meta.get("labels") or {}).get(c.LABEL_APP_INSTANCE) == md.name
+                and services.LABEL_SERVICE_KIND in (meta.get("labels") or {})
                 and meta.get("name") not in wanted
                 and any(o.get("uid") == obj["metadata"]["uid"] for o in meta.get("ownerReferences") or ())
             ):
                 self.client.delete("Service", meta["name"], md.namespace)
+
+    def _owner(self, obj: Obj) -> Obj:
+        return {
+            "apiVersion": obj.get("apiVersion", "worker.gpustack.ai/v1"),
+            "kind": "ModelDeployment",
+            "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": False,
+        }
+
+    def _router_live(self, md: Deployment, kind: str) -> Obj | None:
+        return self.router_objects[kind].get(names.router_name(md.name), md.namespace)
+
+    def converge_router(
+        self, obj: Obj, md: Deployment, templates: dict[str, RoleTemplate], *, converge: bool
+    ) -> st.RouterState:
+        """Apply the router's objects (only those whose render hash moved), prune them when
+        ``spec.router`` goes, and read the router Deployment's readiness."""
+        uid = obj["metadata"]["uid"]
+        if md.router is None:
+            for kind in router.KINDS:
+                live = self._router_live(md, kind)
+                if live is not None and any(
+                    o.get("uid") == uid for o in rp.meta(live).get("ownerReferences") or ()
+                ):
+                    self.client.delete(kind, names.router_name(md.name), md.namespace)
+            return st.RouterState(declared=False)
+        state = st.RouterState(declared=True)
+        routed = [templates[r.name] for r in md.roles if r.name in templates]
+        if not routed:
+            state.render_error = "no role rendered: the router has nothing to target"
+            return state
+        target = routed[0].serving.target_port
+        if converge:
+            desired = router.render(
+                md,
+                self._owner(obj),
+                target_port=target,
+                image=self.settings.value(SETTING_ROUTER_IMAGE),
+                proxy_image=self.settings.value(SETTING_ROUTER_PROXY_IMAGE),
+            )
+            for item in desired:
+                if router.live_hash(self._router_live(md, item["kind"])) != router.live_hash(item):
+                    self.client.apply(item, field_manager=FIELD_MANAGER)
+        deployment = self._router_live(md, "Deployment")
+        state.deployed = deployment is not None
+        state.ready_replicas = int(((deployment or {}).get("status") or {}).get("readyReplicas") or 0)
+        state.endpoint = router.endpoint(md)
+        role_endpoints = {
+            name: router.role_endpoint(md, t.role, t.serving.scheme, t.serving.service_port)
+            for name, t in templates.items()
+        }
+        state.status = router.status(
+            md,
+            role_endpoints,
+            {name: t.publishes_kv_events for name, t in templates.items()},
+            {r.name: kvevents.endpoints(md, r, md.namespace) for r in md.roles},
+        )
+        return state
 
     def _record_once(self, obj: Obj, identity: str, kind: str, reason: str, message: str) -> None:
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
@@ -407,6 +480,7 @@ class ModelDeploymentReconciler(Controller):
         errors: list[RenderError],
         held_by_cache: bool,
         held_by_weights: bool,
+        router_state: st.RouterState,
     ) -> None:
         cache, delivery = ctx.cache_resolution, ctx.delivery_resolution
         feature = list(cache.conditions if cache else []) + list(delivery.conditions if delivery else [])
@@ -433,7 +507,7 @@ class ModelDeploymentReconciler(Controller):
             feature_conditions=feature,
             kv_cache=cache.status if cache else None,
             model=delivery.status if delivery else None,
-            router=st.RouterState(declared=md.router is not None),
+            router=router_state,
         )
         self.put_status(obj, st.render_status(inputs, obj.get("status"), _now()))
 
@@ -469,6 +543,12 @@ class ModelDeploymentReconciler(Controller):
                 o.get("uid") == uid for o in meta.get("ownerReferences") or ()
             ):
                 self.client.delete("Service", meta["name"], md.namespace)
+        for kind in router.KINDS:
+            live = self._router_live(md, kind)
+            if live is not None and any(
+                o.get("uid") == uid for o in rp.meta(live).get("ownerReferences") or ()
+            ):
+                self.client.delete(kind, names.router_name(md.name), md.namespace)
         status = dict(obj.get("status") or {})
         if status.get("phase") != s.PHASE_DELETING:
             status.update(
