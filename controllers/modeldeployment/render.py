@@ -30,7 +30,7 @@ from api.model_deployment_view import (
     as_str,
     store_protocol,
 )
-from controllers.modeldeployment import kvevents, labels, names, pairing, ports, resources
+from controllers.modeldeployment import drain, kvevents, labels, names, pairing, ports, resources
 from controllers.modeldeployment.extensions import (
     CacheFeature,
     CacheResolution,
@@ -268,6 +268,7 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
         del container["env"]
     if role.managed:
         annotations.update(_scrape(facts))
+        container["lifecycle"] = drain.pre_stop(md.engine, facts.scheme, facts.engine_port, grace_of(role))
     spec = _pod_spec(ctx, role, instance_type, container, volumes, facts, ascend)
     template_labels = labels.template_labels(md.name, role.name, role.kind, queue)
     return RoleTemplate(role, template_labels, annotations, spec, facts, image, publishes)
@@ -281,6 +282,12 @@ def _fabric(md: Deployment, role: Role, ascend: bool, cache: Any) -> str | None:
             return leg
     store = getattr(cache, "store_protocol", None)
     return store if store in FABRIC_PROTOCOLS else None
+
+
+def grace_of(role: Role) -> int:
+    """The role's grace: as given, else 30 s (§9.7)."""
+    grace = role.raw.get("terminationGracePeriodSeconds")
+    return grace if isinstance(grace, int) and not isinstance(grace, bool) else DEFAULT_GRACE_SECONDS
 
 
 def _scrape(facts: ports.Serving) -> dict[str, str]:
@@ -309,10 +316,8 @@ def _pod_spec(
         "containers": [main],
     }
     grace = role.raw.get("terminationGracePeriodSeconds")
-    if isinstance(grace, int) and not isinstance(grace, bool):
-        spec["terminationGracePeriodSeconds"] = grace
-    elif role.managed:
-        spec["terminationGracePeriodSeconds"] = DEFAULT_GRACE_SECONDS
+    if role.managed or (isinstance(grace, int) and not isinstance(grace, bool)):
+        spec["terminationGracePeriodSeconds"] = grace_of(role)
     secrets = [
         {"name": as_str(as_dict(s).get("name"))}
         for s in as_list(role.raw.get("imagePullSecrets"))
