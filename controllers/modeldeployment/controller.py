@@ -92,6 +92,11 @@ class ModelDeploymentReconciler(Controller):
         }
         self.router_objects["Service"] = self.services
         self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        self.feature_informers = {
+            kind: self.informer(kind)
+            for feature in (self.extensions.cache, self.extensions.delivery, self.extensions.topology)
+            for kind in getattr(feature, "kinds", ())
+        }
         self._kube_minor: int | None = None
         self._lock = threading.Lock()
         self._recorded: dict[Key, set[str]] = {}
@@ -174,7 +179,7 @@ class ModelDeploymentReconciler(Controller):
     def kube_minor(self) -> int:
         if self._kube_minor is None:
             try:
-                version = self.client._call("GET", "/version") or {}
+                version = self.client.version()
                 self._kube_minor = int(
                     "".join(ch for ch in str(version.get("minor", "")) if ch.isdigit()) or 0
                 )
@@ -191,8 +196,9 @@ class ModelDeploymentReconciler(Controller):
         )
 
     def read(self, kind: str, name: str, namespace: str = "") -> Obj | None:
-        """The features' reader: the informer caches of the kinds they name."""
-        return self.informer(kind, namespace if kind == "Setting" else "").get(name, namespace)
+        """The features' reader: the caches of the kinds they declared (``kinds``), else None."""
+        informer = self.feature_informers.get(kind)
+        return informer.get(name, namespace) if informer is not None else None
 
     # Reconcile ------------------------------------------------------------------------------------
 
@@ -448,6 +454,11 @@ class ModelDeploymentReconciler(Controller):
         self.recorder.event(obj, kind, reason, message)
 
     def report_render(self, obj: Obj, md: Deployment, ctx: Context, errors: list[RenderError]) -> None:
+        if not errors:
+            with self._lock:
+                seen = self._recorded.get((md.namespace, md.name), set())
+                for identity in [i for i in seen if i.startswith("render/")]:
+                    seen.discard(identity)  # a later failure is news again
         for error in errors:
             self._record_once(obj, f"render/{error.message}", WARNING, s.EVENT_RENDER_FAILED, error.message)
             log.warning(
@@ -531,12 +542,12 @@ class ModelDeploymentReconciler(Controller):
         if FINALIZER not in (obj["metadata"].get("finalizers") or ()):
             return None
         pods = self.list_pods(md, uid)
-        for wl in self.workloads_of(md, pods):
-            if not rp.leaving(wl):
-                self.client.delete("Workload", rp.meta(wl)["name"], md.namespace)
         for pod in pods:
             if not rp.leaving(pod):
                 self.client.delete("Pod", rp.meta(pod)["name"], md.namespace)
+        for wl in self.workloads_of(md, pods):
+            if not rp.leaving(wl):
+                self.client.delete("Workload", rp.meta(wl)["name"], md.namespace)
         for svc in self.services.list():
             meta = rp.meta(svc)
             if meta.get("namespace") == md.namespace and any(

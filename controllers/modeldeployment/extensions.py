@@ -15,7 +15,9 @@ are the spec's behaviour when the field is **absent**; a feature package replace
   (part of the template, so of the role hash).
 
 Nothing here performs I/O on its own: a feature reads what it needs through the ``reader`` the
-controller hands it (informer caches), so the renderer stays a pure function of its inputs.
+controller hands it, which answers from the informer caches of the kinds the feature lists in its
+``kinds`` attribute (the controller starts those informers with its own), so the renderer stays a
+pure function of its inputs.
 """
 
 from __future__ import annotations
