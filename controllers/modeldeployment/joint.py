@@ -39,6 +39,8 @@ CONTROLLER_NAME = c.ADMISSION_CHECK_JOINT_CONTROLLER
 FIELD_MANAGER = c.ADMISSION_CHECK_JOINT_CONTROLLER
 READY, PENDING = "Ready", "Pending"
 UNRESOLVED_REQUEUE_SECONDS = 15.0
+PARK_AFTER_SECONDS = 1800.0
+PARKED = "parked rather than held"
 CRD_RETRY_SECONDS = 5.0
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)
 INDEX_GROUP = "pod-group"
@@ -50,6 +52,7 @@ Obj = dict[str, Any]
 class Verdict:
     state: str
     message: str
+    complete: bool = False  # every group of the deployment has a Workload (the set is assembled)
 
 
 class Unresolved(Exception):
@@ -123,20 +126,41 @@ def decide(
     ]
     if len(groups) < 2:
         return Verdict(READY, f"ModelDeployment {md_name} has one group: nothing to assemble")
-    waiting = [
-        f"{role}/r{k}"
+    found = {
+        (role, k): workload_named(names.pod_group_name(namespace, md_name, role, k), namespace)
         for role, k in groups
-        if not holds_reservation(workload_named(names.pod_group_name(namespace, md_name, role, k), namespace))
-    ]
+    }
+    waiting = [f"{role}/r{k}" for (role, k), wl in found.items() if not holds_reservation(wl)]
     if waiting:
         shown = ", ".join(waiting[:20]) + (f" and {len(waiting) - 20} more" if len(waiting) > 20 else "")
         return Verdict(
             PENDING,
             f"held until every group of ModelDeployment {md_name} reserves quota; waiting for {shown}",
+            complete=all(wl is not None for wl in found.values()),
         )
     return Verdict(
         READY, f"every one of the {len(groups)} groups of ModelDeployment {md_name} reserved quota"
     )
+
+
+def _seconds(stamp: str) -> float | None:
+    try:
+        return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def park_in(workload: Mapping[str, Any], verdict: Verdict, now: float) -> float | None:
+    """Seconds until a held Workload is parked (0: park now), or None when it is not to be parked:
+    held ``Pending`` for 30 minutes (from the entry's ``lastTransitionTime``) with every group of the
+    set assembled (§7.7 (3))."""
+    if verdict.state != PENDING or not verdict.complete:
+        return None
+    entry = check_entry(workload) or {}
+    since = _seconds(entry.get("lastTransitionTime", "")) if entry.get("state") == PENDING else None
+    if since is None:
+        return PARK_AFTER_SECONDS
+    return max(PARK_AFTER_SECONDS - (now - since), 0.0)
 
 
 def status_patch(workload: Mapping[str, Any], verdict: Verdict, now: str) -> Obj | None:
@@ -314,9 +338,17 @@ class JointAdmissionCheck(Controller):
                 "joint check requeued", extra={"namespace": namespace, "workload": name, "why": str(error)}
             )
             return UNRESOLVED_REQUEUE_SECONDS
+        left = park_in(workload, verdict, dt.datetime.now(dt.UTC).timestamp())
+        if left == 0.0:
+            verdict = Verdict(
+                PENDING,
+                f"{PARKED}: the set did not assemble within {int(PARK_AFTER_SECONDS // 60)} minutes, so "
+                f"this Workload is deactivated to free its quota; {verdict.message}",
+            )
+            self.client.patch("Workload", name, {"spec": {"active": False}}, namespace=namespace)
         body = status_patch(workload, verdict, _now())
         if body is None:
-            return None
+            return left or None
         try:
             self.client.apply(body, field_manager=FIELD_MANAGER, subresource="status")
         except ApiError as error:
@@ -332,4 +364,4 @@ class JointAdmissionCheck(Controller):
                 "verdict": verdict.message,
             },
         )
-        return None
+        return left or None

@@ -92,9 +92,11 @@ def md_env(cluster: harness.ClusterInfo):
 
     def pools_ready() -> bool:
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
-        for pool in (H100_POOL, A10G_POOL):
+        for pool in (H100_POOL, A10G_POOL, CPU_POOL):
             status = (types.get(pool) or {}).get("status") or {}
-            if not status.get("entrance") or not (status.get("detail") or {}).get("runtimeVersion"):
+            if not status.get("entrance"):
+                return False
+            if pool != CPU_POOL and not (status.get("detail") or {}).get("runtimeVersion"):
                 return False
         lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
         return len(lqs) >= 3
@@ -305,7 +307,9 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
         timeout=WAIT,
         what="blocker running",
     )
-    apply(cluster, deployment("joint", role("a", size=2), role("b")))  # two groups: 2 cards + 1 card
+    # Two groups: a (2 members, one card each) and b (one card).  One card is free: b reserves it
+    # and the joint check holds b until a reserves too.
+    apply(cluster, deployment("joint", role("a", size=2), role("b")))
     group_a = names.pod_group_name(NS, "joint", "a", 0)
     group_b = names.pod_group_name(NS, "joint", "b", 0)
 
@@ -314,24 +318,26 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
         a, b = wls.get(group_a), wls.get(group_b)
         if a is None or b is None:
             return None
-        reserved = {cond["type"]: cond["status"] for cond in (a.get("status") or {}).get("conditions") or ()}
-        checks = {ch["name"]: ch for ch in (a.get("status") or {}).get("admissionChecks") or ()}
+        reserved = {cond["type"]: cond["status"] for cond in (b.get("status") or {}).get("conditions") or ()}
+        checks = {ch["name"]: ch for ch in (b.get("status") or {}).get("admissionChecks") or ()}
         entry = checks.get(c.ADMISSION_CHECK_JOINT) or {}
-        return a if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
+        return b if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
 
-    a = harness.wait_for(held, timeout=WAIT, what="group a reserved and held Pending")
-    message = {ch["name"]: ch for ch in a["status"]["admissionChecks"]}[c.ADMISSION_CHECK_JOINT]["message"]
-    assert "b/r0" in message and "a/r0" not in message
-    assert all(not p["spec"].get("nodeName") for p in pods_of(cluster, "joint", f"{c.LABEL_APP_COMPONENT}=a"))
-    # The blocker's own Workload is not a deployment: the check answered Ready for it.
+    b = harness.wait_for(held, timeout=WAIT, what="group b reserved and held Pending")
+    message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[c.ADMISSION_CHECK_JOINT]["message"]
+    assert "a/r0" in message and "b/r0" not in message
+    assert all(not p["spec"].get("nodeName") for p in pods_of(cluster, "joint"))
+    status = md_get(cluster, "joint")["status"]
+    assert {r["name"]: r["quotaReserved"] for r in status["roles"]} == {"a": 0, "b": 1}
+    assert condition(md_get(cluster, "joint"), "QuotaReserved")["reason"] == "Pending"
+    # The blocker's own Workload is not a deployment's: the check answered Ready for it.
     blocker_wl = next(
         w
         for w in workloads(cluster).values()
         if any(o["name"] == "blocker" for o in w["metadata"].get("ownerReferences") or ())
     )
-    assert {ch["name"]: ch["state"] for ch in blocker_wl["status"]["admissionChecks"]}[
-        c.ADMISSION_CHECK_JOINT
-    ] == "Ready"
+    states = {ch["name"]: ch["state"] for ch in blocker_wl["status"]["admissionChecks"]}
+    assert states[c.ADMISSION_CHECK_JOINT] == "Ready"
     cluster.kubectl("delete", "pod", "blocker", "-n", NS)
     ready = wait_ready(cluster, "joint")
     assert {r["name"]: r["ready"] for r in ready["status"]["roles"]} == {"a": 1, "b": 1}
@@ -399,7 +405,9 @@ def test_rollout_scale_down_and_pod_replacement(md_env) -> None:
 
 def test_an_underivable_image_is_render_failed_and_others_converge(md_env) -> None:
     cluster, _ = md_env
-    apply(cluster, deployment("cpu-bad", role(instanceType=CPU_POOL, resources=None)))
+    cpu_role = role(instanceType=CPU_POOL)
+    del cpu_role["resources"]
+    apply(cluster, deployment("cpu-bad", cpu_role))
     apply(cluster, deployment("fine", role()))
 
     def failed():

@@ -111,3 +111,23 @@ def test_the_patch_is_written_only_on_change() -> None:
     assert body["metadata"]["resourceVersion"] == "5" and body["metadata"]["uid"] == "u-a"
     workload["status"]["admissionChecks"] = [entry]
     assert joint.status_patch(workload, joint.Verdict(joint.READY, "ok"), "later") is None
+
+
+def test_a_set_held_for_half_an_hour_is_parked() -> None:
+    md = pair()
+    everyone = {group(r, k): wl(group(r, k)) for r in ("prefill", "decode") for k in range(2)}
+    everyone[group("decode", 1)] = wl(group("decode", 1), reserved=False)
+    held = everyone[group("prefill", 0)]
+    verdict = decide(held, {"p0": md_pod()}, {"qwen": md}, everyone)
+    assert verdict.state == joint.PENDING and verdict.complete
+    held["status"]["admissionChecks"] = [
+        {"name": joint.CHECK, "state": "Pending", "lastTransitionTime": "2025-01-01T00:00:00Z"}
+    ]
+    start = joint._seconds("2025-01-01T00:00:00Z")
+    assert start is not None
+    assert joint.park_in(held, verdict, start + 60) == joint.PARK_AFTER_SECONDS - 60
+    assert joint.park_in(held, verdict, start + 3600) == 0.0
+    # A set still missing a group's Workload is not assembled: it is held, never parked.
+    del everyone[group("decode", 1)]
+    incomplete = decide(held, {"p0": md_pod()}, {"qwen": md}, everyone)
+    assert joint.park_in(held, incomplete, start + 3600) is None
