@@ -11,7 +11,8 @@ deployment, and the planner's writes for a converged deployment (the target is n
 ``cluster``: against a running local control plane with Kueue.  It installs the CRDs, starts every
 registered controller in this process (no leader election), creates kwok nodes of 8 × H100 with
 their simulated labels and ``Devices`` ledgers, applies ``--deployments`` deployments of two roles
-(one card a replica) in one namespace, and measures, polling the apiserver every 200 ms:
+(one card a replica on the H100 pool, or one CPU unit on the CPU-only pool, ``--pool``) in one
+namespace, and measures, polling the apiserver every 200 ms:
 
 - ``ready``: from the first apply to every deployment's ``status.phase`` reading ``Ready``;
 - ``cpu_per_reconcile_ms``: this process's CPU seconds over that phase divided by the
@@ -44,6 +45,8 @@ from controllers.modeldeployment.extensions import default_extensions  # noqa: E
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
 
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+CPU_POOL = "gpustack--generic-linux-amd64"
+CPU_IMAGE = "registry.invalid/engine:bench"
 NAMESPACE = "bench-md"
 PREFIX = "bench-md-"
 
@@ -52,17 +55,21 @@ def emit(**figures: Any) -> None:
     print(json.dumps(figures), flush=True)
 
 
-def deployment(name: str, namespace: str = NAMESPACE, replicas: int = 1) -> dict:
+def deployment(name: str, namespace: str = NAMESPACE, replicas: int = 1, pool: str = POOL) -> dict:
     def role(role_name: str, kind: str) -> dict:
-        return {
+        out: dict[str, Any] = {
             "name": role_name,
             "kind": kind,
             "replicas": replicas,
             "size": 1,
-            "instanceType": POOL,
-            "resources": {"accelerator": "1"},
+            "instanceType": pool,
             "extraArgs": ["--max-model-len", "8192"],
         }
+        if pool == POOL:
+            out["resources"] = {"accelerator": "1"}
+        else:
+            out["image"] = CPU_IMAGE  # no runner image is published for a CPU-only pool
+        return out
 
     return {
         "apiVersion": "worker.gpustack.ai/v1",
@@ -181,13 +188,15 @@ def bench_cluster(args: argparse.Namespace) -> int:
     from nodeplugins.devicemanager import simulated
 
     product = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
+    pool = POOL if args.pool == "h100" else CPU_POOL
     info = harness.info()
     gpustack.install_crds(info)
     gpustack.ensure_namespace(info, gpustack.SYSTEM_NAMESPACE)
     gpustack.ensure_namespace(info, NAMESPACE)
     client = Client(load_api_client(args.kubeconfig or str(info.kubeconfig)), timeout=60)
-    cards = 2 * args.deployments
-    node_names = [f"{PREFIX}{i:04d}" for i in range((cards + 7) // 8)]
+    pods = 2 * args.deployments
+    per_node = 8 if pool == POOL else 60  # cards, or 800m-CPU Pods on a 64-core node
+    node_names = [f"{PREFIX}{i:04d}" for i in range((pods + per_node - 1) // per_node)]
 
     def add_node(name: str) -> None:
         try:
@@ -216,19 +225,19 @@ def bench_cluster(args: argparse.Namespace) -> int:
             subresource="status",
         )
 
-    with ThreadPoolExecutor(args.threads) as pool:
-        list(pool.map(add_node, node_names))
+    with ThreadPoolExecutor(args.threads) as workers:
+        list(workers.map(add_node, node_names))
     manager = Manager(client, leader_election=False)
     for controller in CONTROLLERS:
         manager.add(controller)
     manager.start(sync_timeout=300)
 
     def pool_ready() -> bool:
-        it = client.get("InstanceType", POOL) or {}
+        it = client.get("InstanceType", pool) or {}
         queues, _ = client.list("LocalQueue", NAMESPACE)
         return bool((it.get("status") or {}).get("entrance")) and bool(queues)
 
-    harness.wait_for(pool_ready, timeout=args.timeout, interval=0.5, what="the H100 pool and its LocalQueue")
+    harness.wait_for(pool_ready, timeout=args.timeout, interval=0.5, what="the pool and its LocalQueue")
 
     def md_reconciles() -> float:
         for metric in RECONCILE_SECONDS.collect():
@@ -237,12 +246,12 @@ def bench_cluster(args: argparse.Namespace) -> int:
                     return sample.value
         return 0.0
 
-    objs = [deployment(f"{PREFIX}{i:04d}") for i in range(args.deployments)]
+    objs = [deployment(f"{PREFIX}{i:04d}", pool=pool) for i in range(args.deployments)]
     for obj in objs:
         del obj["metadata"]["uid"]
     cpu0, count0, started = time.process_time(), md_reconciles(), time.monotonic()
-    with ThreadPoolExecutor(args.threads) as pool:
-        list(pool.map(client.create, objs))
+    with ThreadPoolExecutor(args.threads) as workers:
+        list(workers.map(client.create, objs))
 
     def all_ready() -> bool:
         items, _ = client.list("ModelDeployment", NAMESPACE)
@@ -251,7 +260,7 @@ def bench_cluster(args: argparse.Namespace) -> int:
     harness.wait_for(all_ready, timeout=args.timeout, interval=0.2, what="every deployment Ready")
     ready_s = time.monotonic() - started
     cpu, count = time.process_time() - cpu0, md_reconciles() - count0
-    emit(figure="ready", deployments=args.deployments, pods=2 * args.deployments, seconds=round(ready_s, 2))
+    emit(figure="ready", pool=args.pool, deployments=args.deployments, pods=pods, seconds=round(ready_s, 2))
     emit(
         figure="cpu_per_reconcile_ms",
         reconciles=int(count),
@@ -281,14 +290,18 @@ def bench_cluster(args: argparse.Namespace) -> int:
     changed = sum(1 for key, version in before.items() if after.get(key) != version)
     emit(figure="converged", reconciles=int(md_reconciles() - count1), objects=len(before), changed=changed)
     if not args.keep:
-        with ThreadPoolExecutor(args.threads) as pool:
-            list(pool.map(lambda o: client.delete("ModelDeployment", o["metadata"]["name"], NAMESPACE), objs))
+        with ThreadPoolExecutor(args.threads) as workers:
+            list(
+                workers.map(
+                    lambda o: client.delete("ModelDeployment", o["metadata"]["name"], NAMESPACE), objs
+                )
+            )
         harness.wait_for(
             lambda: not client.list("ModelDeployment", NAMESPACE)[0], timeout=args.timeout, interval=1
         )
-        with ThreadPoolExecutor(args.threads) as pool:
-            list(pool.map(lambda n: client.delete("Node", n), node_names))
-            list(pool.map(lambda n: client.delete("Devices", n), node_names))
+        with ThreadPoolExecutor(args.threads) as workers:
+            list(workers.map(lambda n: client.delete("Node", n), node_names))
+            list(workers.map(lambda n: client.delete("Devices", n), node_names))
     manager.stop()
     return 0
 
@@ -303,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--deployments", type=int, default=50)
     cluster = sub.add_parser("cluster", help="apply-to-Ready, CPU per reconcile, writes when converged")
     cluster.add_argument("--deployments", type=int, default=100)
+    cluster.add_argument(
+        "--pool",
+        choices=("cpu", "h100"),
+        default="cpu",
+        help="the pool the roles run on (default cpu: on Kueue v0.17 the topology-aware H100 flavor "
+        "stops admitting once its first node is full, see the README)",
+    )
     cluster.add_argument("--threads", type=int, default=8)
     cluster.add_argument("--timeout", type=float, default=1800.0)
     cluster.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
