@@ -430,6 +430,36 @@ def test_an_underivable_image_is_render_failed_and_others_converge(md_env) -> No
     delete_and_wait_gone(cluster, "cpu-bad")
 
 
+def test_a_router_fronts_the_deployment_and_is_pruned_when_removed(md_env) -> None:
+    cluster, _ = md_env
+    apply(cluster, deployment("routed", role(), router={"name": "vllm-router"}))
+    ready = wait_ready(cluster, "routed")
+    status = ready["status"]
+    assert status["endpoint"] == f"http://routed-router.{NS}.svc:8000"
+    assert status["roleSummary"] == "1R1S"
+    assert condition(ready, "RouterReady")["reason"] == "Ready"
+    assert status["router"]["name"] == "vllm-router"
+    assert status["router"]["roles"][0]["endpoint"] == f"http://routed-server.{NS}.svc:8000"
+    deploy = cluster.kubectl_json("get", "deployment", "routed-router", "-n", NS)
+    args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--service-discovery-namespace") + 1] == NS
+    for kind in ("serviceaccount", "role", "rolebinding", "service"):
+        cluster.kubectl("get", kind, "routed-router", "-n", NS)
+    apply(cluster, deployment("routed", role()))  # spec.router removed
+    harness.wait_for(
+        lambda: (
+            cluster.kubectl("get", "deployment", "routed-router", "-n", NS, check=False).returncode != 0
+            and cluster.kubectl("get", "service", "routed-router", "-n", NS, check=False).returncode != 0
+        ),
+        timeout=WAIT,
+        what="router objects pruned",
+    )
+    obj = wait_ready(cluster, "routed")
+    assert obj["status"]["endpoint"] == f"http://routed.{NS}.svc:8000"
+    assert condition(obj, "RouterReady")["reason"] == "NotApplicable"
+    delete_and_wait_gone(cluster, "routed")
+
+
 def reconciles(op) -> float:
     context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
     with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
