@@ -568,6 +568,7 @@ class ModelDeploymentReconciler(Controller):
             self.put_status(obj, status)
         if pods:
             return DELETION_POLL_SECONDS
+        self.extensions.cache.release(md)
         fresh = self.client.get("ModelDeployment", md.name, md.namespace)
         if fresh is None:
             return None

@@ -79,6 +79,10 @@ class CacheFeature(Protocol):
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None: ...
 
+    def release(self, md: Deployment) -> None:
+        """The deployment is being deleted: release its Binding registration (§9.6)."""
+        ...
+
 
 class NoCache:
     """The spec with no KV-cache feature installed: nothing is rendered.
@@ -113,6 +117,9 @@ class NoCache:
     def role(
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None:
+        return None
+
+    def release(self, md: Deployment) -> None:
         return None
 
 
