@@ -192,6 +192,18 @@ def _image(md: Deployment, role: Role, instance_type: Mapping[str, Any]) -> str:
         raise RenderError(error.message, transient=error.transient) from None
 
 
+def _features(ctx: Context, role: Role, instance_type: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What the cache client (managed roles only) and the weights' delivery add to ``role``."""
+    md = ctx.md
+    cache = None
+    if ctx.cache is not None and ctx.cache_resolution is not None and role.managed:
+        cache = ctx.cache.role(ctx.cache_resolution, md, role, instance_type)
+    delivery = None
+    if ctx.delivery is not None and ctx.delivery_resolution is not None:
+        delivery = ctx.delivery.role(ctx.delivery_resolution, md, role, instance_type)
+    return cache, delivery
+
+
 def render_role(ctx: Context, role: Role) -> RoleTemplate:
     """The template of ``role``'s Pods, or :class:`RenderError`."""
     md = ctx.md
@@ -200,12 +212,7 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     image = _image(md, role, instance_type)
     ascend = is_ascend(instance_type)
     facts = ports.serving(md, role)
-    cache = None
-    if ctx.cache is not None and ctx.cache_resolution is not None and role.managed:
-        cache = ctx.cache.role(ctx.cache_resolution, md, role, instance_type)
-    delivery = None
-    if ctx.delivery is not None and ctx.delivery_resolution is not None:
-        delivery = ctx.delivery.role(ctx.delivery_resolution, md, role, instance_type)
+    cache, delivery = _features(ctx, role, instance_type)
     conn = pairing.connector(md, role, ascend, cache)
     publishes = kvevents.publishes(md, role, ascend)
 
@@ -246,17 +253,7 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
         container["ports"] = ports.merge(ports.main_ports(role, facts), listeners)
     except ports.PortError as error:
         raise RenderError(f"role {role.name}: {error}", transient=False) from None
-    fabric = _fabric(md, role, ascend, cache)
-    try:
-        rendered = resources.container_resources(
-            role.resources,
-            instance_type,
-            overcommit=ctx.facts.overcommit,
-            interfaces=role.interface_count,
-            fabric=fabric,
-        )
-    except resources.ResourceError as error:
-        raise RenderError(f"role {role.name}: {error}", transient=True) from None
+    rendered = _resources(ctx, role, instance_type, _fabric(md, role, ascend, cache))
     if rendered:
         container["resources"] = rendered
     if role.privileged:
@@ -272,6 +269,19 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     spec = _pod_spec(ctx, role, instance_type, container, volumes, facts, ascend)
     template_labels = labels.template_labels(md.name, role.name, role.kind, queue)
     return RoleTemplate(role, template_labels, annotations, spec, facts, image, publishes)
+
+
+def _resources(ctx: Context, role: Role, instance_type: Mapping[str, Any], fabric: str | None) -> Obj:
+    try:
+        return resources.container_resources(
+            role.resources,
+            instance_type,
+            overcommit=ctx.facts.overcommit,
+            interfaces=role.interface_count,
+            fabric=fabric,
+        )
+    except resources.ResourceError as error:
+        raise RenderError(f"role {role.name}: {error}", transient=True) from None
 
 
 def _fabric(md: Deployment, role: Role, ascend: bool, cache: Any) -> str | None:

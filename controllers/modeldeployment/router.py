@@ -185,85 +185,73 @@ def epp_config(md: Deployment) -> str:
     return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
 
 
-def envoy_config(md: Deployment) -> str:
-    """Envoy on :8000, asking the picker on 127.0.0.1 which endpoint serves, then forwarding there."""
-    timeout = as_dict(md.router).get("requestTimeoutSeconds")
-    route: Obj = {"cluster": "original_destination"}
-    if isinstance(timeout, int) and not isinstance(timeout, bool):
-        route["timeout"] = f"{timeout}s"
-    http_filters = [
-        {
-            "name": "envoy.filters.http.ext_proc",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",
-                "grpc_service": {"envoy_grpc": {"cluster_name": "endpoint_picker"}},
-                "processing_mode": {
-                    "request_header_mode": "SEND",
-                    "request_body_mode": "FULL_DUPLEX_STREAMED",
-                    "request_trailer_mode": "SEND",
-                    "response_header_mode": "SEND",
-                    "response_body_mode": "FULL_DUPLEX_STREAMED",
-                    "response_trailer_mode": "SEND",
-                },
-                "failure_mode_allow": False,
-            },
-        },
-        {
-            "name": "envoy.filters.http.router",
-            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-        },
-    ]
-    access_log = [
-        {
-            "name": "envoy.access_loggers.stdout",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog",
-                "log_format": {
-                    "json_format": {
-                        "code": "%RESPONSE_CODE%",
-                        "flags": "%RESPONSE_FLAGS%",
-                        "details": "%RESPONSE_CODE_DETAILS%",
-                        "duration": "%DURATION%",
-                        "endpoint": "%UPSTREAM_HOST%",
-                        "method": "%REQ(:METHOD)%",
-                        "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
-                        "request_id": "%REQ(X-REQUEST-ID)%",
-                        "bytes_received": "%BYTES_RECEIVED%",
-                        "bytes_sent": "%BYTES_SENT%",
-                    }
-                },
-            },
-        }
-    ]
-    listener = {
-        "name": "http",
-        "address": {"socket_address": {"address": "0.0.0.0", "port_value": PORT}},
-        "filter_chains": [
-            {
-                "filters": [
-                    {
-                        "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": {
-                            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-                            "stat_prefix": "router",
-                            "access_log": access_log,
-                            "route_config": {
-                                "virtual_hosts": [
-                                    {
-                                        "name": "all",
-                                        "domains": ["*"],
-                                        "routes": [{"match": {"prefix": "/"}, "route": route}],
-                                    }
-                                ]
-                            },
-                            "http_filters": http_filters,
-                        },
-                    }
+_ENVOY = "type.googleapis.com/envoy.extensions"
+_EXT_PROC_MODE = {
+    "request_header_mode": "SEND",
+    "request_body_mode": "FULL_DUPLEX_STREAMED",
+    "request_trailer_mode": "SEND",
+    "response_header_mode": "SEND",
+    "response_body_mode": "FULL_DUPLEX_STREAMED",
+    "response_trailer_mode": "SEND",
+}
+_ACCESS_LOG_FORMAT = {
+    "code": "%RESPONSE_CODE%",
+    "flags": "%RESPONSE_FLAGS%",
+    "details": "%RESPONSE_CODE_DETAILS%",
+    "duration": "%DURATION%",
+    "endpoint": "%UPSTREAM_HOST%",
+    "method": "%REQ(:METHOD)%",
+    "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+    "request_id": "%REQ(X-REQUEST-ID)%",
+    "bytes_received": "%BYTES_RECEIVED%",
+    "bytes_sent": "%BYTES_SENT%",
+}
+
+
+def _connection_manager(route: Obj) -> Obj:
+    """HTTP on :8000: ask the picker over ext_proc, route to the endpoint it names, log each request."""
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": f"{_ENVOY}.filters.network.http_connection_manager.v3.HttpConnectionManager",
+            "stat_prefix": "router",
+            "access_log": [
+                {
+                    "name": "envoy.access_loggers.stdout",
+                    "typed_config": {
+                        "@type": f"{_ENVOY}.access_loggers.stream.v3.StdoutAccessLog",
+                        "log_format": {"json_format": _ACCESS_LOG_FORMAT},
+                    },
+                }
+            ],
+            "route_config": {
+                "virtual_hosts": [
+                    {"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": route}]}
                 ]
-            }
-        ],
+            },
+            "http_filters": [
+                {
+                    "name": "envoy.filters.http.ext_proc",
+                    "typed_config": {
+                        "@type": f"{_ENVOY}.filters.http.ext_proc.v3.ExternalProcessor",
+                        "grpc_service": {"envoy_grpc": {"cluster_name": "endpoint_picker"}},
+                        "processing_mode": _EXT_PROC_MODE,
+                        "failure_mode_allow": False,
+                    },
+                },
+                {
+                    "name": "envoy.filters.http.router",
+                    "typed_config": {"@type": f"{_ENVOY}.filters.http.router.v3.Router"},
+                },
+            ],
+        },
     }
-    clusters = [
+
+
+def _clusters() -> list[Obj]:
+    """The endpoint the picker names (the original destination header), and the picker itself."""
+    picker = {"address": {"socket_address": {"address": "127.0.0.1", "port_value": EPP_GRPC_PORT}}}
+    return [
         {
             "name": "original_destination",
             "type": "ORIGINAL_DST",
@@ -280,34 +268,31 @@ def envoy_config(md: Deployment) -> str:
             "connect_timeout": "5s",
             "typed_extension_protocol_options": {
                 "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                    "@type": f"{_ENVOY}.upstreams.http.v3.HttpProtocolOptions",
                     "explicit_http_config": {"http2_protocol_options": {}},
                 }
             },
             "load_assignment": {
                 "cluster_name": "endpoint_picker",
-                "endpoints": [
-                    {
-                        "lb_endpoints": [
-                            {
-                                "endpoint": {
-                                    "address": {
-                                        "socket_address": {
-                                            "address": "127.0.0.1",
-                                            "port_value": EPP_GRPC_PORT,
-                                        }
-                                    }
-                                }
-                            }
-                        ]
-                    }
-                ],
+                "endpoints": [{"lb_endpoints": [{"endpoint": picker}]}],
             },
         },
     ]
-    return orjson.dumps(
-        {"static_resources": {"listeners": [listener], "clusters": clusters}}, option=orjson.OPT_INDENT_2
-    ).decode()
+
+
+def envoy_config(md: Deployment) -> str:
+    """Envoy on :8000, asking the picker on 127.0.0.1 which endpoint serves, then forwarding there."""
+    timeout = as_dict(md.router).get("requestTimeoutSeconds")
+    route: Obj = {"cluster": "original_destination"}
+    if isinstance(timeout, int) and not isinstance(timeout, bool):
+        route["timeout"] = f"{timeout}s"
+    listener = {
+        "name": "http",
+        "address": {"socket_address": {"address": "0.0.0.0", "port_value": PORT}},
+        "filter_chains": [{"filters": [_connection_manager(route)]}],
+    }
+    document = {"static_resources": {"listeners": [listener], "clusters": _clusters()}}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
 
 
 def _llm_d_containers(md: Deployment, image: str, proxy_image: str, target_port: int, pull: Obj) -> list[Obj]:
@@ -371,14 +356,10 @@ def render(md: Deployment, owner: Obj, *, target_port: int, image: str, proxy_im
     ]
 
 
-def _render(md: Deployment, owner: Obj, *, target_port: int, image: str, proxy_image: str) -> list[Obj]:
-    router = as_dict(md.router)
+def _rbac(md: Deployment, owner: Obj) -> list[Obj]:
+    """The router's identity: it reads the deployment's Pods to find the replicas."""
     name = names.router_name(md.name)
-    image = as_str(router.get("image")) or image
-    pull: Obj = {}
-    if as_str(router.get("imagePullPolicy")):
-        pull["imagePullPolicy"] = router["imagePullPolicy"]
-    objects: list[Obj] = [
+    return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(md, owner)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -394,31 +375,29 @@ def _render(md: Deployment, owner: Obj, *, target_port: int, image: str, proxy_i
             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": md.namespace}],
         },
     ]
-    volumes: list[Obj] = []
-    if md.router_name == engines.ROUTER_LLM_D:
-        data = {EPP_CONFIG: epp_config(md), ENVOY_CONFIG: envoy_config(md)}
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(md, owner), "data": data})
-        containers = _llm_d_containers(md, image, proxy_image, target_port, pull)
-        volumes = [{"name": "config", "configMap": {"name": name}}]
-    else:
-        data = {}
-        containers = [
-            {
-                "name": "router",
-                "image": image,
-                "command": COMMANDS[md.router_name],
-                "args": _cli_args(md, target_port),
-                "ports": [
-                    {"name": "http", "containerPort": PORT, "protocol": "TCP"},
-                    {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                ],
-                "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 5},
-                **pull,
-            }
-        ]
+
+
+def _cli_container(md: Deployment, image: str, target_port: int, pull: Obj) -> Obj:
+    return {
+        "name": "router",
+        "image": image,
+        "command": COMMANDS[md.router_name],
+        "args": _cli_args(md, target_port),
+        "ports": [
+            {"name": "http", "containerPort": PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 5},
+        **pull,
+    }
+
+
+def _deployment(md: Deployment, owner: Obj, containers: list[Obj], config: dict[str, str]) -> Obj:
+    router = as_dict(md.router)
+    name = names.router_name(md.name)
     pod_spec: Obj = {"serviceAccountName": name, "containers": containers}
-    if volumes:
-        pod_spec["volumes"] = volumes
+    if config:
+        pod_spec["volumes"] = [{"name": "config", "configMap": {"name": name}}]
     secrets = [
         {"name": as_str(as_dict(s).get("name"))}
         for s in as_list(router.get("imagePullSecrets"))
@@ -427,27 +406,40 @@ def _render(md: Deployment, owner: Obj, *, target_port: int, image: str, proxy_i
     if secrets:
         pod_spec["imagePullSecrets"] = secrets
     replicas = router.get("replicas")
-    template_meta = {
-        "labels": pod_labels(md),
-        # The kube-scheduler ignores this; Kueue never sees router Pods (no queue label).
-        "annotations": {
-            ANNOTATION_CONFIG_HASH: hashlib.sha256(
-                orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
-            ).hexdigest()
+    # A configuration change rolls the router's Pods (Kueue never sees them: no queue label).
+    digest = hashlib.sha256(orjson.dumps(config, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(md, owner),
+        "spec": {
+            "replicas": replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1,
+            "selector": {"matchLabels": selector(md)},
+            "template": {
+                "metadata": {"labels": pod_labels(md), "annotations": {ANNOTATION_CONFIG_HASH: digest}},
+                "spec": pod_spec,
+            },
         },
     }
-    objects.append(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": _meta(md, owner),
-            "spec": {
-                "replicas": replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1,
-                "selector": {"matchLabels": selector(md)},
-                "template": {"metadata": template_meta, "spec": pod_spec},
-            },
-        }
-    )
+
+
+def _render(md: Deployment, owner: Obj, *, target_port: int, image: str, proxy_image: str) -> list[Obj]:
+    router = as_dict(md.router)
+    image = as_str(router.get("image")) or image
+    pull: Obj = {}
+    if as_str(router.get("imagePullPolicy")):
+        pull["imagePullPolicy"] = router["imagePullPolicy"]
+    objects = _rbac(md, owner)
+    config: dict[str, str] = {}
+    if md.router_name == engines.ROUTER_LLM_D:
+        config = {EPP_CONFIG: epp_config(md), ENVOY_CONFIG: envoy_config(md)}
+        objects.append(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(md, owner), "data": config}
+        )
+        containers = _llm_d_containers(md, image, proxy_image, target_port, pull)
+    else:
+        containers = [_cli_container(md, image, target_port, pull)]
+    objects.append(_deployment(md, owner, containers, config))
     objects.append(
         {
             "apiVersion": "v1",
