@@ -36,6 +36,8 @@ from controllers.modeldeployment.extensions import (
     CacheResolution,
     DeliveryFeature,
     DeliveryResolution,
+    RoleCache,
+    RoleDelivery,
     TopologyFeature,
 )
 from controllers.modeldeployment.image import ImageError, image_for
@@ -192,7 +194,9 @@ def _image(md: Deployment, role: Role, instance_type: Mapping[str, Any]) -> str:
         raise RenderError(error.message, transient=error.transient) from None
 
 
-def _features(ctx: Context, role: Role, instance_type: Mapping[str, Any]) -> tuple[Any, Any]:
+def _features(
+    ctx: Context, role: Role, instance_type: Mapping[str, Any]
+) -> tuple[RoleCache | None, RoleDelivery | None]:
     """What the cache client (managed roles only) and the weights' delivery add to ``role``."""
     md = ctx.md
     cache = None
@@ -284,13 +288,13 @@ def _resources(ctx: Context, role: Role, instance_type: Mapping[str, Any], fabri
         raise RenderError(f"role {role.name}: {error}", transient=True) from None
 
 
-def _fabric(md: Deployment, role: Role, ascend: bool, cache: Any) -> str | None:
+def _fabric(md: Deployment, role: Role, ascend: bool, cache: RoleCache | None) -> str | None:
     """The transport the role's interfaces serve: the direct leg's if it is a fabric, else the store's."""
     if pairing.direct_leg(md, role, ascend):
         leg = store_protocol(md.kv_transfer.get("protocol"))
         if leg in FABRIC_PROTOCOLS:
             return leg
-    store = getattr(cache, "store_protocol", None)
+    store = cache.store_protocol if cache is not None else None
     return store if store in FABRIC_PROTOCOLS else None
 
 
