@@ -18,7 +18,8 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Hashable, Iterable
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from api import constants as c
 from api import model_deployment_status as s
@@ -203,7 +204,7 @@ class ModelDeploymentReconciler(Controller):
     # Reconcile ------------------------------------------------------------------------------------
 
     def reconcile(self, key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(Key, key)
         obj = self.deployments.get(name, namespace)
         if obj is None:
             return None
@@ -304,7 +305,7 @@ class ModelDeploymentReconciler(Controller):
                     size=max(role.size, 1),
                     stamp=stamped if template is not None else None,
                     expected=expected if template is not None else None,
-                    group_name=lambda k, _r=role.name: names.pod_group_name(md.namespace, md.name, _r, k),
+                    group_name=partial(names.pod_group_name, md.namespace, md.name, role.name),
                 )
             )
         return out

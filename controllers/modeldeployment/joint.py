@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from api import constants as c
 from controllers.modeldeployment import names
@@ -95,6 +95,11 @@ def owner_pods(workload: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _replicas(role: Mapping[str, Any]) -> int:
+    value = role.get("replicas")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
 def decide(
     workload: Mapping[str, Any],
     pod: Callable[[str, str], Obj | None],
@@ -119,24 +124,20 @@ def decide(
     if md is None:
         raise Unresolved(f"ModelDeployment {namespace}/{md_name} is not observed")
     roles = [r for r in ((md.get("spec") or {}).get("roles") or ()) if isinstance(r, Mapping)]
-    groups = [
-        (str(r.get("name", "")), k)
-        for r in roles
-        for k in range(r.get("replicas") if isinstance(r.get("replicas"), int) else 1)
-    ]
+    groups = [(str(r.get("name", "")), k) for r in roles for k in range(_replicas(r))]
     if len(groups) < 2:
         return Verdict(READY, f"ModelDeployment {md_name} has one group: nothing to assemble")
-    found = {
+    by_group = {
         (role, k): workload_named(names.pod_group_name(namespace, md_name, role, k), namespace)
         for role, k in groups
     }
-    waiting = [f"{role}/r{k}" for (role, k), wl in found.items() if not holds_reservation(wl)]
+    waiting = [f"{role}/r{k}" for (role, k), wl in by_group.items() if not holds_reservation(wl)]
     if waiting:
         shown = ", ".join(waiting[:20]) + (f" and {len(waiting) - 20} more" if len(waiting) > 20 else "")
         return Verdict(
             PENDING,
             f"held until every group of ModelDeployment {md_name} reserves quota; waiting for {shown}",
-            complete=all(wl is not None for wl in found.values()),
+            complete=all(wl is not None for wl in by_group.values()),
         )
     return Verdict(
         READY, f"every one of the {len(groups)} groups of ModelDeployment {md_name} reserved quota"
@@ -322,7 +323,7 @@ class JointAdmissionCheck(Controller):
     def reconcile(self, key: Hashable) -> float | None:
         if key == CHECK_KEY:
             return None if apply_admission_check(self.client) else CRD_RETRY_SECONDS
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(tuple[str, str], key)
         workload = self.workloads.get(name, namespace)
         if workload is None or not needs_answer(workload):
             return None

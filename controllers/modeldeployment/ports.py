@@ -108,7 +108,7 @@ def serving(md: Deployment, role: Role) -> Serving:
     direct = md.direct_decoder(role)
     service_port = role.service_port
     if direct:
-        declared = {p.get("port") for p in role.ports if isinstance(p.get("port"), int)}
+        declared = {port for p in role.ports if isinstance(port := p.get("port"), int)}
         engine_port = role.port or _bumped(c.DIRECT_DECODER_ENGINE_PORT, declared | {service_port})
         target = service_port
     else:
