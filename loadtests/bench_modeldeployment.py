@@ -38,11 +38,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
-from api.model_deployment_view import Deployment  # noqa: E402
 from controllers.modeldeployment import labels, names  # noqa: E402
 from controllers.modeldeployment import plan as planner  # noqa: E402
 from controllers.modeldeployment.extensions import default_extensions  # noqa: E402
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
+from webhooks.modeldeployment.view import Deployment  # noqa: E402
 
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 CPU_POOL = "gpustack--generic-linux-amd64"

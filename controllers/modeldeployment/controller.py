@@ -23,7 +23,6 @@ from typing import Any, cast
 
 from api import constants as c
 from api import model_deployment_status as s
-from api.model_deployment_view import Deployment
 from controllers.modeldeployment import departures, kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
@@ -37,6 +36,7 @@ from kube import changes
 from kube.client import JSON_PATCH, ApiError
 from kube.events import WARNING
 from kube.manager import Controller, Manager, Watch
+from webhooks.modeldeployment.view import Deployment
 
 log = logging.getLogger("controllers.modeldeployment")
 
@@ -155,9 +155,9 @@ class ModelDeploymentReconciler(Controller):
             return _instance_key(pod)
         for owner in meta.get("ownerReferences") or ():
             if owner.get("kind") == "Pod":
-                pod = self.pods.get(owner.get("name", ""), namespace)
-                if pod is not None:
-                    return _instance_key(pod)
+                owned = self.pods.get(owner.get("name", ""), namespace)
+                if owned is not None:
+                    return _instance_key(owned)
         return ()
 
     def _on_instance_type(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:

@@ -32,7 +32,7 @@ from api.model_deployment_status import (
     REASON_BINDING_NOT_READY,
     REASON_NOT_APPLICABLE,
 )
-from api.model_deployment_view import Deployment, Role
+from webhooks.modeldeployment.view import Deployment, Role
 
 Obj = dict[str, Any]
 Reader = Callable[[str, str, str], Obj | None]

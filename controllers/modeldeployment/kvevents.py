@@ -7,7 +7,7 @@ and queue depth 100,000, topic ``kv@``) and container ports 5557/5558.  Status p
 Service's host with those ports, never the bind string.
 
 The reserved set itself (what admission refuses a role to declare) is the view's
-:meth:`~api.model_deployment_view.Deployment.reserved_ports`, so the renderer and the webhook read
+:meth:`~webhooks.modeldeployment.view.Deployment.reserved_ports`, so the renderer and the webhook read
 one statement of it.
 """
 
@@ -19,7 +19,7 @@ import orjson
 
 from api import constants as c
 from api import engines
-from api.model_deployment_view import DECODE, Deployment, Role
+from webhooks.modeldeployment.view import DECODE, Deployment, Role
 
 Obj = dict[str, Any]
 

@@ -32,9 +32,9 @@ import orjson
 
 from api import constants as c
 from api import engines
-from api.model_deployment_view import DECODE, PREFILL, SERVER, Deployment, Role, store_protocol
 from controllers.modeldeployment.extensions import RoleCache
 from controllers.modeldeployment.ports import Serving
+from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment, Role, store_protocol
 
 Obj = dict[str, Any]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from api import constants as c
 from api import engines
-from api.model_deployment_view import DEFAULT_SERVING_PORT, TLS_FLAGS, Deployment, Role, as_str
 from fastpath import argv
+from webhooks.modeldeployment.view import DEFAULT_SERVING_PORT, TLS_FLAGS, Deployment, Role, as_str
 
 Obj = dict[str, Any]
 

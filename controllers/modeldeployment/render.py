@@ -21,15 +21,6 @@ from typing import Any
 
 from api import API_VERSION, engines
 from api import constants as c
-from api.model_deployment_view import (
-    FABRIC_PROTOCOLS,
-    Deployment,
-    Role,
-    as_dict,
-    as_list,
-    as_str,
-    store_protocol,
-)
 from controllers.modeldeployment import drain, kvevents, labels, names, pairing, ports, resources
 from controllers.modeldeployment.extensions import (
     CacheFeature,
@@ -42,6 +33,15 @@ from controllers.modeldeployment.extensions import (
 )
 from controllers.modeldeployment.image import ImageError, image_for
 from fastpath import argv
+from webhooks.modeldeployment.view import (
+    FABRIC_PROTOCOLS,
+    Deployment,
+    Role,
+    as_dict,
+    as_list,
+    as_str,
+    store_protocol,
+)
 
 Obj = dict[str, Any]
 

@@ -28,8 +28,8 @@ import orjson
 
 from api import constants as c
 from api import engines
-from api.model_deployment_view import DECODE, PREFILL, Deployment, Role, as_dict, as_list, as_str
 from controllers.modeldeployment import labels, names
+from webhooks.modeldeployment.view import DECODE, PREFILL, Deployment, Role, as_dict, as_list, as_str
 
 Obj = dict[str, Any]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from api import constants as c
-from api.model_deployment_view import Deployment, Role
 from controllers.modeldeployment import kvevents, labels, names
 from controllers.modeldeployment.ports import PORT_HTTP, Serving
+from webhooks.modeldeployment.view import Deployment, Role
 
 Obj = dict[str, Any]
 

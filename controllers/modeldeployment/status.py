@@ -15,9 +15,9 @@ from typing import Any
 
 from api import engines
 from api import model_deployment_status as s
-from api.model_deployment_view import DECODE, PREFILL, SERVER, Deployment
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.plan import RoleAccount
+from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment
 
 Obj = dict[str, Any]
 KIND_LETTERS = {SERVER: "S", PREFILL: "P", DECODE: "D"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from api.model_deployment_view import Deployment
 from controllers.modeldeployment.extensions import default_extensions
 from controllers.modeldeployment.render import Context, Facts
+from webhooks.modeldeployment.view import Deployment
 
 NS = "team-a"
 UID = "0b5e-uid"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from api import constants as c
-from api.model_deployment_view import Deployment
 from controllers.modeldeployment import router
 from tests.unit.md_fixtures import NS, UID, deployment, pair, role
+from webhooks.modeldeployment.view import Deployment
 
 OWNER = {
     "apiVersion": "worker.gpustack.ai/v1",
