@@ -14,6 +14,8 @@ from controllers.instance.reconciler import InstanceReconciler
 from controllers.kvcache.backend import KVCacheBackendReconciler
 from controllers.kvcache.binding import KVCachePoolBindingReconciler
 from controllers.kvcache.pool import KVCachePoolReconciler
+from controllers.modeldeployment.controller import ModelDeploymentReconciler
+from controllers.modeldeployment.joint import JointAdmissionCheck
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
 from controllers.nodefeatures.reconciler import NodeFeatureReconciler
@@ -51,4 +53,7 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     # Model delivery: artifacts resolved once, and each plugin node's NodeModelStore spec.
     ModelArtifactReconciler,
     NodeModelStoreWriter,
+    # ModelDeployments: the joint AdmissionCheck, then the deployments' Pods, Services and status.
+    JointAdmissionCheck,
+    ModelDeploymentReconciler,
 )

@@ -107,6 +107,10 @@ class Client:
             raw.release_conn()
         return orjson.loads(data) if data else None
 
+    def version(self) -> Obj:
+        """The apiserver's ``/version`` (``major``, ``minor``, ``gitVersion``)."""
+        return self._call("GET", "/version") or {}
+
     def get(self, kind: str, name: str, namespace: str = "", *, timeout: float | None = None) -> Obj | None:
         try:
             return self._call("GET", resource(kind).path(namespace, name), timeout=timeout)

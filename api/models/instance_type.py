@@ -11,6 +11,9 @@ Our additions:
 
 - ``status.acceleratorPartitioned.allocatedProfiles`` / ``remainingProfiles`` (devices spec §7):
   per-profile partition counts summed over the pool.
+- ``status.detail.runtimeVersion`` / ``runtimeVersions`` (model-deployment spec §8): the lowest
+  accelerator runtime version the pool's nodes report, and all of them, lowest first; the runner
+  image formula reads them (the stored reference type has neither).
 - ``status.unitSummary`` (``8/64Gi/100Gi``), ``status.acceleratorSummary`` (``1/2 2/27 100/270 0/0``)
   and ``status.cpuSummary`` (``48/72``): the combined printer columns, written by the controller,
   because a CRD can only print JSONPath columns (the reference serves them through a table
@@ -105,6 +108,14 @@ class InstanceTypeDetail(InstanceTypeCPUFields):
     memory: str | None = None
     cores: str | None = None
     compute_capability: str | None = field(alias="computeCapability")
+    runtime_version: str | None = field(
+        alias="runtimeVersion", doc="Our addition: the lowest accelerator runtime version the pool reports."
+    )
+    runtime_versions: list[str] | None = field(
+        alias="runtimeVersions",
+        list_type="atomic",
+        doc="Our addition: every runtime version the pool reports, lowest first.",
+    )
     sliced_detail: AcceleratorSlicedDetail | None = field(alias="slicedDetail")
     cpu: InstanceTypeAcceleratorCPU | None = None
 

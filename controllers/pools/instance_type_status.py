@@ -16,6 +16,7 @@ from typing import Any
 from api import constants
 from api.naming import local_queue_name
 from api.objects import Obj
+from api.versions import ordered
 from controllers.pools import render
 from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
 from fastpath import views
@@ -82,6 +83,17 @@ def accelerator_detail(devices: Mapping[str, Any] | None, accelerator_group: str
     if sliced:
         detail["slicedDetail"] = sliced
     return detail
+
+
+def runtime_versions(ledgers: Iterable[Mapping[str, Any] | None], accelerator_group: str) -> list[str]:
+    """Every runtime version the pool's nodes report for the group, lowest first (the runner image
+    takes the lowest: only it runs on every node)."""
+    found = []
+    for ledger in ledgers:
+        group = _group_of(ledger, accelerator_group) if ledger else None
+        if group is not None and isinstance(group.get("runtimeVersion"), str):
+            found.append(group["runtimeVersion"])
+    return ordered(found)
 
 
 def cpu_detail(node_facts: render.NodeFacts | None, general_group: str) -> Obj:
@@ -165,6 +177,10 @@ def render_status(
             detail = accelerator_detail(devices.get(f.name), group)
             if detail:
                 break
+        versions = runtime_versions((devices.get(f.name) for f in facts), group)
+        if detail and versions:
+            detail["runtimeVersion"] = versions[0]
+            detail["runtimeVersions"] = versions
         host = cpu_detail(first, spec.get("generalGroup") or "")
         if detail and host:
             detail["cpu"] = host

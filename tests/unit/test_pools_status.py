@@ -126,6 +126,27 @@ def test_detail_comes_from_one_devices_read() -> None:
     assert bare["phase"] == "Inactive"
 
 
+def test_detail_carries_the_pools_runtime_versions_lowest_first() -> None:
+    """The runner image formula reads the lowest runtime version of the pool (model-deployment §8)."""
+    facts = [render.node_facts(node(n, A10G, 4)) for n in ("a", "b", "c")]
+    ledgers = {n: devices(n, A10G, 4) for n in ("a", "b", "c")}
+    ledgers["a"]["spec"]["groups"][0]["runtimeVersion"] = "12.10"
+    ledgers["b"]["spec"]["groups"][0]["runtimeVersion"] = "12.9"
+    ledgers["c"]["spec"]["groups"][0]["runtimeVersion"] = "12.9"
+    detail = render_status(
+        instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g"), active_queue("x"), facts, ledgers
+    )["detail"]
+    assert detail["runtimeVersion"] == "12.9"
+    assert detail["runtimeVersions"] == ["12.9", "12.10"]
+    one = render_status(
+        instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g"),
+        active_queue("x"),
+        facts[2:],
+        {"c": ledgers["c"]},
+    )["detail"]
+    assert one["runtimeVersion"] == "12.9" and one["runtimeVersions"] == ["12.9"]
+
+
 def test_half_sliced_cards_and_a_ledger_change() -> None:
     facts = [render.node_facts(node(n, H100, 8)) for n in ("h100-a", "h100-b")]
     it = instance_type(H100_POOL, "nvidia-h100-80gb-hbm3")

@@ -5,6 +5,10 @@ The webhook serves every ModelDeployment write, so the submitted object is read 
 (``command`` if non-empty, else ``extraArgs``) is parsed by the compiled reader at most once for its
 degrees and once for its ``--port``, whichever rules ask first.  Nothing here copies the object.
 
+The ModelDeployment renderer (``controllers.modeldeployment``) reads deployments through this same
+view, so what admission judges (the argv stream, serving and reserved ports, the direct decoder) is
+what the renderer builds.
+
 The view is defensive about shapes: the mutating half runs before the apiserver's schema
 validation, and a wrong type must never raise, so every accessor falls back to "absent".
 """

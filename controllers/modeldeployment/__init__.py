@@ -1,0 +1,8 @@
+"""The ModelDeployment feature (model-deployment.md §7–§11): pure renderers, one concern a module —
+``names``, ``labels`` (and the hash), ``render`` (the Pod spec), ``ports`` (ports and probes),
+``resources``, ``image`` (the runner image), ``pairing`` (prefill/decode and the direct decoder),
+``kvevents`` (the publisher and reserved ports), ``services`` — the planner (``replicas``, ``plan``),
+``status``, ``departures``, and two controllers: ``controller.ModelDeploymentReconciler`` and
+``joint.JointAdmissionCheck``.  ``extensions`` is where the KV cache, model delivery and topology
+features plug into the renderer.
+"""

@@ -1,0 +1,338 @@
+"""Benchmark of the ModelDeployment controller (issue 14, item 6).  Prints one JSON object per
+figure; asserts nothing.
+
+    python -m loadtests.bench_modeldeployment render --pods 5000
+    tests/cluster/up.sh                                  # own GPUSTACK_CLUSTER_DIR / ports if shared
+    python -m loadtests.bench_modeldeployment cluster --deployments 100
+
+``render`` (no cluster): the pure render time per Pod (template + stamp + hash) of a two-role
+deployment, and the planner's writes for a converged deployment (the target is none).
+
+``cluster``: against a running local control plane with Kueue.  It installs the CRDs, starts every
+registered controller in this process (no leader election), creates kwok nodes of 8 × H100 with
+their simulated labels and ``Devices`` ledgers, applies ``--deployments`` deployments of two roles
+(one card a replica on the H100 pool, or one CPU unit on the CPU-only pool, ``--pool``) in one
+namespace, and measures, polling the apiserver every 200 ms:
+
+- ``ready``: from the first apply to every deployment's ``status.phase`` reading ``Ready``;
+- ``cpu_per_reconcile_ms``: this process's CPU seconds over that phase divided by the
+  ModelDeployment reconciles it ran (the informers and the other controllers' share included, so
+  an upper bound);
+- ``converged``: every deployment reconciled once more after convergence, and how many of their
+  Pods, Services and the deployments themselves changed ``resourceVersion`` (the target is 0).
+
+``--keep`` leaves everything behind; otherwise deployments, then nodes, are deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+
+from controllers.modeldeployment import labels, names  # noqa: E402
+from controllers.modeldeployment import plan as planner  # noqa: E402
+from controllers.modeldeployment.extensions import default_extensions  # noqa: E402
+from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
+from webhooks.modeldeployment.view import Deployment  # noqa: E402
+
+POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+CPU_POOL = "gpustack--generic-linux-amd64"
+CPU_IMAGE = "registry.invalid/engine:bench"
+NAMESPACE = "bench-md"
+PREFIX = "bench-md-"
+
+
+def emit(**figures: Any) -> None:
+    print(json.dumps(figures), flush=True)
+
+
+def deployment(name: str, namespace: str = NAMESPACE, replicas: int = 1, pool: str = POOL) -> dict:
+    def role(role_name: str, kind: str) -> dict:
+        out: dict[str, Any] = {
+            "name": role_name,
+            "kind": kind,
+            "replicas": replicas,
+            "size": 1,
+            "instanceType": pool,
+            "extraArgs": ["--max-model-len", "8192"],
+        }
+        if pool == POOL:
+            out["resources"] = {"accelerator": "1"}
+        else:
+            out["image"] = CPU_IMAGE  # no runner image is published for a CPU-only pool
+        return out
+
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+        "spec": {
+            "model": {"name": "Qwen/Qwen2.5-0.5B-Instruct"},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "roles": [role("prefill", "Prefill"), role("decode", "Decode")],
+        },
+    }
+
+
+def instance_type() -> dict:
+    return {
+        "metadata": {"name": POOL},
+        "spec": {
+            "acceleratable": True,
+            "acceleratorGroup": "nvidia-h100-80gb-hbm3",
+            "unitResources": {"cpu": "12", "ram": "192Gi"},
+            "localStorage": "100Gi",
+        },
+        "status": {
+            "entrance": "gpustack-fnv64-0000000000000000",
+            "detail": {"manufacturer": "nvidia", "runtimeVersion": "12.8", "memory": "80Gi"},
+        },
+    }
+
+
+def _context(obj: dict) -> Context:
+    md = Deployment(obj)
+    ext = default_extensions()
+    return Context(
+        md=md,
+        uid=obj["metadata"]["uid"],
+        instance_types={POOL: instance_type()},
+        facts=Facts(),
+        cache=ext.cache,
+        cache_resolution=ext.cache.resolve(md, lambda *_: None),
+        delivery=ext.delivery,
+        delivery_resolution=ext.delivery.resolve(md, lambda *_: None),
+        topology=ext.topology,
+    )
+
+
+def bench_render(pods: int, deployments: int) -> None:
+    per_deployment = max(pods // max(deployments, 1) // 2, 1)
+    rendered = 0
+    started = time.perf_counter()
+    for i in range(deployments):
+        ctx = _context(deployment(f"d{i}", replicas=per_deployment))
+        for role in ctx.md.roles:
+            template = render_role(ctx, role)
+            for k in range(role.replicas):
+                stamp(ctx, template, k, 0)
+                rendered += 1
+    elapsed = time.perf_counter() - started
+    emit(figure="render_per_pod", pods=rendered, us_per_pod=round(1e6 * elapsed / max(rendered, 1), 1))
+
+    # A converged deployment: the live Pods are exactly the render, every Workload admitted.
+    ctx = _context(deployment("converged", replicas=per_deployment))
+    roles, live, workloads = [], [], []
+    for role in ctx.md.roles:
+        template = render_role(ctx, role)
+        memo: dict[tuple[int, int], dict] = {}
+
+        def stamped(k: int, m: int, _t: Any = template, _m: dict = memo) -> dict:
+            if (k, m) not in _m:
+                _m[(k, m)] = stamp(ctx, _t, k, m)
+            return _m[(k, m)]
+
+        roles.append(
+            planner.RoleInput(
+                role.name,
+                role.replicas,
+                1,
+                stamped,
+                lambda k, m, _s=stamped: labels.live_hash(_s(k, m)),
+                lambda k, _r=role.name: names.pod_group_name(NAMESPACE, "converged", _r, k),
+            )
+        )
+        for k in range(role.replicas):
+            pod = json.loads(json.dumps(stamped(k, 0)))
+            pod["metadata"].update(name=f"{role.name}-{k}", uid=f"{role.name}-{k}")
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            live.append(pod)
+            workloads.append(
+                {
+                    "metadata": {"name": pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]},
+                    "status": {
+                        "conditions": [{"type": t, "status": "True"} for t in ("QuotaReserved", "Admitted")]
+                    },
+                }
+            )
+    started = time.perf_counter()
+    result = planner.plan(roles, live, workloads)
+    elapsed = time.perf_counter() - started
+    emit(
+        figure="converged_plan",
+        replicas=len(live),
+        writes=result.writes,
+        ms=round(1000 * elapsed, 2),
+    )
+
+
+# --- cluster mode ----------------------------------------------------------------------------------
+
+
+def bench_cluster(args: argparse.Namespace) -> int:
+    import gpustack
+    import harness
+
+    from controllers.registry import CONTROLLERS
+    from kube.client import ApiError, Client, load_api_client
+    from kube.manager import RECONCILE_SECONDS, Manager
+    from nodeplugins.devicemanager import simulated
+
+    product = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
+    pool = POOL if args.pool == "h100" else CPU_POOL
+    info = harness.info()
+    gpustack.install_crds(info)
+    gpustack.ensure_namespace(info, gpustack.SYSTEM_NAMESPACE)
+    gpustack.ensure_namespace(info, NAMESPACE)
+    client = Client(load_api_client(args.kubeconfig or str(info.kubeconfig)), timeout=60)
+    pods = 2 * args.deployments
+    per_node = 8 if pool == POOL else 60  # cards, or 800m-CPU Pods on a 64-core node
+    node_names = [f"{PREFIX}{i:04d}" for i in range((pods + per_node - 1) // per_node)]
+
+    def add_node(name: str) -> None:
+        try:
+            client.create(
+                harness.fake_node_manifest(
+                    name,
+                    labels=simulated.node_labels(name, product, 8),
+                    capacity=simulated.plugin_capacity(product, 8),
+                )
+            )
+        except ApiError as error:
+            if not error.conflict:
+                raise
+        devices = simulated.devices(name, product, 8)
+        client.apply(
+            {k: v for k, v in devices.items() if k != "status"}, field_manager="bench-device-manager"
+        )
+        client.apply(
+            {
+                "apiVersion": devices["apiVersion"],
+                "kind": "Devices",
+                "metadata": {"name": name},
+                "status": devices["status"],
+            },
+            field_manager="bench-device-manager",
+            subresource="status",
+        )
+
+    with ThreadPoolExecutor(args.threads) as workers:
+        list(workers.map(add_node, node_names))
+    manager = Manager(client, leader_election=False)
+    for controller in CONTROLLERS:
+        manager.add(controller)
+    manager.start(sync_timeout=300)
+
+    def pool_ready() -> bool:
+        it = client.get("InstanceType", pool) or {}
+        queues, _ = client.list("LocalQueue", NAMESPACE)
+        return bool((it.get("status") or {}).get("entrance")) and bool(queues)
+
+    harness.wait_for(pool_ready, timeout=args.timeout, interval=0.5, what="the pool and its LocalQueue")
+
+    def md_reconciles() -> float:
+        for metric in RECONCILE_SECONDS.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_count") and sample.labels.get("controller") == "model-deployment":
+                    return sample.value
+        return 0.0
+
+    objs = [deployment(f"{PREFIX}{i:04d}", pool=pool) for i in range(args.deployments)]
+    for obj in objs:
+        del obj["metadata"]["uid"]
+    cpu0, count0, started = time.process_time(), md_reconciles(), time.monotonic()
+    with ThreadPoolExecutor(args.threads) as workers:
+        list(workers.map(client.create, objs))
+
+    def all_ready() -> bool:
+        items, _ = client.list("ModelDeployment", NAMESPACE)
+        return sum(1 for m in items if (m.get("status") or {}).get("phase") == "Ready") >= args.deployments
+
+    harness.wait_for(all_ready, timeout=args.timeout, interval=0.2, what="every deployment Ready")
+    ready_s = time.monotonic() - started
+    cpu, count = time.process_time() - cpu0, md_reconciles() - count0
+    emit(figure="ready", pool=args.pool, deployments=args.deployments, pods=pods, seconds=round(ready_s, 2))
+    emit(
+        figure="cpu_per_reconcile_ms",
+        reconciles=int(count),
+        cpu_seconds=round(cpu, 2),
+        ms=round(1000 * cpu / max(count, 1), 2),
+    )
+
+    def versions() -> dict[str, str]:
+        out = {}
+        for kind in ("ModelDeployment", "Pod", "Service"):
+            items, _ = client.list(kind, NAMESPACE)
+            out.update({f"{kind}/{i['metadata']['name']}": i["metadata"]["resourceVersion"] for i in items})
+        return out
+
+    time.sleep(2)  # let the last status writes land before the snapshot
+    before, count1 = versions(), md_reconciles()
+    controller = next(c for c in manager.controllers if c.name == "model-deployment")
+    for obj in objs:
+        controller.queue.add((NAMESPACE, obj["metadata"]["name"]))
+    harness.wait_for(
+        lambda: md_reconciles() - count1 >= args.deployments,
+        timeout=args.timeout,
+        interval=0.2,
+        what="a resync",
+    )
+    after = versions()
+    changed = sum(1 for key, version in before.items() if after.get(key) != version)
+    emit(figure="converged", reconciles=int(md_reconciles() - count1), objects=len(before), changed=changed)
+    if not args.keep:
+        with ThreadPoolExecutor(args.threads) as workers:
+            list(
+                workers.map(
+                    lambda o: client.delete("ModelDeployment", o["metadata"]["name"], NAMESPACE), objs
+                )
+            )
+        harness.wait_for(
+            lambda: not client.list("ModelDeployment", NAMESPACE)[0], timeout=args.timeout, interval=1
+        )
+        with ThreadPoolExecutor(args.threads) as workers:
+            list(workers.map(lambda n: client.delete("Node", n), node_names))
+            list(workers.map(lambda n: client.delete("Devices", n), node_names))
+    manager.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="mode", required=True)
+    render = sub.add_parser("render", help="pure render time per Pod; planner writes when converged")
+    render.add_argument("--pods", type=int, default=5000)
+    render.add_argument("--deployments", type=int, default=50)
+    cluster = sub.add_parser("cluster", help="apply-to-Ready, CPU per reconcile, writes when converged")
+    cluster.add_argument("--deployments", type=int, default=100)
+    cluster.add_argument(
+        "--pool",
+        choices=("cpu", "h100"),
+        default="cpu",
+        help="the pool the roles run on (default cpu: on Kueue v0.17 the topology-aware H100 flavor "
+        "stops admitting once its first node is full, see the README)",
+    )
+    cluster.add_argument("--threads", type=int, default=8)
+    cluster.add_argument("--timeout", type=float, default=1800.0)
+    cluster.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
+    cluster.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    if args.mode == "render":
+        bench_render(args.pods, args.deployments)
+        return 0
+    return bench_cluster(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""controllers.modeldeployment.controller, one pass at a time over an in-memory API (a recording
+client; informer caches filled the way a watch fills them): the first pass creates every replica
+and the finalizer; a converged deployment costs no write; a failed Pod list writes no status; a
+render failure writes no Pod and says so."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import pytest
+
+from api import constants as c
+from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
+from kube.client import ApiError
+from kube.manager import Manager
+from tests.unit.md_fixtures import NS, deployment, instance_type, role
+
+Obj = dict[str, Any]
+_ids = itertools.count()
+
+
+class RecordingClient:
+    """The API as far as one reconcile reaches: objects by (kind, namespace, name), every write
+    recorded.  Listing Pods can be made to fail."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.writes: list[tuple[str, str, str]] = []
+        self.fail_pod_list = False
+
+    def version(self) -> Obj:
+        return {"major": "1", "minor": "33"}
+
+    def get(self, kind: str, name: str, namespace: str = "", **_: Any) -> Obj | None:
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found) if found else None
+
+    def list(self, kind: str, namespace: str = "", *, label_selector: str = "", **_: Any):
+        if kind == "Pod" and self.fail_pod_list:
+            raise ApiError(503, "ServiceUnavailable", "etcd is gone")
+        wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
+        items = [
+            copy.deepcopy(obj)
+            for (k, ns, _), obj in self.objects.items()
+            if k == kind
+            and (not namespace or ns == namespace)
+            and all((obj["metadata"].get("labels") or {}).get(key) == value for key, value in wanted.items())
+        ]
+        return items, "1"
+
+    def create(self, obj: Obj) -> Obj:
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        n = next(_ids)
+        meta.setdefault("name", meta.pop("generateName", "x-") + f"{n:05d}")
+        meta.update(uid=f"uid-{n}", resourceVersion=str(n))
+        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+        self.writes.append(("create", obj["kind"], meta["name"]))
+        return obj
+
+    def update(self, obj: Obj, *, subresource: str = "") -> Obj:
+        self.writes.append(
+            ("update" + (f"/{subresource}" if subresource else ""), obj["kind"], obj["metadata"]["name"])
+        )
+        return obj
+
+    def apply(self, obj: Obj, **_: Any) -> Obj:
+        self.writes.append(("apply", obj["kind"], obj["metadata"]["name"]))
+        return obj
+
+    def patch(self, kind: str, name: str, body: Any, *, namespace: str = "", **_: Any) -> Obj:
+        self.writes.append(("patch", kind, name))
+        current = self.objects[(kind, namespace, name)]
+        if kind == "ModelDeployment":
+            current["metadata"]["finalizers"] = [FINALIZER]
+        return copy.deepcopy(current)
+
+    def delete(self, kind: str, name: str, namespace: str = "", **_: Any) -> None:
+        self.writes.append(("delete", kind, name))
+        self.objects.pop((kind, namespace, name), None)
+
+
+@pytest.fixture
+def world():
+    client = RecordingClient()
+    manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
+    controller = manager.add(ModelDeploymentReconciler)
+    assert isinstance(controller, ModelDeploymentReconciler)
+    return client, controller
+
+
+def put(client: RecordingClient, controller: ModelDeploymentReconciler, obj: Obj) -> None:
+    """Store ``obj`` on the API and in the controller's cache of its kind, as a watch would."""
+    obj = copy.deepcopy(obj)
+    meta = obj["metadata"]
+    client.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+    informer = {
+        "ModelDeployment": controller.deployments,
+        "InstanceType": controller.instance_types,
+        "Workload": controller.workloads,
+        "Service": controller.services,
+        "Pod": controller.pods,
+    }[obj["kind"]]
+    informer._store("ADDED", obj)
+
+
+def serve(client: RecordingClient, controller: ModelDeploymentReconciler) -> None:
+    """Kueue and the kubelet: every Pod Ready, every group's Workload admitted; Services cached."""
+    for (kind, _, _), obj in list(client.objects.items()):
+        if kind == "Pod":
+            obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            put(client, controller, obj)
+            group = obj["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME]
+            put(
+                client,
+                controller,
+                {
+                    "kind": "Workload",
+                    "metadata": {
+                        "name": group,
+                        "namespace": NS,
+                        "ownerReferences": [{"kind": "Pod", "uid": obj["metadata"]["uid"]}],
+                    },
+                    "spec": {"active": True},
+                    "status": {
+                        "admission": {
+                            "podSetAssignments": [{"flavors": {"credits.gpustack.ai/nvidia": "a10g"}}]
+                        },
+                        "conditions": [{"type": t, "status": "True"} for t in ("QuotaReserved", "Admitted")],
+                    },
+                },
+            )
+    for (kind, _, _), obj in list(client.objects.items()):
+        if kind == "Service":
+            put(client, controller, obj)
+
+
+def key(obj: Obj) -> tuple[str, str]:
+    return (obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
+def test_the_first_pass_adds_the_finalizer_creates_every_member_and_the_services(world) -> None:
+    client, controller = world
+    obj = deployment(role(replicas=2, size=2))
+    obj["metadata"]["uid"] = "md-uid"
+    put(client, controller, instance_type())
+    put(client, controller, obj)
+    controller.reconcile(key(obj))
+    assert client.writes[0] == ("patch", "ModelDeployment", "qwen")  # the finalizer, first
+    pods = sorted(name for verb, kind, name in client.writes if (verb, kind) == ("create", "Pod"))
+    assert pods == [f"qwen-server-r{k}-m{m}" for k in range(2) for m in range(2)]
+    services = sorted(name for verb, kind, name in client.writes if (verb, kind) == ("apply", "Service"))
+    assert services == ["qwen", "qwen-server", "qwen-server-r0", "qwen-server-r1"]
+    assert client.writes[-1] == ("update/status", "ModelDeployment", "qwen")
+
+
+def test_a_converged_pass_writes_nothing(world) -> None:
+    client, controller = world
+    obj = deployment(role(replicas=2))
+    obj["metadata"]["uid"] = "md-uid"
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    put(client, controller, instance_type())
+    put(client, controller, obj)
+    applied: list[Obj] = []
+    original_apply = client.apply
+
+    def apply_and_store(body: Obj, **kw: Any) -> Obj:
+        applied.append(body)
+        return original_apply(body, **kw)
+
+    client.apply = apply_and_store  # type: ignore[method-assign]
+    captured: list[Obj] = []
+    client.update = lambda body, subresource="": captured.append(body) or body  # type: ignore[method-assign]
+    controller.reconcile(key(obj))
+    for svc in applied:
+        put(client, controller, {**svc, "metadata": {**svc["metadata"], "uid": "svc"}})
+    serve(client, controller)
+    # The status the first pass wrote becomes the stored object's; a second pass settles the
+    # Ready counts; the third must be silent.
+    for _ in range(2):
+        stored = copy.deepcopy(client.objects[("ModelDeployment", NS, "qwen")])
+        if captured:
+            stored["status"] = captured[-1]["status"]
+        put(client, controller, stored)
+        client.writes.clear()
+        captured.clear()
+        controller.reconcile(key(stored))
+    assert client.writes == [] and captured == []
+    assert stored["status"]["phase"] == "Ready" and stored["status"]["roleSummary"] == "2S"
+    assert len([k for k in client.objects if k[0] == "Pod"]) == 2
+
+
+def test_a_failed_pod_list_writes_no_status(world) -> None:
+    client, controller = world
+    obj = deployment()
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    put(client, controller, instance_type())
+    put(client, controller, obj)
+    client.fail_pod_list = True
+    with pytest.raises(ApiError):
+        controller.reconcile(key(obj))
+    assert client.writes == []
+
+
+def test_a_render_failure_writes_no_pod_and_says_so(world) -> None:
+    client, controller = world
+    obj = deployment()
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    put(client, controller, instance_type(entrance=None))
+    put(client, controller, obj)
+    events: list[tuple[str, str]] = []
+    controller.recorder.event = lambda o, kind, reason, message: events.append((kind, reason))  # type: ignore[method-assign]
+    statuses: list[Obj] = []
+    client.update = lambda body, subresource="": statuses.append(body) or body  # type: ignore[method-assign]
+    assert controller.reconcile(key(obj)) == 15.0  # transient: requeued
+    assert not [w for w in client.writes if w[1] == "Pod"]
+    assert events == [("Warning", "RenderFailed")]
+    assert "render failed" in statuses[-1]["status"]["phaseMessage"]
