@@ -214,24 +214,25 @@ def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -
     assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(A10G_FLAVOR, 4 * M)])
     assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(H100_FLAVOR, 16 * M)])
     assert nominal[CPU_POOL] == (["cpu"], [(CPU_FLAVOR, 3 * 64)])
-    # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones.
-    for name in (A10G_POOL, H100_POOL):
+    # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones;
+    # the ModelDeployment joint check on every queue once Active (devices-and-admission §9).
+    wanted = {
+        A10G_POOL: [constants.ADMISSION_CHECK_NODE_DEVICES, constants.ADMISSION_CHECK_JOINT],
+        H100_POOL: [constants.ADMISSION_CHECK_NODE_DEVICES, constants.ADMISSION_CHECK_JOINT],
+        CPU_POOL: [constants.ADMISSION_CHECK_JOINT],
+    }
+    for name, checks in wanted.items():
         harness.wait_for(
-            lambda n=name: (
-                [
-                    x["name"]
-                    for x in (get(cluster, "clusterqueues.kueue.x-k8s.io", n) or {})
-                    .get("spec", {})
-                    .get("admissionChecksStrategy", {})
-                    .get("admissionChecks", [])
-                ]
-                == [constants.ADMISSION_CHECK_NODE_DEVICES]
-            ),
-            timeout=60,
-            what=f"{name} referencing {constants.ADMISSION_CHECK_NODE_DEVICES}",
+            lambda n=name, c=checks: queue_checks(cluster, n) == c,
+            timeout=90,
+            what=f"{name} referencing {checks}",
         )
-    cpu = cluster.kubectl_json("get", "clusterqueues.kueue.x-k8s.io", CPU_POOL)
-    assert "admissionChecksStrategy" not in cpu["spec"]
+
+
+def queue_checks(cluster: harness.ClusterInfo, name: str) -> list[str]:
+    queue = get(cluster, "clusterqueues.kueue.x-k8s.io", name) or {}
+    strategy = queue.get("spec", {}).get("admissionChecksStrategy", {})
+    return [x["name"] for x in strategy.get("admissionChecks", [])]
 
 
 def test_local_queues_in_every_tenant_namespace(cluster: harness.ClusterInfo, pools: dict) -> None:
