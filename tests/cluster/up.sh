@@ -53,8 +53,15 @@ wait_ready() { # wait_ready <component> <timeout seconds>
     local name="$1" deadline=$((SECONDS + $2))
     until component_ready "$name"; do
         if ! pid_of "$name" >/dev/null; then
+            local pid how="gone"
+            pid="$(cat "$PIDS/$name.pid" 2>/dev/null || true)"
+            if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+                how="running as pid $pid but not with this state dir's command line"
+            elif [[ -n "$pid" ]]; then
+                how="$(exit_status "$pid")"
+            fi
             tail -n 30 "$LOGS/$name.log" >&2 || true
-            die "$name exited; see $LOGS/$name.log"
+            die "$name exited ($how); see $LOGS/$name.log"
         fi
         if ((SECONDS > deadline)); then
             tail -n 30 "$LOGS/$name.log" >&2 || true
@@ -175,7 +182,23 @@ launch() { # launch <name> <command...>
     shift
     echo "=== $(date -u +%FT%TZ) $*" >>"$LOGS/$name.log"
     setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
-    echo $! >"$PIDS/$name.pid"
+    local pid=$!
+    echo "$pid" >"$PIDS/$name.pid"
+    # Until the forked subshell has exec'd the component, its command line is up.sh's own and
+    # pid_of's guard (a file under the state dir on the command line) would call it gone: on a
+    # loaded machine that window is long enough for wait_ready to report a live apiserver as
+    # exited. Wait for the exec (or the death) here, so every later check sees the component.
+    local deadline=$((SECONDS + 10))
+    while kill -0 "$pid" 2>/dev/null && ! pid_of "$name" >/dev/null && ((SECONDS < deadline)); do
+        sleep 0.05
+    done
+}
+
+# exit_status <pid>: the status of a launched component that has ended (up.sh is its parent).
+exit_status() {
+    local rc=0
+    wait "$1" 2>/dev/null || rc=$?
+    if ((rc > 128)); then echo "killed by signal $((rc - 128))"; else echo "exit status $rc"; fi
 }
 
 log "starting etcd on 127.0.0.1:$ETCD_PORT"
