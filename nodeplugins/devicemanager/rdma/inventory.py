@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from prometheus_client import Counter
 from pydantic import ValidationError
 
 from api.models.devices import DeviceInterface
@@ -28,6 +29,7 @@ from nodeplugins.devicemanager.rdma.netlink import LinkFacts, NetlinkError, link
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 
 log = logging.getLogger("devicemanager.rdma")
+PASSES = Counter("gpustack_device_manager_interface_passes", "Network-interface discovery passes", ["result"])
 
 
 def now_rfc3339() -> str:
@@ -106,6 +108,7 @@ class Interfaces:
         try:
             found = discover(self.sysfs, self._facts(self.netns))
         except (EnumerationError, NetlinkError) as error:
+            PASSES.labels("failed").inc()
             self.failures += 1
             log.error(
                 "enumerating the network interfaces failed; keeping the recorded list",
@@ -116,6 +119,7 @@ class Interfaces:
             )
             return False
         self.failures = 0
+        PASSES.labels("ok").inc()
         with self._lock:
             merged = merge_first_seen(found, self.recorded, self._clock())
             if merged == self.recorded:
