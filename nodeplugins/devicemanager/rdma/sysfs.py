@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 log = logging.getLogger("devicemanager.rdma.sysfs")
 
@@ -45,16 +45,14 @@ class Sysfs:
 
     def __init__(self, root: str | Path = "/sys") -> None:
         self.root = Path(os.path.realpath(root))
+        self._root = str(self.root)
+        self._prefix = self._root.rstrip("/") + "/"
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     # --- paths ----------------------------------------------------------------------------------
-    def relative(self, path: Path) -> str:
-        """``path`` (inside the root) as the root-relative text the records and logs use."""
-        return str(PurePosixPath(path.relative_to(self.root))) if path != self.root else "."
-
-    def _inside(self, path: Path) -> bool:
-        return path == self.root or self.root in path.parents
+    def _inside(self, path: str) -> bool:
+        return path == self._root or path.startswith(self._prefix)
 
     def _refuse(self, rel: str, why: str, *, level: int = logging.WARNING) -> Unreadable:
         key = (rel, why)
@@ -62,38 +60,45 @@ class Sysfs:
             first = key not in self._logged
             self._logged.add(key)
         if first:
-            log.log(level, "sysfs read refused", extra={"path": rel, "reason": why, "root": str(self.root)})
+            log.log(level, "sysfs read refused", extra={"path": rel, "reason": why, "root": self._root})
         return Unreadable(rel, why)
+
+    def _shown(self, path: str) -> str:
+        return path[len(self._prefix) :] if path.startswith(self._prefix) else "."
 
     def resolve(self, rel: str | Path) -> Path | Unreadable | None:
         """The real path of ``rel`` (relative to the root, or an absolute path inside it)."""
-        given = Path(rel)
-        if given.is_absolute():
-            if not self._inside(Path(os.path.normpath(given))):
-                return self._refuse(str(rel), "outside the sysfs root", level=logging.ERROR)
-            given = given.relative_to(self.root)
-        shown = str(PurePosixPath(given))
-        pending = list(given.parts)
-        current = self.root
+        found = self._resolve(os.fspath(rel))
+        return Path(found) if isinstance(found, str) else found
+
+    def _resolve(self, given: str) -> str | Unreadable | None:
+        # Strings and os.path, not pathlib: a pass resolves thousands of paths.
+        if given.startswith("/"):
+            normal = os.path.normpath(given)
+            if not self._inside(normal):
+                return self._refuse(given, "outside the sysfs root", level=logging.ERROR)
+            given = normal[len(self._prefix) :] if normal != self._root else ""
+        shown = given
+        pending = [p for p in given.split("/") if p not in ("", ".")]
+        pending.reverse()  # a stack: the next component is last
+        current = self._root
         hops = 0
         while pending:
-            part = pending.pop(0)
+            part = pending.pop()
             if part in ("", "."):
                 continue
             if part == "..":
-                if current == self.root:
+                if current == self._root:
                     return self._refuse(shown, "a symlink leaves the sysfs root", level=logging.ERROR)
-                current = current.parent
+                current = os.path.dirname(current)
                 continue
-            candidate = current / part
+            candidate = f"{current}/{part}"
             try:
                 info = os.lstat(candidate)
-            except FileNotFoundError:
-                return None
-            except NotADirectoryError:
+            except (FileNotFoundError, NotADirectoryError):
                 return None
             except OSError as error:
-                return self._refuse(shown, f"cannot stat {self.relative(candidate)}: {error.strerror}")
+                return self._refuse(shown, f"cannot stat {self._shown(candidate)}: {error.strerror}")
             if not stat.S_ISLNK(info.st_mode):
                 current = candidate
                 continue
@@ -103,30 +108,27 @@ class Sysfs:
             try:
                 target = os.readlink(candidate)
             except OSError as error:
-                return self._refuse(
-                    shown, f"cannot read the link {self.relative(candidate)}: {error.strerror}"
-                )
-            if os.path.isabs(target):
-                absolute = Path(os.path.normpath(target))
+                return self._refuse(shown, f"cannot read the link {self._shown(candidate)}: {error.strerror}")
+            if target.startswith("/"):
+                absolute = os.path.normpath(target)
                 if not self._inside(absolute):
                     return self._refuse(
                         shown,
-                        f"the symlink {self.relative(candidate)} points outside the sysfs root ({target})",
+                        f"the symlink {self._shown(candidate)} points outside the sysfs root ({target})",
                         level=logging.ERROR,
                     )
-                current = self.root
-                pending = list(absolute.relative_to(self.root).parts) + pending
-            else:
-                pending = list(PurePosixPath(target).parts) + pending
+                current = self._root
+                target = absolute[len(self._prefix) :] if absolute != self._root else ""
+            pending.extend(reversed(target.split("/")))
         return current
 
     # --- reads ----------------------------------------------------------------------------------
     def read(self, rel: str | Path) -> str | Unreadable | None:
         """An attribute's text, stripped; at most :data:`ATTRIBUTE_CAP` bytes are ever read."""
-        path = self.resolve(rel)
+        path = self._resolve(os.fspath(rel))
         if path is None or isinstance(path, Unreadable):
             return path
-        shown = self.relative(path)
+        shown = self._shown(path)
         try:
             info = os.stat(path)
         except FileNotFoundError:
@@ -160,7 +162,7 @@ class Sysfs:
 
     def listdir(self, rel: str | Path) -> list[str] | Unreadable | None:
         """A directory's entries, sorted (sysfs order is not stable)."""
-        path = self.resolve(rel)
+        path = self._resolve(os.fspath(rel))
         if path is None or isinstance(path, Unreadable):
             return path
         try:
@@ -168,8 +170,7 @@ class Sysfs:
         except FileNotFoundError:
             return None
         except OSError as error:
-            return self._refuse(self.relative(path), f"cannot list: {error.strerror}")
+            return self._refuse(self._shown(path), f"cannot list: {error.strerror}")
 
     def exists(self, rel: str | Path) -> bool:
-        found = self.resolve(rel)
-        return isinstance(found, Path)
+        return isinstance(self._resolve(os.fspath(rel)), str)
