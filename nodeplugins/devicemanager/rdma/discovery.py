@@ -36,6 +36,8 @@ from nodeplugins.devicemanager.rdma.sysfs import Sysfs, Unreadable
 log = logging.getLogger("devicemanager.rdma")
 _VIRTFN = re.compile(r"^virtfn(\d+)$")
 _HEX_ID = re.compile(r"^(0x)?([0-9a-fA-F]{1,8})$")
+_CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
+_RDMA_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # it becomes token ids and NCCL_IB_HCA
 
 
 class EnumerationError(RuntimeError):
@@ -49,6 +51,11 @@ def _text(value: str | Unreadable | None) -> str:
 def _numa(sysfs: Sysfs, device: Path) -> str:
     value = _text(sysfs.read(device / "numa_node"))
     return value if value.isdigit() else ""  # -1: the kernel gave none; never read as node 0
+
+
+def _cpu_list(sysfs: Sysfs, device: Path) -> str:
+    value = _text(sysfs.read(device / "local_cpulist"))
+    return value if len(value) <= 1024 and _CPU_LIST.match(value) else ""
 
 
 def _hex_id(sysfs: Sysfs, path: Path) -> str:
@@ -85,6 +92,8 @@ def _rdma(sysfs: Sysfs, device: Path) -> dict[str, Any]:
     if not found:
         return {}
     name = found[0]
+    if not _RDMA_NAME.match(name):
+        return {"link": verdicts.unreadable_tree(f"{name[:64]!r} is no RDMA device name")}
     rdma_dir = sysfs.resolve(device / "infiniband" / name)
     if not isinstance(rdma_dir, Path):
         return {"link": verdicts.unreadable_tree(str(rdma_dir or f"{name} vanished"))}
@@ -107,7 +116,7 @@ def _function(sysfs: Sysfs, device: Path) -> dict[str, Any]:
     """NUMA, CPU list and RDMA facts every PCI function carries (PF and VF alike)."""
     return {
         "numaAffinity": _numa(sysfs, device),
-        "cpuAffinity": _text(sysfs.read(device / "local_cpulist")),
+        "cpuAffinity": _cpu_list(sysfs, device),
         **_rdma(sysfs, device),
     }
 

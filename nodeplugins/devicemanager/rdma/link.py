@@ -57,8 +57,14 @@ def carries_link(port: Port) -> bool:
     )
 
 
+RAW_SHOWN = 64  # characters of a port value a reason repeats
+
+
 def _raw(port: Port) -> str:
-    return f"port {port.name}: state {port.state!r}, phys_state {port.phys_state!r}"
+    def shown(value: str | None) -> str:
+        return repr(value if value is None or len(value) <= RAW_SHOWN else value[:RAW_SHOWN] + "...")
+
+    return f"port {port.name}: state {shown(port.state)}, phys_state {shown(port.phys_state)}"
 
 
 def verdict(device: str, ports: Sequence[Port] | None, listing_problem: str = "") -> dict[str, Any]:

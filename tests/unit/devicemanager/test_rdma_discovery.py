@@ -259,3 +259,23 @@ def test_seed_takes_the_live_list_once_and_refuses_a_malformed_one(tmp_path):
     assert interfaces.current() == [
         {"name": "eth0", "link": {"state": "failed", "firstSeenTime": "2026-01-01T00:00:00Z"}}
     ]
+
+
+def test_garbage_attributes_are_unknown_not_copied(tmp_path):
+    tree = SysfsTree(tmp_path / "sys")
+    function = tree.nic("eth0", "0000:01:00.0", numa=0, cpulist="0-3", rdma="mlx5_0")
+    tree.write(function / "local_cpulist", "not a cpu list")
+    tree.write(function / "numa_node", "zero")
+    tree.write(function / "vendor", "0xZZZZ")
+    tree.write(function / "infiniband/mlx5_0/ports/1/state", "X" * 5000)
+    [record] = discover(Sysfs(tree.root), {})
+    assert "cpuAffinity" not in record and "numaAffinity" not in record and "pciVendor" not in record
+    assert record["link"]["state"] == "failed" and len(record["link"]["reason"]) < 300  # raw, but cut
+
+
+def test_a_strange_rdma_device_name_is_not_bound(tmp_path):
+    tree = SysfsTree(tmp_path / "sys")
+    function = tree.nic("eth0", "0000:01:00.0")
+    (tree.root / function / "infiniband" / "mlx5 0,evil").mkdir(parents=True)
+    [record] = discover(Sysfs(tree.root), {})
+    assert "rdmaDevice" not in record and record["link"]["state"] == "unverified"
