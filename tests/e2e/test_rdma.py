@@ -3,8 +3,9 @@ and real veth links in a network namespace made here.  The device manager's inve
 ``Devices.spec.interfaces[]``, its ``rdma.*`` labels reach the Node through nfd-master, kubelet
 reports the three RDMA keys, and Pods asking for them are allocated by kubelet calling our plugins:
 the fake runtime's record shows the ``uverbs`` device, ``rdma_cm`` and ``NCCL_IB_HCA``.  A failed
-enumeration changes nothing; links that all fail withhold the labels and turn the tokens Unhealthy
-without removing them; healed, everything comes back.
+enumeration changes nothing; a kubelet restart gets the keys registered again; links that all fail
+withhold the labels and turn the tokens Unhealthy without removing them; healed, everything comes
+back.
 
 Nothing here writes what a component of ours writes: the test only builds hardware (the tree, the
 links) and Pods.
@@ -282,6 +283,28 @@ def test_a_partitioned_pod_gets_one_virtual_function(cluster, rdma):
         "/dev/infiniband/rdma_cm",
     ]
     delete_pod(cluster, "vf")
+
+
+def test_a_kubelet_restart_re_registers_the_rdma_keys(cluster, rdma):
+    node: nodes.Node = rdma["node"]
+    log = node.log_file("device-manager")
+
+    def registrations() -> int:
+        lines = log.read_text().splitlines()
+        return sum("registered with the kubelet" in line and f'"{SHARED}"' in line for line in lines)
+
+    before = registrations()
+    nodes.restart_kubelet(cluster, node)  # kubelet wipes every plugin socket when it starts
+    harness.wait_for(lambda: registrations() > before, timeout=90, what="the RDMA keys registered again")
+    harness.wait_for(lambda: harness.node_is_ready(cluster, NODE), timeout=90, what="the node Ready again")
+    harness.wait_for(
+        lambda: rdma_resources(cluster, "allocatable") == {KEY: "1", SHARED: "64", PARTITIONED: "2"},
+        timeout=90,
+        what="the RDMA keys allocatable again",
+    )
+    run_pod(cluster, "after-restart", {SHARED: "1"})
+    assert env_of(recorded(node, "after-restart"))["NCCL_IB_HCA"] == "mlx5_0"
+    delete_pod(cluster, "after-restart")
 
 
 def test_an_unchanged_node_is_not_rewritten(cluster, rdma):

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from api.models.devices import DeviceInterface
 from nodeplugins.devicemanager.rdma import link as verdicts
 from nodeplugins.devicemanager.rdma.discovery import EnumerationError, discover
-from nodeplugins.devicemanager.rdma.netlink import LinkFacts, NetlinkError, link_facts
+from nodeplugins.devicemanager.rdma.netlink import LinkFacts, LinkReader, NetlinkError
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 
 log = logging.getLogger("devicemanager.rdma")
@@ -81,12 +81,13 @@ class Interfaces:
         sysfs: Sysfs,
         netns: str = "",
         *,
-        facts: Callable[[str], Mapping[str, LinkFacts]] = link_facts,
+        facts: Callable[[], Mapping[str, LinkFacts]] | None = None,
         clock: Callable[[], str] = now_rfc3339,
     ) -> None:
+        """``facts`` reads the link facts (default: netlink in ``netns``, the agent's own when "")."""
         self.sysfs = sysfs
         self.netns = netns
-        self._facts = facts
+        self._facts = facts if facts is not None else LinkReader(netns)
         self._clock = clock
         self._lock = threading.Lock()
         self.recorded: list[dict[str, Any]] | None = None
@@ -106,7 +107,7 @@ class Interfaces:
     def refresh(self) -> bool:
         """One pass; True when the recorded list changed."""
         try:
-            found = discover(self.sysfs, self._facts(self.netns))
+            found = discover(self.sysfs, self._facts())
         except (EnumerationError, NetlinkError) as error:
             PASSES.labels("failed").inc()
             self.failures += 1

@@ -9,7 +9,7 @@ published: a failed read withholds nothing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from nodeplugins.devicemanager.plugin import Watchers
 from nodeplugins.devicemanager.rdma import endpoints, labels
 from nodeplugins.devicemanager.rdma.discovery import pci_place
 from nodeplugins.devicemanager.rdma.inventory import Interfaces
+from nodeplugins.devicemanager.rdma.netlink import LinkFacts
 from nodeplugins.devicemanager.rdma.pci import Coordinates
 from nodeplugins.devicemanager.rdma.plugin import RdmaPlugin
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
@@ -31,10 +32,11 @@ class RdmaService:
         *,
         shared: bool = True,
         partitioned: bool = True,
+        facts: Callable[[], Mapping[str, LinkFacts]] | None = None,
     ) -> None:
         self.sysfs = Sysfs(sysfs_root)
         self.dev_root = Path(dev_root)
-        self.interfaces = Interfaces(self.sysfs, netns)
+        self.interfaces = Interfaces(self.sysfs, netns, facts=facts)
         self.keys = endpoints.keys(shared=shared, partitioned=partitioned)
 
     def refresh(self) -> bool:

@@ -15,7 +15,7 @@ import pytest
 
 from nodeplugins.devicemanager.rdma.discovery import EnumerationError, discover, pci_place
 from nodeplugins.devicemanager.rdma.inventory import Interfaces
-from nodeplugins.devicemanager.rdma.netlink import NetlinkError, link_facts
+from nodeplugins.devicemanager.rdma.netlink import LinkReader, NetlinkError, link_facts
 from nodeplugins.devicemanager.rdma.pci import Coordinates
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 from nodeplugins.devicemanager.simulation.sysfs import ACTIVE, DOWN, SysfsTree
@@ -243,7 +243,9 @@ def test_a_failing_netlink_keeps_the_list_and_creates_no_namespace(tmp_path):
     with pytest.raises(NetlinkError):
         link_facts(missing)
     assert not os.path.exists(f"/var/run/netns/{missing}")
-    interfaces = Interfaces(Sysfs(tree.root), missing)
+    interfaces = Interfaces(Sysfs(tree.root), missing)  # the agent's reader: one socket kept
+    assert interfaces.refresh() is False and interfaces.recorded is None
+    assert not os.path.exists(f"/var/run/netns/{missing}")
     interfaces.seed([{"name": "eth0", "mtu": 1500}])
     assert interfaces.refresh() is False and interfaces.current() == [{"name": "eth0", "mtu": 1500}]
 
@@ -279,3 +281,14 @@ def test_a_strange_rdma_device_name_is_not_bound(tmp_path):
     (tree.root / function / "infiniband" / "mlx5 0,evil").mkdir(parents=True)
     [record] = discover(Sysfs(tree.root), {})
     assert "rdmaDevice" not in record and record["link"]["state"] == "unverified"
+
+
+def test_one_socket_serves_every_pass_and_sees_changes(links):
+    reader = LinkReader(NS)
+    try:
+        assert reader()["rdma0"].up is True
+        links.set("rdma0", "mtu", "4100")
+        assert reader()["rdma0"].mtu == 4100  # the same socket, a fresh dump
+        links.set("rdma0", "mtu", "4000")
+    finally:
+        reader.close()

@@ -24,7 +24,7 @@ from nodeplugins.devicemanager.simulation.sysfs import DOWN, SysfsTree, characte
 from tests.unit.devicemanager.test_plugin_grpc import Kubelet, wait
 
 
-def no_links(_netns: str) -> dict:
+def no_links() -> dict:
     return {}
 
 

@@ -38,9 +38,7 @@ def tree_with_one_nic(root, ports=None) -> SysfsTree:
 
 
 def service(root) -> RdmaService:
-    rdma = RdmaService(root)
-    rdma.interfaces._facts = lambda _netns: {}  # no netns here: link facts are another test's
-    return rdma
+    return RdmaService(root, facts=dict)  # no links here: link facts are another test's
 
 
 def test_while_nothing_is_known_the_published_rdma_labels_stay(tmp_path):
