@@ -97,6 +97,16 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
             default=os.environ.get("NODE_NAME", ""),
             help="this node's name (default $NODE_NAME)",
         )
+        command.add_argument(
+            "--sysfs-root",
+            default="/sys",
+            help="the sysfs tree the network interfaces and PCI paths are read from (a simulated one in tests)",
+        )
+        command.add_argument(
+            "--netns",
+            default="",
+            help="read link facts (MTU, up) in this named network namespace (default: the agent's own)",
+        )
     serve.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
     serve.add_argument(
         "--kube-socket",
@@ -107,9 +117,22 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
         "--pod-resources-socket",
         help="the kubelet pod-resources socket (default: pod-resources/kubelet.sock beside device-plugins/)",
     )
-    serve.add_argument("--no-shared", action="store_true", help="do not serve <base>.shared")
+    serve.add_argument(
+        "--dev-root",
+        default="/dev",
+        help="where the host's device nodes are (the RDMA verbs devices are handed from <dev-root>/infiniband)",
+    )
+    serve.add_argument(
+        "--no-shared",
+        action="store_true",
+        help="do not serve <base>.shared nor device.gpustack.ai/rdma.shared",
+    )
     serve.add_argument("--no-sliced", action="store_true", help="do not serve <base>.sliced")
-    serve.add_argument("--no-partitioned", action="store_true", help="do not serve <base>.partitioned")
+    serve.add_argument(
+        "--no-partitioned",
+        action="store_true",
+        help="do not serve <base>.partitioned nor device.gpustack.ai/rdma.partitioned",
+    )
     serve.add_argument(
         "--no-pci-check", action="store_true", help="accepted for compatibility; no PCI scan here"
     )

@@ -10,6 +10,8 @@
   pending Pods (no kubelet here), so every call scans the node's Pods under the mutex.
 - ``discovery``: one NVML detection pass through pynvml's real wrappers on the simulated library,
   for each card count of ``--discovery-cards`` (8 and 64).
+- ``interfaces``: one RDMA interface pass (the confined sysfs reads and a netlink dump of this
+  namespace) over a simulated tree of ``--nics`` (8) SR-IOV NICs with ``--vfs`` (8) VFs each.
 
 Prints one JSON object per line: the case, the number of calls, and p50/p99/max milliseconds.
 Target (issue 12): ``Allocate`` p99 under 5 ms.
@@ -37,7 +39,10 @@ from nodeplugins.devicemanager.backends import backend_for
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
 from nodeplugins.devicemanager.backends.simulated import inventory_of
 from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
+from nodeplugins.devicemanager.rdma.inventory import Interfaces
+from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 from nodeplugins.devicemanager.simulation import profile as profiles
+from nodeplugins.devicemanager.simulation.sysfs import SysfsTree
 
 NODE = "bench-node"
 PRODUCT = "NVIDIA H100 80GB HBM3"
@@ -180,6 +185,36 @@ def bench_discovery(cards: int, repeat: int) -> dict[str, Any]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def bench_interfaces(nics: int, vfs: int, repeat: int) -> dict[str, Any]:
+    directory = Path(tempfile.mkdtemp(prefix="dmi"))
+    try:
+        tree = SysfsTree(directory)
+        for n in range(nics):
+            bridge = f"0000:{n * 2:02x}:01.0"
+            tree.bridge(bridge, numa=n % 2)
+            address = f"0000:{n * 2 + 1:02x}:00.0"
+            tree.nic(f"ens{n}f0", address, under=bridge, numa=n % 2, rdma=f"mlx5_{n * (vfs + 1)}")
+            tree.sriov(address)
+            for v in range(vfs):
+                tree.vf(
+                    address,
+                    f"0000:{n * 2 + 1:02x}:{v + 1:02x}.0",
+                    name=f"ens{n}f0v{v}",
+                    rdma=f"mlx5_{n * (vfs + 1) + v + 1}",
+                )
+        interfaces = Interfaces(Sysfs(directory))
+        samples = []
+        for _ in range(repeat + 1):
+            interfaces.recorded = None  # measure the whole pass, comparison included
+            start = time.perf_counter()
+            interfaces.refresh()
+            samples.append(time.perf_counter() - start)
+        assert len(interfaces.current()) == nics
+        return _summary("interfaces", samples[1:], nics=nics, vfs=vfs, source="simulated sysfs + netlink")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cards", type=int, default=8)
@@ -187,11 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--discovery-cards", default="8,64")
     parser.add_argument("--repeat", type=int, default=20, help="discovery passes per card count")
+    parser.add_argument("--nics", type=int, default=8, help="SR-IOV NICs of the interface pass")
+    parser.add_argument("--vfs", type=int, default=8, help="VFs per NIC of the interface pass")
     args = parser.parse_args(argv)
     for line in bench_grpc(args.cards, args.allocations, args.concurrency):
         print(json.dumps(line), flush=True)
     for count in (int(n) for n in args.discovery_cards.split(",") if n):
         print(json.dumps(bench_discovery(count, args.repeat)), flush=True)
+    print(json.dumps(bench_interfaces(args.nics, args.vfs, args.repeat)), flush=True)
     return 0
 
 

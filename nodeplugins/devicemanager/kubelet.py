@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
+from typing import Any, Protocol
 
 import grpc
 
-from nodeplugins.devicemanager.plugin import API_VERSION, DevicePlugin, pb, pb_grpc
+from nodeplugins.devicemanager.plugin import API_VERSION, pb, pb_grpc
 from nodeplugins.protos import load
 
 log = logging.getLogger("devicemanager.kubelet")
@@ -59,8 +61,25 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+class _Resource(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def socket(self) -> str: ...
+
+
+class Served(Protocol):
+    """A device-plugin servicer: an accelerator family's or an RDMA key's."""
+
+    @property
+    def resource(self) -> _Resource: ...
+
+    def options(self) -> Any: ...
+
+
 class KubeletLink:
-    def __init__(self, plugins: list[DevicePlugin], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
+    def __init__(self, plugins: Sequence[Served], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
         self.plugins = plugins
         self.kubelet_socket = Path(kubelet_socket)
         self.plugin_dir = self.kubelet_socket.parent

@@ -7,6 +7,8 @@ device manager serving a node profile (``profiles/*.yaml``) through the kubelet 
         kl/              bind-mounted onto /var/lib/kubelet inside the kubelet's private mount
                          namespace (device-plugins/, pod-resources/, pods/, pki/ ...)
         profile.yaml     the simulated hardware (edit it to change cards or health)
+        dm-args.json     extra device-manager arguments (e.g. --sysfs-root of a simulated RDMA
+                         tree a test built in this directory), kept across restarts
         containers.jsonl every CreateContainer the kubelet asked the fake runtime for
         kubelet.yaml, kubeconfig, node.crt/key, cri.sock, dm-certs/, pod-logs/
         logs/{kubelet,cri-fake,device-manager}.log   pids/{...}.pid
@@ -106,6 +108,11 @@ class Node:
 
 def _state(info: harness.ClusterInfo) -> Path:
     return info.state_dir / "nodes"
+
+
+def node_directory(info: harness.ClusterInfo, name: str) -> Path:
+    """Where node ``name`` keeps its state (simulated hardware a test builds goes under it)."""
+    return _state(info) / name
 
 
 def _launch(node: Node, component: str, argv: list[str], env: dict[str, str] | None = None) -> int:
@@ -262,6 +269,9 @@ def _dm_argv(info: harness.ClusterInfo, node: Node) -> list[str]:
         argv += ["--kube-socket", str(node.kube_socket)]
     else:
         argv += ["--publish-only"]
+    extra = node.directory / "dm-args.json"  # what start_node(dm_args=...) asked for, kept for restarts
+    if extra.exists():
+        argv += [str(a) for a in json.loads(extra.read_text())]
     return argv
 
 
@@ -383,11 +393,15 @@ def start_node(
     slot: int,
     real: bool = True,
     manufacturer: str = "nvidia",
+    dm_args: list[str] | None = None,
 ) -> Node:
     """Start (or find running) a node with the hardware of ``profile``; waits until it is Ready and
-    its device manager has published its ``Devices``."""
-    node = Node(name, _state(info) / name, slot, manufacturer, real)
+    its device manager has published its ``Devices``.  ``dm_args`` are added to the device
+    manager's command line (e.g. ``--sysfs-root`` of a simulated RDMA tree in the node's directory)."""
+    node = Node(name, node_directory(info, name), slot, manufacturer, real)
     node.root.mkdir(parents=True, exist_ok=True)
+    if dm_args is not None:
+        (node.directory / "dm-args.json").write_text(json.dumps(dm_args))
     (node.directory / "slot").write_text(str(slot))
     (node.directory / "kind").write_text(f"{'kubelet' if real else 'kwok'} {manufacturer}")
     if not node.profile.exists():
