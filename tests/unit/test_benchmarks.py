@@ -73,7 +73,7 @@ def test_bench_kvcache() -> None:
 
 def test_run_locust() -> None:
     (summary,) = _run(
-        "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "2s", "--port", str(free_port())
+        "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "5s", "--port", str(free_port())
     )
     _has(summary, "requests", "failures", "rps", "p50_ms", "p99_ms")
 
