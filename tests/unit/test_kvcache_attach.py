@@ -148,9 +148,9 @@ def test_feature_resolve_and_role() -> None:
     ]
     assert resolution.used_by["status"]["usedBy"][0]["name"] == "qwen-chat"
     b["status"] = {"usedBy": [{"kind": "ModelDeployment", "namespace": "team-a", "name": "qwen-chat"}]}
-    assert (
-        feature.resolve(_MD(MD), reader_of(b, ready_pool(), backend())).conditions[0].reason == "Registered"
-    )
+    listed = feature.resolve(_MD(MD), reader_of(b, ready_pool(), backend()))
+    assert listed.conditions[0].reason == "Registered"
+    assert listed.used_by is None  # already registered: nothing to send
     rc = feature.role(
         resolution, _MD(MD), _Role("Prefill"), {"status": {"detail": {"manufacturer": "nvidia"}}}
     )
@@ -182,4 +182,6 @@ def test_feature_resolve_and_role() -> None:
     assert "--kv-cache-dtype" not in feature.role(off, _MD(MD), _Role(), {}).args
     missing = feature.resolve(_MD(MD), reader_of())
     assert not missing.resolved and missing.status is None and missing.used_by is None
-    assert KVCacheFeature.release(MD)[0]["status"] == {"usedBy": []}
+    body, manager = feature.release(_MD(MD))
+    assert body["status"] == {"usedBy": []} and manager == attach.used_by_manager(MD)
+    assert feature.release(_MD({**MD, "spec": {"roles": []}})) is None
