@@ -62,6 +62,11 @@ def _conditions_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
     )
 
 
+def is_resolved(artifact: Mapping[str, Any] | None) -> bool:
+    """The artifact reports ``Resolved=True``."""
+    return _conditions_true(artifact, d.RESOLVED)
+
+
 def _hub(source: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return source.get("huggingFace") or source.get("modelScope")
 
@@ -103,7 +108,7 @@ def plan_weights(
     ``pods_on_claim``: Pods (of others) already using a ReadWriteOnce claim."""
     if artifact is None:
         return Gate("ArtifactNotFound", f"ModelArtifact {name} does not exist in this namespace")
-    if not _conditions_true(artifact, d.RESOLVED):
+    if not is_resolved(artifact):
         return Gate("ArtifactNotResolved", f"ModelArtifact {name} is not Resolved; no new replica is created")
     spec = artifact.get("spec") or {}
     source = spec.get("source") or {}
@@ -303,6 +308,7 @@ __all__ = [
     "HubSettings",
     "WeightsPlan",
     "delivery_of",
+    "is_resolved",
     "kv_reuse_prefix",
     "plan_weights",
     "weights_ready",

@@ -24,7 +24,8 @@ pure function of its inputs.  The writes a feature needs are returned for the co
 deployments a change of one of its objects concerns (the controller watches each kind with it).
 
 The features installed are :func:`default_extensions`' — the KV cache of
-:mod:`controllers.kvcache.md_feature`; the classes below are the spec's behaviour without a feature.
+:mod:`controllers.kvcache.md_feature` and the delivery of :mod:`controllers.delivery.md_feature`;
+the classes below are the spec's behaviour without a feature, kept for renderer tests.
 """
 
 from __future__ import annotations
@@ -209,9 +210,10 @@ class Extensions:
 def default_extensions() -> Extensions:
     """The features the controller renders with; a feature package puts its own object here."""
     # The feature packages build on this module's types, so they are imported when called.
+    from controllers.delivery.md_feature import ArtifactDelivery
     from controllers.kvcache.md_feature import KVCacheFeature
 
-    return Extensions(cache=KVCacheFeature(), delivery=EngineDelivery(), topology=NoTopology())
+    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=NoTopology())
 
 
 __all__ = [

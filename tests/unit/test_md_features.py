@@ -1,5 +1,5 @@
 """The ModelDeployment controller with its features installed — the KV cache
-(controllers.kvcache.md_feature) — one pass at
+(controllers.kvcache.md_feature) and model delivery (controllers.delivery.md_feature) — one pass at
 a time over the recording API of test_md_controller: what the Pods carry, what the Binding is told,
 what the status says, what wakes a deployment, and what deletion releases."""
 
@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from api import constants as c
+from controllers.delivery.md_feature import ArtifactDelivery
 from controllers.kvcache.md_feature import KVCacheFeature
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
 from kube.manager import Manager
-from tests.unit.md_fixtures import NS, deployment, instance_type
+from tests.unit.md_fixtures import NS, deployment, instance_type, role
 from tests.unit.test_md_controller import RecordingClient
 from tests.webhooks.kvcache_objects import backend, binding, ready_pool
 
@@ -186,8 +187,16 @@ def cached(obj: Obj) -> Obj:
 def test_the_features_installed_are_the_real_ones(world) -> None:
     _, controller = world
     assert isinstance(controller.extensions.cache, KVCacheFeature)
+    assert isinstance(controller.extensions.delivery, ArtifactDelivery)
     watched = {w.kind for w in controller.watches()}
-    assert {"KVCachePoolBinding", "KVCachePool", "KVCacheBackend"} <= watched
+    assert {
+        "KVCachePoolBinding",
+        "KVCachePool",
+        "KVCacheBackend",
+        "ModelArtifact",
+        "NodeModelStore",
+    } <= watched
+    assert {"CSIDriver", "PersistentVolumeClaim", "PersistentVolume", "StorageClass"} <= watched
 
 
 # --- the KV cache ------------------------------------------------------------------------------------
@@ -319,3 +328,282 @@ def test_deletion_releases_the_registration(world) -> None:
     assert release[0]["status"] == {"usedBy": []} and release[2] == "status"
     assert client.objects[("KVCachePoolBinding", NS, "qwen-cache")]["status"]["usedBy"] == []
     assert client.writes[-1] == ("patch", "ModelDeployment", "qwen")  # then the finalizer goes
+
+
+# --- model delivery ----------------------------------------------------------------------------------
+
+
+def artifact(*, resolved: bool = True, source: Obj | None = None, **spec: Any) -> Obj:
+    status: Obj = {"conditions": [{"type": "Resolved", "status": "True" if resolved else "False"}]}
+    if resolved:
+        status["resolved"] = {"revision": COMMIT, "manifestDigest": DIGEST, "sizeBytes": 2 * GiB}
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelArtifact",
+        "metadata": {"name": "qwen-7b", "namespace": NS, "uid": "art-uid"},
+        "spec": {"source": source or {"huggingFace": {"repository": "Qwen/Qwen2.5-7B-Instruct"}}, **spec},
+        "status": status,
+    }
+
+
+def setting(name: str, value: str) -> Obj:
+    return {
+        "apiVersion": "gpustack.ai/v1",
+        "kind": "Setting",
+        "metadata": {"name": name, "namespace": c.SYSTEM_NAMESPACE},
+        "spec": {"value": value},
+    }
+
+
+CSI = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": c.CSI_DRIVER_MODEL}}
+
+
+def weights_deployment(*roles: Obj) -> Obj:
+    obj = cached(deployment(*roles))
+    obj["spec"]["model"]["artifactRef"] = {"name": "qwen-7b"}
+    return obj
+
+
+def test_an_unresolved_artifact_creates_no_pod_and_says_why(world) -> None:
+    client, controller = world
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    assert pods(client) == []
+    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "ArtifactNotFound")
+    assert "model" not in seen[-1]
+    put(client, controller, artifact(resolved=False))
+    assert drain(controller) == {(NS, "qwen")}  # the artifact's arrival wakes the deployment
+    reconcile(client, controller)
+    assert pods(client) == []
+    status, reason, message = condition(seen[-1], "WeightsReady")
+    assert (status, reason) == ("False", "ArtifactNotResolved") and "qwen-7b" in message
+    assert "no replica is created" in seen[-1]["phaseMessage"]
+    assert seen[-1]["model"] == {"artifact": "qwen-7b", "delivery": "Engine"}
+
+
+def test_node_delivery_mounts_the_csi_volume_and_reports_weights(world) -> None:
+    client, controller = world
+    put(client, controller, setting("model-artifact-delivery-mode", "Node"))
+    put(client, controller, CSI)
+    put(client, controller, artifact())
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    (pod,) = pods(client)
+    container = main(pod)
+    assert container["command"][:5] == [
+        "vllm",
+        "serve",
+        "/var/lib/gpustack/model",
+        "--served-model-name",
+        "Qwen/Qwen2.5-7B-Instruct",
+    ]
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "gpustack-model")
+    assert volume["csi"] == {
+        "driver": "model.csi.gpustack.ai",
+        "readOnly": True,
+        "volumeAttributes": {"artifact": "qwen-7b", "artifactUID": "art-uid", "manifestDigest": DIGEST},
+    }
+    assert {"name": "gpustack-model", "mountPath": "/var/lib/gpustack/model", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    assert not any(e["name"].startswith("HF_") for e in container["env"])
+    assert seen[-1]["model"] == {
+        "artifact": "qwen-7b",
+        "delivery": "Node",
+        "revision": COMMIT,
+        "manifestDigest": DIGEST,
+    }
+    admit(client, controller)  # Ready but not PodReadyToStartContainers
+    put(
+        client,
+        controller,
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "NodeModelStore",
+            "metadata": {"name": "node-a"},
+            "status": {"models": [{"digest": DIGEST, "state": "Downloading"}]},
+        },
+    )
+    assert drain(controller) == {(NS, "qwen")}  # the node's store lists the digest
+    reconcile(client, controller)
+    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "Materializing")
+    ready = copy.deepcopy(client.objects[("NodeModelStore", "", "node-a")])
+    ready["status"]["models"][0]["state"] = "Ready"
+    ready["metadata"]["resourceVersion"] = "9100"
+    put(client, controller, ready, "MODIFIED")
+    admit(client, controller, "PodReadyToStartContainers")
+    reconcile(client, controller)
+    assert condition(seen[-1], "WeightsReady")[:2] == ("True", "Mounted")
+
+
+def test_node_delivery_without_the_csi_driver_is_unavailable(world) -> None:
+    client, controller = world
+    put(client, controller, setting("model-artifact-delivery-mode", "Node"))
+    put(client, controller, artifact())
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    assert pods(client) == []
+    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "NodeDeliveryUnavailable")
+    put(client, controller, CSI)
+    assert drain(controller) == {(NS, "qwen")}
+    reconcile(client, controller)
+    assert len(pods(client)) == 1
+
+
+def test_engine_delivery_pins_the_commit_and_raises_the_storage_limit_only(world) -> None:
+    client, controller = world
+    put(client, controller, setting("model-artifact-huggingface-endpoint", "http://hub.local:8080"))
+    put(client, controller, artifact())
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    (pod,) = pods(client)
+    container = main(pod)
+    assert container["command"][:6] == [
+        "vllm",
+        "serve",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "--revision",
+        COMMIT,
+        "--served-model-name",
+    ]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["HF_HOME"] == "/var/lib/gpustack/model-cache" and env["HF_ENDPOINT"] == "http://hub.local:8080"
+    room = 2 * GiB + GiB  # the manifest and max(size/10, 1 GiB)
+    cache = next(v for v in pod["spec"]["volumes"] if v["name"] == "gpustack-model-cache")
+    assert cache["emptyDir"] == {"sizeLimit": str(room)}
+    # The InstanceType's localStorage is 100Gi per card: the limit grows, the request does not.
+    assert container["resources"]["limits"]["ephemeral-storage"] == "103Gi"
+    assert container["resources"]["requests"]["ephemeral-storage"] == "12800Mi"
+    assert seen[-1]["model"]["delivery"] == "Engine"
+    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "Downloading")
+
+
+def test_a_role_stating_its_served_name_keeps_it(world) -> None:
+    client, controller = world
+    put(client, controller, artifact())
+    put(
+        client,
+        controller,
+        weights_deployment(role(extraArgs=["--served-model-name=Qwen/Qwen2.5-7B-Instruct"])),
+    )
+    reconcile(client, controller)
+    (pod,) = pods(client)
+    line = main(pod)["command"]
+    assert line.count("--served-model-name") == 0 and "--served-model-name=Qwen/Qwen2.5-7B-Instruct" in line
+
+
+def test_revoked_weights_hold_edited_replicas_and_create_nothing(world) -> None:
+    client, controller = world
+    put(client, controller, artifact())
+    put(client, controller, weights_deployment(role(replicas=2)))
+    seen = statuses(client)
+    reconcile(client, controller)
+    admit(client, controller)
+    reconcile(client, controller)
+    assert len(pods(client)) == 2
+    put(client, controller, artifact(resolved=False), "MODIFIED")
+    edited = client.objects[("ModelDeployment", NS, "qwen")]
+    edited["spec"]["roles"][0]["extraArgs"] = ["--max-model-len", "4096"]
+    edited["spec"]["roles"][0]["replicas"] = 3
+    client.writes.clear()
+    reconcile(client, controller)
+    assert [w for w in client.writes if w[1] == "Pod"] == []  # no delete, no scale-up
+    assert condition(seen[-1], "ReplicasUpToDate")[:2] == ("False", "RolloutHeldByWeights")
+    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "ArtifactNotResolved")
+
+
+def claim_world(client: ApplyingClient, controller: ModelDeploymentReconciler, node: str) -> None:
+    put(
+        client,
+        controller,
+        artifact(source={"persistentVolumeClaim": {"claimName": "weights", "path": "qwen"}}),
+    )
+    put(
+        client,
+        controller,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "weights", "namespace": NS},
+            "spec": {"accessModes": ["ReadOnlyMany"], "volumeName": "pv-weights"},
+            "status": {"phase": "Bound"},
+        },
+    )
+    put(client, controller, volume(node))
+
+
+def volume(node: str) -> Obj:
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-weights"},
+        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}},
+    }
+
+
+def test_a_bound_claim_places_the_pod_outside_its_fingerprint(world) -> None:
+    client, controller = world
+    claim_world(client, controller, "node-a")
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    (pod,) = pods(client)
+    required = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["node-a"]
+    mount = next(m for m in main(pod)["volumeMounts"] if m["name"] == "gpustack-model")
+    assert mount == {
+        "name": "gpustack-model",
+        "mountPath": "/var/lib/gpustack/model",
+        "readOnly": True,
+        "subPath": "qwen",
+    }
+    assert seen[-1]["model"]["delivery"] == "PVC"
+    # The volume's placement is outside the hash: a change to it rolls nothing.
+    admit(client, controller)
+    put(
+        client,
+        controller,
+        {**volume("node-b"), "metadata": {"name": "pv-weights", "resourceVersion": "9200"}},
+        "MODIFIED",
+    )
+    assert drain(controller) == {(NS, "qwen")}
+    client.writes.clear()
+    reconcile(client, controller)
+    assert [w for w in client.writes if w[1] == "Pod"] == []
+    assert condition(seen[-1], "ReplicasUpToDate")[:2] == ("True", "UpToDate")
+
+
+def test_an_unbound_claim_and_a_shared_read_write_once_claim_block_creation(world) -> None:
+    client, controller = world
+    claim_world(client, controller, "node-a")
+    pending = copy.deepcopy(client.objects[("PersistentVolumeClaim", NS, "weights")])
+    pending["spec"] = {"accessModes": ["ReadOnlyMany"]}
+    pending["status"] = {"phase": "Pending"}
+    put(client, controller, pending, "MODIFIED")
+    put(client, controller, weights_deployment())
+    seen = statuses(client)
+    reconcile(client, controller)
+    assert pods(client) == [] and condition(seen[-1], "WeightsReady")[1] == "ClaimNotBound"
+    rwo = copy.deepcopy(pending)
+    rwo["spec"] = {"accessModes": ["ReadWriteOnce"], "volumeName": "pv-weights"}
+    rwo["status"] = {"phase": "Bound"}
+    rwo["metadata"]["resourceVersion"] = "9300"
+    put(client, controller, rwo, "MODIFIED")
+    two = client.objects[("ModelDeployment", NS, "qwen")]
+    two["spec"]["roles"][0]["replicas"] = 2
+    reconcile(client, controller)
+    assert pods(client) == [] and condition(seen[-1], "WeightsReady")[1] == "AccessModeConflict"
+
+
+def test_a_deployment_without_an_artifact_reports_weights_not_applicable(world) -> None:
+    client, controller = world
+    put(client, controller, cached(deployment()))
+    seen = statuses(client)
+    reconcile(client, controller)
+    assert condition(seen[-1], "WeightsReady")[:2] == ("True", "NotApplicable")
+    assert "model" not in seen[-1] and len(pods(client)) == 1
