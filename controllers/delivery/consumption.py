@@ -247,6 +247,49 @@ def _claim_plan(
     return plan
 
 
+@dataclass(frozen=True)
+class ModelVolume:
+    """An Instance's ``additionalVolumes[].model`` (§4.3, Instance): the Pod volume's source, the
+    mount's ``subPath`` (a claim source's path), and a bound claim's required node selector."""
+
+    source: Obj
+    sub_path: str = ""
+    node_selector: Obj | None = None
+    delivery: str = ""
+
+
+def plan_instance_volume(
+    artifact: Mapping[str, Any] | None,
+    name: str,
+    *,
+    csi_driver_present: bool,
+    claim: Mapping[str, Any] | None = None,
+    storage_class: Mapping[str, Any] | None = None,
+    volume: Mapping[str, Any] | None = None,
+) -> ModelVolume | Gate:
+    """An Instance mounts weights only (nothing of the engine's): hub artifacts always through the
+    CSI plugin whatever ``model-artifact-delivery-mode`` says (no CSIDriver is a Gate), claims as a
+    read-only claim with the volume's placement, images as an image volume."""
+    plan = plan_weights(
+        artifact,
+        name,
+        engine=ENGINE_VLLM,
+        takeover=True,
+        settings=HubSettings(d.DELIVERY_NODE, "", csi_driver_present=csi_driver_present),
+        claim=claim,
+        storage_class=storage_class,
+        volume=volume,
+    )
+    if isinstance(plan, Gate):
+        return plan
+    (found,) = plan.volumes
+    (mount,) = plan.mounts
+    selector = (plan.node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return ModelVolume(
+        {k: v for k, v in found.items() if k != "name"}, mount.get("subPath", ""), selector, plan.delivery
+    )
+
+
 def _digest_entry(store: Mapping[str, Any] | None, digest: str) -> Mapping[str, Any] | None:
     for model in ((store or {}).get("status") or {}).get("models") or []:
         if model.get("digest") == digest:
@@ -306,10 +349,12 @@ __all__ = [
     "ENGINE_VLLM",
     "Gate",
     "HubSettings",
+    "ModelVolume",
     "WeightsPlan",
     "delivery_of",
     "is_resolved",
     "kv_reuse_prefix",
+    "plan_instance_volume",
     "plan_weights",
     "weights_ready",
 ]
