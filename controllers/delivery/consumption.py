@@ -109,7 +109,15 @@ def plan_weights(
     if artifact is None:
         return Gate("ArtifactNotFound", f"ModelArtifact {name} does not exist in this namespace")
     if not is_resolved(artifact):
-        return Gate("ArtifactNotResolved", f"ModelArtifact {name} is not Resolved; no new replica is created")
+        reason = next(
+            (
+                f" ({x.get('reason')}: {x.get('message')})" if x.get("message") else f" ({x.get('reason')})"
+                for x in ((artifact.get("status") or {}).get("conditions") or [])
+                if x.get("type") == d.RESOLVED and x.get("reason")
+            ),
+            "",
+        )
+        return Gate("ArtifactNotResolved", f"ModelArtifact {name} is not Resolved{reason}")
     spec = artifact.get("spec") or {}
     source = spec.get("source") or {}
     resolved = (artifact.get("status") or {}).get("resolved") or {}

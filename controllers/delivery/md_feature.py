@@ -20,6 +20,7 @@ fingerprint).  ``observe`` turns the live Pods and the NodeModelStores of their 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,11 +95,28 @@ class Weights:
     takeover: consumption.WeightsPlan | consumption.Gate
 
 
-def plan(md: Deployment, reader: Reader) -> Weights | None:
-    """The weights of ``md``'s roles, or None without ``spec.model.artifactRef``."""
+def _as_pinned(artifact: Obj | None) -> Obj | None:
+    """An artifact whose access was revoked after it resolved, as it was while ``Resolved``: its
+    pinned commit and digest stay in ``status.resolved`` (written once), so replicas rendered from it
+    still read as up to date while new ones are held back."""
+    resolved = ((artifact or {}).get("status") or {}).get("resolved") or {}
+    if artifact is None or not resolved.get("manifestDigest") or consumption.is_resolved(artifact):
+        return None
+    pinned = copy.deepcopy(artifact)
+    pinned["status"]["conditions"] = [{"type": d.RESOLVED, "status": "True", "reason": d.REASON_RESOLVED}]
+    return pinned
+
+
+def plan(md: Deployment, reader: Reader, *, pinned: bool = False) -> Weights | None:
+    """The weights of ``md``'s roles, or None without ``spec.model.artifactRef``; with ``pinned``, as
+    an artifact revoked after it resolved was (None when it never resolved)."""
     if not md.artifact_ref:
         return None
     artifact = reader(ARTIFACT, md.artifact_ref, md.namespace)
+    if pinned:
+        artifact = _as_pinned(artifact)
+        if artifact is None:
+            return None
     settings = hub_settings_of(reader)
     claim = storage_class = volume = None
     claim_name = _claim_name(artifact)
@@ -139,12 +157,11 @@ def _echo(md: Deployment, reader: Reader, weights: Weights) -> Obj | None:
         "artifact": md.artifact_ref,
         "delivery": consumption.delivery_of(artifact, _setting(reader, DELIVERY_MODE)),
     }
-    resolved = (artifact.get("status") or {}).get("resolved") or {}
-    if consumption.is_resolved(artifact):
-        if resolved.get("revision"):
-            echo["revision"] = resolved["revision"]
-        if resolved.get("manifestDigest"):
-            echo["manifestDigest"] = resolved["manifestDigest"]
+    resolved = (artifact.get("status") or {}).get("resolved") or {}  # written once, when it resolved
+    if resolved.get("revision"):
+        echo["revision"] = resolved["revision"]
+    if resolved.get("manifestDigest"):
+        echo["manifestDigest"] = resolved["manifestDigest"]
     return echo
 
 
@@ -183,6 +200,8 @@ class ArtifactDelivery:
         gate = next((p for p in (weights.managed, weights.takeover) if isinstance(p, consumption.Gate)), None)
         if gate is not None:
             message = f"no replica is created: {gate.message}"
+            # What runs keeps its render: a revoked artifact's pinned weights, else none at all.
+            rendered = plan(md, reader, pinned=True) if gate.reason == "ArtifactNotResolved" else None
             return DeliveryResolution(
                 applicable=True,
                 held=True,
@@ -190,7 +209,7 @@ class ArtifactDelivery:
                 blocked_message=message,
                 conditions=[Condition(d.WEIGHTS_READY, "False", gate.reason, message)],
                 status=echo,
-                data=weights,
+                data=rendered or weights,
             )
         return DeliveryResolution(applicable=True, status=echo, data=weights)
 

@@ -505,7 +505,14 @@ def test_revoked_weights_hold_edited_replicas_and_create_nothing(world) -> None:
     admit(client, controller)
     reconcile(client, controller)
     assert len(pods(client)) == 2
-    put(client, controller, artifact(resolved=False), "MODIFIED")
+    revoked = artifact()  # access revoked after it resolved: the pinned commit and digest stay
+    revoked["status"]["conditions"] = [{"type": "Resolved", "status": "False", "reason": "AccessDenied"}]
+    put(client, controller, revoked, "MODIFIED")
+    client.writes.clear()
+    reconcile(client, controller)
+    assert [w for w in client.writes if w[1] == "Pod"] == []  # what runs keeps running, unedited
+    assert condition(seen[-1], "ReplicasUpToDate")[:2] == ("True", "UpToDate")
+    assert seen[-1]["model"]["revision"] == COMMIT
     edited = client.objects[("ModelDeployment", NS, "qwen")]
     edited["spec"]["roles"][0]["extraArgs"] = ["--max-model-len", "4096"]
     edited["spec"]["roles"][0]["replicas"] = 3
@@ -513,7 +520,8 @@ def test_revoked_weights_hold_edited_replicas_and_create_nothing(world) -> None:
     reconcile(client, controller)
     assert [w for w in client.writes if w[1] == "Pod"] == []  # no delete, no scale-up
     assert condition(seen[-1], "ReplicasUpToDate")[:2] == ("False", "RolloutHeldByWeights")
-    assert condition(seen[-1], "WeightsReady")[:2] == ("False", "ArtifactNotResolved")
+    status, reason, message = condition(seen[-1], "WeightsReady")
+    assert (status, reason) == ("False", "ArtifactNotResolved") and "AccessDenied" in message
 
 
 def claim_world(client: ApplyingClient, controller: ModelDeploymentReconciler, node: str) -> None:
