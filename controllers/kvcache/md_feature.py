@@ -93,7 +93,7 @@ class KVCacheFeature:
             resolved=found.attachment is not None or not attach.has_cache(obj),
             conditions=conditions,
             status=attach.kv_cache_status(found),
-            data=(found, _dtype_owned(reader)),
+            data=(found, _dtype_owned(reader), binding),
             used_by=attach.used_by_apply(obj, name, registered=True) if register else None,
             used_by_manager=attach.used_by_manager(obj),
         )
@@ -101,7 +101,7 @@ class KVCacheFeature:
     def role(
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None:
-        found, dtype_owned = resolution.data or (None, False)
+        found, dtype_owned, _ = resolution.data or (None, False, None)
         if found is None or found.attachment is None or not role.managed:
             return None
         target = found.attachment
@@ -128,6 +128,19 @@ class KVCacheFeature:
             volumes=rendered.volumes,
             mounts=rendered.mounts,
         )
+
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        """The conditions with ``CacheAttached`` judged on the replicas this pass found ready (the
+        stored status ``resolve`` read may be a pass behind)."""
+        _, _, binding = resolution.data or (None, False, None)
+        managed = sum(1 for role in md.roles if role.managed)
+        attached = attach.cache_attached(
+            md.obj, binding, managed_roles=managed, ready_replicas=ready_replicas
+        )
+        return [
+            _condition(attached) if cond.type == kv.COND_CACHE_ATTACHED else cond
+            for cond in resolution.conditions
+        ]
 
     def release(self, md: Deployment) -> tuple[Obj, str] | None:
         """The status apply dropping the deployment from its Binding's ``usedBy`` (on deletion)."""

@@ -537,7 +537,10 @@ class ModelDeploymentReconciler(Controller):
         pods: list[Obj],
     ) -> None:
         cache, delivery = ctx.cache_resolution, ctx.delivery_resolution
-        feature = list(cache.conditions if cache else [])
+        feature: list[Condition] = []
+        if cache is not None:
+            ready = sum(a.ready for a in result.accounts.values())
+            feature += self.extensions.cache.observe(cache, md, ready)
         if delivery is not None:
             feature += self.extensions.delivery.observe(delivery, md, pods, self.read)
         if cache and cache.applicable and any(not r.managed for r in md.roles):

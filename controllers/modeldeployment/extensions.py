@@ -89,6 +89,10 @@ class CacheFeature(Protocol):
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None: ...
 
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        """The conditions once the pass has counted the deployment's ready replicas."""
+        ...
+
     def release(self, md: Deployment) -> tuple[Obj, str] | None:
         """The deployment is being deleted: the status apply (and its field manager) that releases
         its Binding registration (§9.6), for the controller to send; None when there is none."""
@@ -129,6 +133,9 @@ class NoCache:
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None:
         return None
+
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        return list(resolution.conditions)
 
     def release(self, md: Deployment) -> tuple[Obj, str] | None:
         return None

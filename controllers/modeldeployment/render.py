@@ -7,9 +7,10 @@ identity and computes the hash last.  Neither reads or writes the cluster.
 
 The ``main`` container of a managed role runs the engine's own command line —
 ``vllm serve <model>`` or ``python3 -m sglang.launch_server --model-path <model> --enable-metrics`` —
-then the connector's arguments, the KV-events publisher's, the role's ``extraArgs``, and finally
-``--host 0.0.0.0`` / ``--port <engine port>`` where the assembled line lacks them.  A take-over role's
-``command`` is the whole argv; it still gets rank env above size 1, resources, labels, group metadata
+then the weights' arguments (``--revision``, ``--served-model-name``), the connector's arguments,
+the KV-events publisher's, the role's ``extraArgs``, and finally ``--host 0.0.0.0`` /
+``--port <engine port>`` where the assembled line lacks them.  A take-over role's ``command`` is the
+whole argv; it still gets rank env above size 1, resources, labels, group metadata
 and its Pod fields, and nothing else.
 """
 
@@ -232,9 +233,10 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     owned_env = engines.owned_env(md.engine)
     if role.managed:
         model = (delivery.model if delivery and delivery.model else None) or md.model_name
-        line = _engine_argv(md, model) + conn.args
+        line = _engine_argv(md, model)
         if delivery is not None:
-            line += delivery.args
+            line += delivery.args  # what the model is (--revision, --served-model-name) right after it
+        line += conn.args
         if publishes:
             line += kvevents.args()
         line += [a for a in role.extra_args if isinstance(a, str)]

@@ -255,9 +255,9 @@ def test_cache_attached_follows_the_stores_charge(world) -> None:
     cache_world(client, controller, usedBy=[ENTRY], usage="0")
     seen = statuses(client)
     reconcile(client, controller)
+    assert condition(seen[-1], "CacheAttached")[:2] == ("Unknown", "NoReplicaReady")
     admit(client, controller)
-    reconcile(client, controller)  # the status now counts the ready replica
-    reconcile(client, controller)
+    reconcile(client, controller)  # judged on the replica this very pass found ready
     assert condition(seen[-1], "CacheAttached")[:2] == ("Unknown", "NoObservationAvailable")
     charged = copy.deepcopy(client.objects[("KVCachePoolBinding", NS, "qwen-cache")])
     charged["status"]["usage"] = "2Mi"
