@@ -246,6 +246,14 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
                 wait(
                     lambda k=kind, n=name, ns=namespace: get(cluster, k, n, ns) is None, f"{kind} {name} gone"
                 )
+        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
+        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
+        with contextlib.suppress(TimeoutError):
+            harness.wait_for(
+                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
+                timeout=WAIT,
+                what="artifacts gone",
+            )
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl(

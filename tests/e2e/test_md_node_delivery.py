@@ -199,6 +199,14 @@ def env(cluster: harness.ClusterInfo, hub: str):
                 timeout=WAIT,
                 what="deployments gone",
             )
+        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
+        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
+        with contextlib.suppress(TimeoutError):
+            harness.wait_for(
+                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
+                timeout=WAIT,
+                what="artifacts gone",
+            )
         for name in SETTINGS:
             cluster.kubectl("delete", "setting", name, "-n", SYSTEM, "--ignore-not-found", check=False)
         if plugin is not None:
@@ -265,7 +273,7 @@ def test_the_kubelet_mounts_the_weights_before_it_creates_the_container(env) -> 
     assert main["command"][:3] == ["vllm", "serve", "/var/lib/gpustack/model"]
     # What the kubelet handed the runtime: the plugin's read-only bind mount of the published digest.
     records = [
-        r for r in node.containers() if r["podName"] == pod["metadata"]["name"] and r["container"] == "main"
+        r for r in node.containers() if r["podUid"] == pod["metadata"]["uid"] and r["container"] == "main"
     ]
     assert records, "the fake runtime recorded no main container"
     weights = next(m for m in records[-1]["mounts"] if m["containerPath"] == "/var/lib/gpustack/model")
@@ -275,3 +283,49 @@ def test_the_kubelet_mounts_the_weights_before_it_creates_the_container(env) -> 
     store = get(cluster, "nodemodelstore", NODE) or {}
     entry = next(m for m in (store.get("status") or {}).get("models") or [] if m["digest"] == digest)
     assert entry["state"] == "Ready" and entry["referenced"] is True
+
+
+def test_an_instance_mounts_the_same_weights_read_only(env) -> None:
+    """An Instance's ``additionalVolumes[].model``: a hub artifact goes through the CSI plugin (the
+    digest is on the node already, so this mount is a bind of the published tree)."""
+    cluster, node = env
+    cluster.apply(
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "Instance",
+            "metadata": {"name": "notebook", "namespace": NS},
+            "spec": {
+                "type": POOL,
+                "image": "ubuntu:24.04",
+                "command": ["tail", "-f", "/dev/null"],
+                "resources": {"accelerator": "1", "acceleratorSlicedMemoryPercentage": 10},
+                "volume": {"ephemeral": {"capacity": "1Gi"}},
+                "additionalVolumes": [
+                    {"mountPath": "/models/qwen", "model": {"artifactRef": {"name": "qwen-7b"}}}
+                ],
+            },
+        }
+    )
+
+    def recorded() -> tuple[dict, dict] | None:
+        pod = get(cluster, "pod", "notebook", NS)
+        if pod is None:
+            return None
+        uid = pod["metadata"]["uid"]  # the node's record outlives earlier runs' Pods of this name
+        found = [r for r in node.containers() if r["podUid"] == uid and r["container"] == "main"]
+        return (pod, found[-1]) if found else None
+
+    try:
+        pod, record = harness.wait_for(recorded, timeout=WAIT, what="the Instance's main container created")
+    except TimeoutError as error:
+        status = (get(cluster, "instance", "notebook", NS) or {}).get("status")
+        raise TimeoutError(f"{error}: {json.dumps(status)[:2000]}") from None
+    volume = next(v for v in pod["spec"]["volumes"] if "csi" in v)
+    assert volume["csi"]["driver"] == c.CSI_DRIVER_MODEL and volume["csi"]["readOnly"] is True
+    assert volume["csi"]["volumeAttributes"]["artifact"] == "qwen-7b"
+    weights = next(m for m in record["mounts"] if m["containerPath"] == "/models/qwen")
+    assert weights["readonly"] is True and pod["metadata"]["uid"] in weights["hostPath"]
+    cluster.kubectl("delete", "instance", "notebook", "-n", NS, "--wait=false")
+    harness.wait_for(
+        lambda: get(cluster, "instance", "notebook", NS) is None, timeout=WAIT, what="the Instance gone"
+    )
