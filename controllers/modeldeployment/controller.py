@@ -4,12 +4,19 @@ Services, scales, rolls out, reports status, and tears down on deletion.
 One pass for a deployment: add the finalizer; resolve the features (cache, delivery); read each
 role's InstanceType from the cache and render its template (a failure is a Warning ``RenderFailed``
 naming the cause, a status saying so, and no Pod written); list the deployment's Pods **from the API
-server** (a failed list raises: no status is written); plan (:mod:`~controllers.modeldeployment.plan`);
-create and delete; converge the Services; record departure events; write the status only when it
-changed.  A converged deployment costs one list and no write.
+server** (a failed list raises: no status is written); plan (:mod:`~controllers.modeldeployment.plan`;
+no Pod is created while the weights cannot be delivered); register the deployment in its Binding's
+``status.usedBy`` when the cache asks for it; create and delete; converge the Services; record
+departure events; write the status only when it changed.  A converged deployment costs one list and
+no write.
+
+The features' objects (Bindings, pools, backends; artifacts, claims, volumes, the CSIDriver, node
+stores) are watched with the features' own ``wakes`` mappers, so a pool endpoint change or an
+artifact resolving reaches the deployments that read it.
 
 Deletion: phase ``Deleting``; delete Pods (default grace) and their Workloads (that releases Kueue's
-finalizers), delete the Services; remove the finalizer once no Pod lists.
+finalizers), delete the Services; once no Pod lists, release the Binding registration and remove
+the finalizer.
 """
 
 from __future__ import annotations
@@ -92,20 +99,25 @@ class ModelDeploymentReconciler(Controller):
             if kind != "Service"
         }
         self.router_objects["Service"] = self.services
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        settings = self.informer("Setting", c.SYSTEM_NAMESPACE)
+        self.settings = SettingsReader(settings)
+        # Features read Settings from the system namespace's cache, everything else cluster-wide.
         self.feature_informers = {
-            kind: self.informer(kind)
-            for feature in (self.extensions.cache, self.extensions.delivery, self.extensions.topology)
+            kind: settings if kind == "Setting" else self.informer(kind)
+            for feature in self._features()
             for kind in getattr(feature, "kinds", ())
         }
         self._kube_minor: int | None = None
         self._lock = threading.Lock()
         self._recorded: dict[Key, set[str]] = {}
 
+    def _features(self) -> tuple[Any, ...]:
+        return (self.extensions.cache, self.extensions.delivery, self.extensions.topology)
+
     # Watches ------------------------------------------------------------------------------------
 
     def watches(self) -> list[Watch]:
-        return [
+        out = [
             Watch("ModelDeployment", self._on_deployment),
             Watch("Pod", self._on_pod, label_selector=POD_SELECTOR),
             Watch("Workload", self._on_workload),
@@ -114,6 +126,20 @@ class ModelDeploymentReconciler(Controller):
             Watch("InstanceType", self._on_instance_type),
             Watch("Setting", self._on_setting, namespace=c.SYSTEM_NAMESPACE),
         ]
+        for feature in self._features():
+            wakes = getattr(feature, "wakes", None)
+            if wakes is None:
+                continue
+            for kind in getattr(feature, "kinds", ()):
+                if kind != "Setting":  # every Setting change wakes every deployment already
+                    out.append(Watch(kind, partial(self._on_feature_object, wakes, kind)))
+        return out
+
+    def _on_feature_object(
+        self, wakes: Any, kind: str, event: str, obj: Obj, old: Obj | None
+    ) -> Iterable[Key]:
+        woken = wakes(kind, event, obj, old, self.deployments.list(), self.read)
+        return [(m["metadata"].get("namespace", ""), m["metadata"]["name"]) for m in woken]
 
     def _on_deployment(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         meta = obj.get("metadata") or {}
@@ -320,22 +346,37 @@ class ModelDeploymentReconciler(Controller):
         held_by_cache = bool(cache and cache.applicable and not cache.resolved)
         held_by_weights = bool(delivery and delivery.held)
         result = planner.plan(
-            self.role_inputs(ctx, templates), pods, workloads, hold=held_by_cache or held_by_weights
+            self.role_inputs(ctx, templates),
+            pods,
+            workloads,
+            hold=held_by_cache or held_by_weights,
+            create=not (delivery and delivery.blocked),
         )
         self.report_render(obj, md, ctx, errors)
+        if cache is not None and cache.used_by is not None:
+            self.send_status_apply(cache.used_by, cache.used_by_manager)
         if not errors:
             self.execute(result)
             self.converge_services(obj, md, templates, result)
         router_state = self.converge_router(obj, md, templates, converge=not errors)
         self.record_departures(obj, pods)
         self.write_status(
-            obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights, router_state
+            obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights, router_state, pods
         )
         if any(e.transient for e in errors):
             return TRANSIENT_REQUEUE_SECONDS
         return None
 
     # Writes ---------------------------------------------------------------------------------------
+
+    def send_status_apply(self, body: Obj, manager: str) -> None:
+        """A feature's status write on another object (the Binding's ``usedBy`` entry); an object
+        deleted meanwhile has nothing left to register on or release from."""
+        try:
+            self.client.apply(body, field_manager=manager, subresource="status")
+        except ApiError as error:
+            if not error.not_found:
+                raise
 
     def execute(self, result: planner.Plan) -> None:
         for pod in result.pod_deletes:
@@ -493,9 +534,15 @@ class ModelDeploymentReconciler(Controller):
         held_by_cache: bool,
         held_by_weights: bool,
         router_state: st.RouterState,
+        pods: list[Obj],
     ) -> None:
         cache, delivery = ctx.cache_resolution, ctx.delivery_resolution
-        feature = list(cache.conditions if cache else []) + list(delivery.conditions if delivery else [])
+        feature: list[Condition] = []
+        if cache is not None:
+            ready = sum(a.ready for a in result.accounts.values())
+            feature += self.extensions.cache.observe(cache, md, ready)
+        if delivery is not None:
+            feature += self.extensions.delivery.observe(delivery, md, pods, self.read)
         if cache and cache.applicable and any(not r.managed for r in md.roles):
             feature = [f for f in feature if f.type != s.CONDITION_CACHE_ATTACHED]
             feature.append(
@@ -515,6 +562,7 @@ class ModelDeploymentReconciler(Controller):
             render_error="; ".join(e.message for e in errors) or None,
             held_by_cache=held_by_cache,
             held_by_weights=held_by_weights,
+            weights_blocked=delivery.blocked_message if delivery and delivery.blocked else None,
             publishing={name: t.publishes_kv_events for name, t in templates.items()},
             feature_conditions=feature,
             kv_cache=cache.status if cache else None,
@@ -569,7 +617,9 @@ class ModelDeploymentReconciler(Controller):
             self.put_status(obj, status)
         if pods:
             return DELETION_POLL_SECONDS
-        self.extensions.cache.release(md)
+        release = self.extensions.cache.release(md)
+        if release is not None:
+            self.send_status_apply(*release)
         fresh = self.client.get("ModelDeployment", md.name, md.namespace)
         if fresh is None:
             return None
