@@ -12,7 +12,7 @@ are the spec's behaviour when the field is **absent**; a feature package replace
 - :class:`DeliveryFeature` — ``resolve`` once per pass (``WeightsReady``, ``status.model``, whether
   replacements are held), ``role`` per role: the weights' volumes, mounts, env and args.
 - :class:`TopologyFeature` — ``annotations`` per role: ``kueue.x-k8s.io/podset-required-topology``
-  (part of the template, so of the role hash).
+  (part of the template, so of the role hash); built: ``controllers.topology.required_level``.
 
 Nothing here performs I/O on its own: a feature reads what it needs through the ``reader`` the
 controller hands it, which answers from the informer caches of the kinds the feature lists in its
@@ -32,6 +32,7 @@ from api.model_deployment_status import (
     REASON_BINDING_NOT_READY,
     REASON_NOT_APPLICABLE,
 )
+from controllers.topology.required_level import RequiredLevel
 from webhooks.modeldeployment.view import Deployment, Role
 
 Obj = dict[str, Any]
@@ -183,7 +184,7 @@ class Extensions:
 
 def default_extensions() -> Extensions:
     """The features the controller renders with; a feature package puts its own object here."""
-    return Extensions(cache=NoCache(), delivery=EngineDelivery(), topology=NoTopology())
+    return Extensions(cache=NoCache(), delivery=EngineDelivery(), topology=RequiredLevel())
 
 
 __all__ = [
