@@ -349,7 +349,14 @@ def plan_snapshot(
     levels = levels_of(source)
     selected = selected_nodes(source, nodes)
     known = {name_of(n) for n in nodes}
-    mine = {labels_of(f).get(NODE_NAME_LABEL) or "": f for f in features if owned(f, uid)}
+    mine: dict[str, Mapping[str, Any]] = {}
+    extra: list[str] = []  # a second NodeFeature of ours for one node (never written so): removed
+    for feature in sorted((f for f in features if owned(f, uid)), key=name_of):
+        target = labels_of(feature).get(NODE_NAME_LABEL) or ""
+        if target in mine:
+            extra.append(name_of(feature))
+        else:
+            mine[target] = feature
     stale_after = max_staleness(source)
     webhook = isinstance(spec.get("webhook"), dict)
 
@@ -417,7 +424,7 @@ def plan_snapshot(
                     body["metadata"]["name"] = name_of(current)
                     body["metadata"]["resourceVersion"] = _meta(current).get("resourceVersion")
                 plan.writes.append(body)
-        plan.deletes = sorted(name_of(f) for node, f in mine.items() if node not in desired)
+        plan.deletes = sorted([*extra, *(name_of(f) for node, f in mine.items() if node not in desired)])
 
     conflict = (
         (
