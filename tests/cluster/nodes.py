@@ -375,6 +375,15 @@ def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
     harness.wait_for(healthy, timeout=60, what="nfd-master healthy")
 
 
+def nfd_master_running(info: harness.ClusterInfo) -> bool:
+    return _alive(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master") is not None
+
+
+def stop_nfd_master(info: harness.ClusterInfo) -> None:
+    """For a module that started nfd-master over kwok nodes of its own (no node agents)."""
+    stop_component(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master")
+
+
 def start_node(
     info: harness.ClusterInfo,
     name: str,
