@@ -103,8 +103,8 @@ def md_env(cluster: harness.ClusterInfo):
         write_devices(cluster, ledger)
     started_nfd = not nodes.nfd_master_running(cluster)
     nodes.ensure_nfd_master(cluster, next(iter(NODES)))
-    apply(cluster, ZONES)
     gpustack.start_worker(cluster, op, "--no-leader-election")
+    apply(cluster, ZONES)  # once the worker serves its admission
 
     def pools_ready() -> bool:
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
