@@ -184,6 +184,16 @@ def topo(cluster: harness.ClusterInfo):
         for node in started:
             nodes.stop_node(node)
             cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
+            # The features the harness published for it as nfd-worker would.
+            cluster.kubectl(
+                "delete",
+                "nodefeature",
+                node.name,
+                "-n",
+                nodes.NFD_NAMESPACE,
+                "--ignore-not-found",
+                check=False,
+            )
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 
