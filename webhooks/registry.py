@@ -21,6 +21,7 @@ from webhooks import (
     modeldeployment,
     pod,
     shapes,
+    topology_source,
     workload,
 )
 from webhooks.decision import Decision, allow, reject
@@ -259,6 +260,16 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "InstancePersistentVolume",
         instance_companions.validate_persistent_volume,
         scope="Namespaced",
+    ),
+    # Topology sources (topology spec B.2): the eleven rules, CREATE and UPDATE alike.
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "topologysources",
+        "TopologySource",
+        topology_source.validate,
+        scope="Cluster",
     ),
     # Model delivery (model-delivery spec §3.1, §3.2).
     Webhook(True, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.default, scope="Namespaced"),

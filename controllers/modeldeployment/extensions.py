@@ -12,7 +12,7 @@ are the spec's behaviour when the field is **absent**; a feature package replace
 - :class:`DeliveryFeature` — ``resolve`` once per pass (``WeightsReady``, ``status.model``, whether
   replacements are held), ``role`` per role: the weights' volumes, mounts, env and args.
 - :class:`TopologyFeature` — ``annotations`` per role: ``kueue.x-k8s.io/podset-required-topology``
-  (part of the template, so of the role hash).
+  (part of the template, so of the role hash); built: ``controllers.topology.required_level``.
 
 Nothing here performs I/O on its own: a feature reads what it needs through the ``reader`` the
 controller hands it, which answers from the informer caches of the kinds the feature lists in its
@@ -219,8 +219,9 @@ def default_extensions() -> Extensions:
     # The feature packages build on this module's types, so they are imported when called.
     from controllers.delivery.md_feature import ArtifactDelivery
     from controllers.kvcache.md_feature import KVCacheFeature
+    from controllers.topology.required_level import RequiredLevel
 
-    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=NoTopology())
+    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=RequiredLevel())
 
 
 __all__ = [

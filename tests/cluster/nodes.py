@@ -385,6 +385,15 @@ def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
     harness.wait_for(healthy, timeout=60, what="nfd-master healthy")
 
 
+def nfd_master_running(info: harness.ClusterInfo) -> bool:
+    return _alive(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master") is not None
+
+
+def stop_nfd_master(info: harness.ClusterInfo) -> None:
+    """For a module that started nfd-master over kwok nodes of its own (no node agents)."""
+    stop_component(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master")
+
+
 def start_node(
     info: harness.ClusterInfo,
     name: str,
@@ -452,36 +461,6 @@ def kwok_capacity(node: Node, cards: int) -> dict[str, str]:
     for resource in tokens.resources(node.manufacturer):
         capacity[resource.name] = str(sum(1 for _t, ok, _n in tokens.devices_of(resource, groups, {}) if ok))
     return capacity
-
-
-def topology_stand_in(info: harness.ClusterInfo, name: str) -> bool:
-    """Until the worker registers the topology controller (B.4, ``NodeTopologyReconciler``, built
-    on another branch), pools cannot form: nothing writes ``topology.gpustack.ai/profile``.  This
-    applies exactly what that controller writes for a node without topology sources — the
-    hostname-only profile in the worker's NodeFeature, under its field manager — and does nothing
-    once the controller is registered.  Returns whether it stood in.  Remove when B.4 lands."""
-    from controllers import registry
-
-    if any(cls.__name__ == "NodeTopologyReconciler" for cls in registry.CONTROLLERS):
-        return False
-    from api import constants
-    from api.naming import topology_profile
-
-    body = {
-        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-        "kind": "NodeFeature",
-        "metadata": {
-            "name": f"{name}-gpustack-worker",
-            "namespace": constants.SYSTEM_NAMESPACE,
-            "labels": {"nfd.node.kubernetes.io/node-name": name},
-        },
-        "spec": {"labels": {constants.LABEL_TOPOLOGY_PROFILE: topology_profile([constants.LABEL_HOSTNAME])}},
-    }
-    info.kubectl(
-        "apply", "--server-side", "--field-manager=gpustack-operator/topology-profile", "-f", "-",
-        input=json.dumps(body),
-    )  # fmt: skip
-    return True
 
 
 def node(info: harness.ClusterInfo, name: str) -> Node | None:

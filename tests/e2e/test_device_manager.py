@@ -45,8 +45,6 @@ def gate5(cluster):
         started.append(h100)
         a10g = nodes.start_node(cluster, A10G, "a10g-4.yaml", slot=1)
         started.append(a10g)
-        for node in (H100, A10G):
-            nodes.topology_stand_in(cluster, node)
         ensure_namespace(cluster, NS)
         entrance = harness.wait_for(
             lambda: _entrance(cluster), timeout=120, what="the H100 InstanceType's entrance"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import gpustack
 import harness
+import nodes
 import pytest
 import yaml
 
@@ -47,6 +48,15 @@ CPU_POOL = "gpustack--generic-linux-amd64"
 NODES = {f"md-h100-a-{SUFFIX}": (H100, 8), f"md-h100-b-{SUFFIX}": (H100, 8), f"md-a10g-{SUFFIX}": (A10G, 4)}
 GROUP = "kueue.x-k8s.io/pod-group-name"
 WAIT = 240
+# The cloud provider's zone on every node, and the source that turns it into a zone → hostname
+# profile: the topology seed requires the zone level of its pool's flavors.
+ZONE = {"topology.kubernetes.io/zone": f"md-zone-{SUFFIX}"}
+ZONES = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "TopologySource",
+    "metadata": {"name": f"md-zones-{SUFFIX}"},
+    "spec": {"nodeSelector": {"matchLabels": ZONE}, "levels": list(ZONE), "nodeLabels": {}},
+}
 
 
 def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
@@ -81,14 +91,20 @@ def md_env(cluster: harness.ClusterInfo):
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
     for name, (product, count) in NODES.items():
+        # The labels NFD and the device manager would give the node, less the topology profile
+        # (the worker's topology controller publishes it through NFD), plus the zone.
+        labels = {**simulated.node_labels(name, product, count), **ZONE}
+        labels.pop(c.LABEL_TOPOLOGY_PROFILE)
         harness.create_fake_node(
-            cluster,
-            name,
-            labels=simulated.node_labels(name, product, count),
-            capacity=simulated.plugin_capacity(product, count),
+            cluster, name, labels=labels, capacity=simulated.plugin_capacity(product, count)
         )
-        write_devices(cluster, simulated.devices(name, product, count))
+        ledger = simulated.devices(name, product, count)
+        ledger["metadata"]["labels"].pop(c.LABEL_TOPOLOGY_PROFILE)  # the worker mirrors it
+        write_devices(cluster, ledger)
+    started_nfd = not nodes.nfd_master_running(cluster)
+    nodes.ensure_nfd_master(cluster, next(iter(NODES)))
     gpustack.start_worker(cluster, op, "--no-leader-election")
+    apply(cluster, ZONES)  # once the worker serves its admission
 
     def pools_ready() -> bool:
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
@@ -112,11 +128,16 @@ def md_env(cluster: harness.ClusterInfo):
                 timeout=WAIT,
                 what="deployments gone",
             )
+        cluster.kubectl(
+            "delete", "topologysource", ZONES["metadata"]["name"], "--ignore-not-found", check=False
+        )
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         for name in NODES:
             harness.delete_fake_node(cluster, name)
+        if started_nfd:
+            nodes.stop_nfd_master(cluster)
 
 
 # --- helpers -------------------------------------------------------------------------------------
