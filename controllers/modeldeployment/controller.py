@@ -28,8 +28,9 @@ from collections.abc import Hashable, Iterable
 from functools import partial
 from typing import Any, cast
 
-from api import constants as c
+from api import constants
 from api import model_deployment_status as s
+from api.objects import Obj
 from controllers.modeldeployment import departures, kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
@@ -48,17 +49,16 @@ from webhooks.modeldeployment.view import Deployment
 log = logging.getLogger("controllers.modeldeployment")
 
 FIELD_MANAGER = "worker.gpustack.ai/model-deployment"
-FINALIZER = c.FINALIZER_MODEL_DEPLOYMENT
+FINALIZER = constants.FINALIZER_MODEL_DEPLOYMENT
 SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
 SETTING_ROUTING_SIDECAR = "model-deployment-routing-sidecar-image"
 SETTING_ROUTER_IMAGE = "model-deployment-router-image"
 SETTING_ROUTER_PROXY_IMAGE = "model-deployment-router-proxy-image"
 TRANSIENT_REQUEUE_SECONDS = 15.0
 DELETION_POLL_SECONDS = 2.0
-POD_SELECTOR = f"{c.LABEL_APP_NAME}={c.APP_NAME_MODEL_DEPLOYMENT}"
+POD_SELECTOR = f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}"
 INDEX_OWNER = "owner-pod"
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
@@ -76,7 +76,7 @@ def owner_index(workload: Obj) -> list[str]:
 
 def _instance_key(obj: Obj) -> list[Key]:
     meta = obj.get("metadata") or {}
-    md = (meta.get("labels") or {}).get(c.LABEL_APP_INSTANCE)
+    md = (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE)
     return [(meta.get("namespace", ""), md)] if md else []
 
 
@@ -99,7 +99,7 @@ class ModelDeploymentReconciler(Controller):
             if kind != "Service"
         }
         self.router_objects["Service"] = self.services
-        settings = self.informer("Setting", c.SYSTEM_NAMESPACE)
+        settings = self.informer("Setting", constants.SYSTEM_NAMESPACE)
         self.settings = SettingsReader(settings)
         # Features read Settings from the system namespace's cache, everything else cluster-wide.
         self.feature_informers = {
@@ -124,7 +124,7 @@ class ModelDeploymentReconciler(Controller):
             Watch("Service", self._on_service, label_selector=POD_SELECTOR),
             Watch("Deployment", self._on_router, label_selector=POD_SELECTOR),
             Watch("InstanceType", self._on_instance_type),
-            Watch("Setting", self._on_setting, namespace=c.SYSTEM_NAMESPACE),
+            Watch("Setting", self._on_setting, namespace=constants.SYSTEM_NAMESPACE),
         ]
         for feature in self._features():
             wakes = getattr(feature, "wakes", None)
@@ -258,7 +258,7 @@ class ModelDeploymentReconciler(Controller):
     def list_pods(self, md: Deployment, uid: str) -> list[Obj]:
         """The deployment's Pods, listed on the API server (raises when the list fails)."""
         pods, _ = self.client.list(
-            "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{c.LABEL_APP_INSTANCE}={md.name}"
+            "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{constants.LABEL_APP_INSTANCE}={md.name}"
         )
         return [
             p
@@ -276,7 +276,7 @@ class ModelDeploymentReconciler(Controller):
             for role in md.roles
             for k in range(max(role.replicas, 0))
         }
-        wanted |= {rp.pod_labels(p).get(c.KUEUE_POD_GROUP_NAME, "") for p in pods}
+        wanted |= {rp.pod_labels(p).get(constants.KUEUE_POD_GROUP_NAME, "") for p in pods}
         for group in wanted:
             wl = self.workloads.get(group, md.namespace) if group else None
             if wl is not None:
@@ -322,7 +322,7 @@ class ModelDeploymentReconciler(Controller):
                 return pod
 
             def expected(ordinal: int, member: int, _s=stamped) -> str:
-                return _s(ordinal, member)["metadata"]["annotations"][c.ANNOTATION_POD_SPEC_HASH]
+                return _s(ordinal, member)["metadata"]["annotations"][constants.ANNOTATION_POD_SPEC_HASH]
 
             out.append(
                 planner.RoleInput(
@@ -419,7 +419,7 @@ class ModelDeploymentReconciler(Controller):
             meta = rp.meta(live)
             if (
                 meta.get("namespace") == md.namespace
-                and (meta.get("labels") or {}).get(c.LABEL_APP_INSTANCE) == md.name
+                and (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE) == md.name
                 and services.LABEL_SERVICE_KIND in (meta.get("labels") or {})
                 and meta.get("name") not in wanted
                 and any(o.get("uid") == obj["metadata"]["uid"] for o in meta.get("ownerReferences") or ())

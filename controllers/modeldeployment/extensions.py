@@ -40,9 +40,9 @@ from api.model_deployment_status import (
     REASON_BINDING_NOT_READY,
     REASON_NOT_APPLICABLE,
 )
+from api.objects import Obj
 from webhooks.modeldeployment.view import Deployment, Role
 
-Obj = dict[str, Any]
 Reader = Callable[[str, str, str], Obj | None]
 """``reader(kind, name, namespace)``: an object from the controller's caches, or None."""
 

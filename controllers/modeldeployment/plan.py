@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.objects import Obj
 from controllers.modeldeployment import replicas as rp
 from controllers.modeldeployment.labels import live_hash
 
-Obj = dict[str, Any]
 Stamper = Callable[[int, int], Obj]
 """``stamp(ordinal, member)``: a rendered Pod of the role."""
 HashOf = Callable[[int, int], str]

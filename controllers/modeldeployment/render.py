@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import API_VERSION, engines, units
-from api import constants as c
+from api import API_VERSION, constants, engines, units
+from api.objects import Obj
 from controllers.modeldeployment import drain, kvevents, labels, names, pairing, ports, resources
 from controllers.modeldeployment.extensions import (
     CacheFeature,
@@ -43,8 +43,6 @@ from webhooks.modeldeployment.view import (
     as_str,
     store_protocol,
 )
-
-Obj = dict[str, Any]
 
 MAIN = "main"
 DEFAULT_GRACE_SECONDS = 30
@@ -382,11 +380,14 @@ def _pod_spec(
 
 def _rank_env(md: Deployment, role: Role, ordinal: int) -> list[Obj]:
     return [
-        {"name": c.ENV_REPLICA_LEADER_ADDRESS, "value": names.leader_address(md.name, role.name, ordinal)},
-        {"name": c.ENV_REPLICA_SIZE, "value": str(role.size)},
         {
-            "name": c.ENV_MEMBER_INDEX,
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{c.LABEL_MEMBER_INDEX}']"}},
+            "name": constants.ENV_REPLICA_LEADER_ADDRESS,
+            "value": names.leader_address(md.name, role.name, ordinal),
+        },
+        {"name": constants.ENV_REPLICA_SIZE, "value": str(role.size)},
+        {
+            "name": constants.ENV_MEMBER_INDEX,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{constants.LABEL_MEMBER_INDEX}']"}},
         },
     ]
 
@@ -427,7 +428,7 @@ def stamp(ctx: Context, template: RoleTemplate, ordinal: int, member: int) -> Ob
         spec["containers"] = containers
     else:
         meta["generateName"] = names.generate_name(md.name, role.name)
-    annotations[c.ANNOTATION_POD_SPEC_HASH] = labels.pod_spec_hash(pod_labels, annotations, spec)
+    annotations[constants.ANNOTATION_POD_SPEC_HASH] = labels.pod_spec_hash(pod_labels, annotations, spec)
     if template.node_affinity:  # placement of the weights' volume: after the hash, outside it
         spec["affinity"] = {"nodeAffinity": template.node_affinity}
     meta["labels"] = pod_labels

@@ -15,11 +15,11 @@ from typing import Any
 
 from api import engines
 from api import model_deployment_status as s
+from api.objects import Obj
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.plan import RoleAccount
 from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment
 
-Obj = dict[str, Any]
 KIND_LETTERS = {SERVER: "S", PREFILL: "P", DECODE: "D"}
 RESERVED_NAMESPACES = frozenset(
     ("kube-system", "kube-public", "kube-node-lease", "gpustack-system", "kueue-system")

@@ -42,7 +42,7 @@ import harness
 import pytest
 import yaml
 
-from api import constants as c
+from api import constants
 from nodeplugins.devicemanager import simulated
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos
@@ -86,7 +86,7 @@ def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
 
 
 def pods_of(cluster: harness.ClusterInfo, name: str) -> list[dict]:
-    selector = f"{c.LABEL_APP_INSTANCE}={name}"
+    selector = f"{constants.LABEL_APP_INSTANCE}={name}"
     return cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
 
 
@@ -302,7 +302,7 @@ def test_the_seed_deployment_carries_the_cache_client_and_its_weights(env, hub) 
     except TimeoutError as error:
         raise TimeoutError(f"{error}: {json.dumps(get(cluster, 'modeldeployment', MD, NS))[:4000]}") from None
     (pod,) = pods_of(cluster, MD)
-    annotation = json.loads(pod["metadata"]["annotations"][c.ANNOTATION_KVCACHE_CLIENT_CONFIG])
+    annotation = json.loads(pod["metadata"]["annotations"][constants.ANNOTATION_KVCACHE_CLIENT_CONFIG])
     assert annotation["master_server_address"] == master.client_address and annotation["tenant_id"] == TENANT
     container = main(pod)
     line = container["command"]
@@ -318,7 +318,7 @@ def test_the_seed_deployment_carries_the_cache_client_and_its_weights(env, hub) 
     assert env_vars["HF_ENDPOINT"] == hub[0] and env_vars["HF_HOME"] == "/var/lib/gpustack/model-cache"
     projected = next(v for v in pod["spec"]["volumes"] if "downwardAPI" in v)
     assert projected["downwardAPI"]["items"][0]["path"] == "mooncake.json"
-    assert pod["metadata"]["labels"][c.LABEL_KVCACHE_INJECT] == "false"  # injection leaves it alone
+    assert pod["metadata"]["labels"][constants.LABEL_KVCACHE_INJECT] == "false"  # injection leaves it alone
     binding = get(cluster, "kvcachepoolbinding", BINDING, NS)
     assert binding["status"]["usedBy"] == [ENTRY]
     status = obj["status"]
@@ -366,11 +366,11 @@ def test_a_pool_endpoint_change_rolls_the_deployment(env) -> None:
         return current[0] if condition(obj, "ReplicasUpToDate")[1] == "UpToDate" else None
 
     after = wait(rolled, "the replica replaced with the new endpoint")
-    config = json.loads(after["metadata"]["annotations"][c.ANNOTATION_KVCACHE_CLIENT_CONFIG])
+    config = json.loads(after["metadata"]["annotations"][constants.ANNOTATION_KVCACHE_CLIENT_CONFIG])
     assert config["master_server_address"] == moved
     assert (
-        after["metadata"]["annotations"][c.ANNOTATION_POD_SPEC_HASH]
-        != before["metadata"]["annotations"][c.ANNOTATION_POD_SPEC_HASH]
+        after["metadata"]["annotations"][constants.ANNOTATION_POD_SPEC_HASH]
+        != before["metadata"]["annotations"][constants.ANNOTATION_POD_SPEC_HASH]
     )
 
 
@@ -403,7 +403,7 @@ def test_a_deployment_whose_artifact_is_unresolved_creates_no_pod(env) -> None:
     assert (status, reason) == ("False", "ArtifactNotResolved") and "missing" in message
     assert "no replica is created" in held["status"]["phaseMessage"]
     assert held["status"]["model"] == {"artifact": "missing", "delivery": "Engine"}
-    assert held["metadata"]["finalizers"] == [c.FINALIZER_MODEL_DEPLOYMENT]  # reconciled, and
+    assert held["metadata"]["finalizers"] == [constants.FINALIZER_MODEL_DEPLOYMENT]  # reconciled, and
     assert pods_of(cluster, "unresolved") == []  # nothing was created
     cluster.kubectl("delete", "modeldeployment", "unresolved", "-n", NS)
     cluster.kubectl("delete", "modelartifact", "missing", "-n", NS)

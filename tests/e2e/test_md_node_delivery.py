@@ -30,7 +30,7 @@ import nodes
 import pytest
 import yaml
 
-from api import constants as c
+from api import constants
 from tests.e2e.test_delivery import _bound_kubeconfig, _plugin_rbac
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos
@@ -170,7 +170,8 @@ def env(cluster: harness.ClusterInfo, hub: str):
         def registered() -> bool:
             csinode = get(cluster, "csinode", NODE) or {}
             return any(
-                d.get("name") == c.CSI_DRIVER_MODEL for d in (csinode.get("spec") or {}).get("drivers") or []
+                d.get("name") == constants.CSI_DRIVER_MODEL
+                for d in (csinode.get("spec") or {}).get("drivers") or []
             )
 
         harness.wait_for(registered, timeout=120, what="the kubelet registering the plugin (CSINode)")
@@ -220,7 +221,7 @@ def env(cluster: harness.ClusterInfo, hub: str):
         )
         cluster.kubectl("delete", "node", NODE, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "devices", NODE, "--ignore-not-found", check=False)
-        cluster.kubectl("delete", "csidriver", c.CSI_DRIVER_MODEL, "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "csidriver", constants.CSI_DRIVER_MODEL, "--ignore-not-found", check=False)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 
@@ -267,7 +268,9 @@ def test_the_kubelet_mounts_the_weights_before_it_creates_the_container(env) -> 
         "manifestDigest": digest,
         "delivery": "Node",
     }
-    (pod,) = cluster.kubectl_json("get", "pods", "-n", NS, "-l", f"{c.LABEL_APP_INSTANCE}=weights")["items"]
+    (pod,) = cluster.kubectl_json("get", "pods", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}=weights")[
+        "items"
+    ]
     assert pod["spec"]["nodeName"] == NODE
     main = next(ct for ct in pod["spec"]["containers"] if ct["name"] == "main")
     assert main["command"][:3] == ["vllm", "serve", "/var/lib/gpustack/model"]
@@ -321,7 +324,7 @@ def test_an_instance_mounts_the_same_weights_read_only(env) -> None:
         status = (get(cluster, "instance", "notebook", NS) or {}).get("status")
         raise TimeoutError(f"{error}: {json.dumps(status)[:2000]}") from None
     volume = next(v for v in pod["spec"]["volumes"] if "csi" in v)
-    assert volume["csi"]["driver"] == c.CSI_DRIVER_MODEL and volume["csi"]["readOnly"] is True
+    assert volume["csi"]["driver"] == constants.CSI_DRIVER_MODEL and volume["csi"]["readOnly"] is True
     assert volume["csi"]["volumeAttributes"]["artifact"] == "qwen-7b"
     weights = next(m for m in record["mounts"] if m["containerPath"] == "/models/qwen")
     assert weights["readonly"] is True and pod["metadata"]["uid"] in weights["hostPath"]

@@ -34,7 +34,7 @@ import harness
 import nodes
 import pytest
 
-from api import constants as c
+from api import constants
 from api.naming import topology_profile
 from tests.topology_inventory import Answer, Inventory, make_pki
 
@@ -42,10 +42,10 @@ pytestmark = pytest.mark.e2e
 
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"topo-{SUFFIX}"
-SYSTEM = c.SYSTEM_NAMESPACE
+SYSTEM = constants.SYSTEM_NAMESPACE
 ZONE, RACK = "topology.kubernetes.io/zone", "topology.example.com/rack"
 G_RACK = "topology.gpustack.ai/rack"
-HOST = c.LABEL_HOSTNAME
+HOST = constants.LABEL_HOSTNAME
 MARK = "topology-e2e"  # the label this module's source selects its nodes by
 NODES = {
     f"topo-a1-{SUFFIX}": ("za", "r1"),
@@ -98,7 +98,7 @@ def node_labels_source(name: str = SOURCE, levels: list[str] | None = None) -> d
 
 
 def profiles(cluster) -> dict[str, str | None]:
-    return {n: labels_of(cluster, n).get(c.LABEL_TOPOLOGY_PROFILE) for n in NODES}
+    return {n: labels_of(cluster, n).get(constants.LABEL_TOPOLOGY_PROFILE) for n in NODES}
 
 
 def wait_profiles(cluster, want: str) -> None:
@@ -117,13 +117,13 @@ def h100_flavors(cluster) -> dict[str, dict]:
     return {
         f["metadata"]["name"]: f
         for f in items
-        if f["metadata"].get("labels", {}).get(c.label_accelerator_group(GROUP)) == "true"
+        if f["metadata"].get("labels", {}).get(constants.label_accelerator_group(GROUP)) == "true"
     }
 
 
 def flavor_of(cluster, profile: str) -> dict | None:
     for flavor in h100_flavors(cluster).values():
-        if flavor["spec"]["nodeLabels"].get(c.LABEL_TOPOLOGY_PROFILE) == profile:
+        if flavor["spec"]["nodeLabels"].get(constants.LABEL_TOPOLOGY_PROFILE) == profile:
             return flavor
     return None
 
@@ -215,10 +215,12 @@ def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo
 
     # The profile is the worker NodeFeature's, projected by NFD, and mirrored onto Devices.
     feature = kubectl_json(cluster, "get", "nodefeature", f"{A1}-gpustack-worker", "-n", SYSTEM)
-    assert feature["spec"]["labels"][c.LABEL_TOPOLOGY_PROFILE] == RACKED
+    assert feature["spec"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] == RACKED
     harness.wait_for(
         lambda: all(
-            kubectl_json(cluster, "get", "devices", n)["metadata"]["labels"].get(c.LABEL_TOPOLOGY_PROFILE)
+            kubectl_json(cluster, "get", "devices", n)["metadata"]["labels"].get(
+                constants.LABEL_TOPOLOGY_PROFILE
+            )
             == RACKED
             for n in NODES
         ),
@@ -237,7 +239,7 @@ def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo
     flavor = harness.wait_for(lambda: flavor_of(cluster, RACKED), timeout=WAIT, what="the racked H100 flavor")
     assert flavor["spec"]["topologyName"] == f"gpustack-{RACKED}"
     assert flavor["metadata"]["name"].endswith(f"-8d-{RACKED}")
-    assert flavor["metadata"]["labels"][f"{c.label_accelerator_group(GROUP)}.capacity"] == "24"
+    assert flavor["metadata"]["labels"][f"{constants.label_accelerator_group(GROUP)}.capacity"] == "24"
 
     def planned():
         q = queue(cluster)
@@ -275,8 +277,10 @@ def deployment(name: str, size: int, level: str | None = ZONE) -> dict:
 
 
 def workloads_of(cluster, name: str) -> list[dict]:
-    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{c.LABEL_APP_INSTANCE}={name}")["items"]
-    groups = {p["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME] for p in pods}
+    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}={name}")[
+        "items"
+    ]
+    groups = {p["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME] for p in pods}
     return [
         w
         for w in kubectl_json(cluster, "get", "workloads.kueue.x-k8s.io", "-n", NS)["items"]
@@ -292,7 +296,9 @@ def admitted(cluster, name: str) -> dict | None:
 
 
 def placed(cluster, name: str, count: int) -> list[dict] | None:
-    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{c.LABEL_APP_INSTANCE}={name}")["items"]
+    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}={name}")[
+        "items"
+    ]
     bound = [p for p in pods if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"]
     return bound if len(bound) == count else None
 
@@ -327,7 +333,7 @@ def test_a_required_zone_admits_each_group_into_one_zone(topo) -> None:
         statuses = [w.get("status") for w in workloads_of(cluster, "zoned")]
         raise TimeoutError(f"{error}: {json.dumps(statuses)[:3000]}") from None
     for pod in pods:
-        assert pod["metadata"]["annotations"][c.KUEUE_PODSET_REQUIRED_TOPOLOGY] == ZONE
+        assert pod["metadata"]["annotations"][constants.KUEUE_PODSET_REQUIRED_TOPOLOGY] == ZONE
     # Each member takes all 8 cards of a node: two nodes, and the only zone with two is za.
     assert sorted(p["spec"]["nodeName"] for p in pods) == sorted([A1, A2])
     (workload,) = workloads_of(cluster, "zoned")
@@ -361,7 +367,7 @@ def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
 
     after = harness.wait_for(swapped, timeout=WAIT, what="the queue swapped to the replacement and restored")
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same ClusterQueue
-    assert c.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
+    assert constants.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
     reasons = [e["reason"] for e in events_of(cluster, "ClusterQueue", POOL)]
     assert "Draining" in reasons and "Restored" in reasons, reasons
     assert "Retiring" in [e["reason"] for e in events_of(cluster, "ResourceFlavor", old)]
@@ -401,7 +407,7 @@ def snapshot(nodes_: dict, revision: str) -> str:
 
 def published(cluster, uid: str) -> dict[str, dict]:
     items = kubectl_json(
-        cluster, "get", "nodefeatures", "-n", SYSTEM, "-l", f"{c.LABEL_TOPOLOGY_SOURCE_UID}={uid}"
+        cluster, "get", "nodefeatures", "-n", SYSTEM, "-l", f"{constants.LABEL_TOPOLOGY_SOURCE_UID}={uid}"
     )["items"]
     return {f["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"]: f["spec"]["labels"] for f in items}
 

@@ -8,13 +8,13 @@ import copy
 from typing import Any
 
 from api import constants
+from api.objects import Obj
 from controllers.instance.facts import Blocked, FactsReader
 from controllers.instance.pod import PodFacts, render_pod
 from controllers.settings import SettingsReader
 from kube.informer import Informer
 from tests.unit.instances import instance
 
-Obj = dict[str, Any]
 DIGEST = "sha256:" + "cd" * 32
 A10G: Obj = {
     "metadata": {"name": "gpustack--nvidia-a10g-linux-amd64"},

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.delivery.md_feature import ArtifactDelivery
 from controllers.kvcache.md_feature import KVCacheFeature
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
@@ -20,7 +21,6 @@ from tests.unit.md_fixtures import NS, deployment, instance_type, role
 from tests.unit.test_md_controller import RecordingClient
 from tests.webhooks.kvcache_objects import backend, binding, ready_pool
 
-Obj = dict[str, Any]
 COMMIT = "c" * 40
 DIGEST = "sha256:" + "ab" * 32
 GiB = 1 << 30
@@ -157,7 +157,7 @@ def admit(client: RecordingClient, controller: ModelDeploymentReconciler, *condi
             "conditions": [{"type": t, "status": "True"} for t in ("Ready", *conditions)],
         }
         put(client, controller, obj, "MODIFIED")
-        group = obj["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME]
+        group = obj["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME]
         put(
             client,
             controller,
@@ -217,7 +217,7 @@ def test_a_resolved_binding_renders_the_client_and_registers_the_deployment(worl
     seen = statuses(client)
     reconcile(client, controller)
     (pod,) = pods(client)
-    annotation = pod["metadata"]["annotations"][c.ANNOTATION_KVCACHE_CLIENT_CONFIG]
+    annotation = pod["metadata"]["annotations"][constants.ANNOTATION_KVCACHE_CLIENT_CONFIG]
     assert json.loads(annotation)["master_server_address"] == "mooncake-dram-leader.gpustack-system.svc:50051"
     container = main(pod)
     line = container["command"]
@@ -229,7 +229,7 @@ def test_a_resolved_binding_renders_the_client_and_registers_the_deployment(worl
     ]
     volume = next(v for v in pod["spec"]["volumes"] if "downwardAPI" in v)
     assert volume["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"] == (
-        f"metadata.annotations['{c.ANNOTATION_KVCACHE_CLIENT_CONFIG}']"
+        f"metadata.annotations['{constants.ANNOTATION_KVCACHE_CLIENT_CONFIG}']"
     )
     # The registration: one status apply on the Binding under the deployment's own field manager.
     (body, manager, subresource) = next(a for a in client.applied if a[0]["kind"] == "KVCachePoolBinding")
@@ -285,7 +285,7 @@ def test_a_pool_endpoint_change_wakes_the_deployment_and_rolls_it(world) -> None
     assert condition(seen[-1], "ReplicasUpToDate")[:2] == ("False", "RolloutInProgress")
     reconcile(client, controller)  # the ordinal reads empty: the replacement carries the new endpoint
     (after,) = pods(client)
-    config = json.loads(after["metadata"]["annotations"][c.ANNOTATION_KVCACHE_CLIENT_CONFIG])
+    config = json.loads(after["metadata"]["annotations"][constants.ANNOTATION_KVCACHE_CLIENT_CONFIG])
     assert config["master_server_address"] == "mooncake-2.gpustack-system.svc:50051"
     # A status rewrite that moves nothing the deployment reads wakes nobody.
     quiet = copy.deepcopy(client.objects[("KVCachePool", "", "shared-dram")])
@@ -301,7 +301,7 @@ def test_without_a_binding_nothing_is_rendered_and_rollouts_are_held(world) -> N
     seen = statuses(client)
     reconcile(client, controller)
     (pod,) = pods(client)  # a new ordinal proceeds, without a connector
-    assert c.ANNOTATION_KVCACHE_CLIENT_CONFIG not in pod["metadata"]["annotations"]
+    assert constants.ANNOTATION_KVCACHE_CLIENT_CONFIG not in pod["metadata"]["annotations"]
     assert condition(seen[-1], "DomainRegistered")[:2] == ("False", "BindingNotFound")
     assert "kvCache" not in seen[-1]
     assert not [a for a in client.applied if a[0]["kind"] == "KVCachePoolBinding"]
@@ -350,12 +350,16 @@ def setting(name: str, value: str) -> Obj:
     return {
         "apiVersion": "gpustack.ai/v1",
         "kind": "Setting",
-        "metadata": {"name": name, "namespace": c.SYSTEM_NAMESPACE},
+        "metadata": {"name": name, "namespace": constants.SYSTEM_NAMESPACE},
         "spec": {"value": value},
     }
 
 
-CSI = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": c.CSI_DRIVER_MODEL}}
+CSI = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIDriver",
+    "metadata": {"name": constants.CSI_DRIVER_MODEL},
+}
 
 
 def weights_deployment(*roles: Obj) -> Obj:

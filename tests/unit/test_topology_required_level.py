@@ -3,7 +3,7 @@ the Kueue annotation on every Pod of each replica group, part of the role's rend
 
 from __future__ import annotations
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import labels
 from controllers.modeldeployment.render import render_role, stamp
 from tests.unit.md_fixtures import context, deployment, role
@@ -23,13 +23,13 @@ def test_every_pod_of_every_group_carries_the_level() -> None:
     obj = deployment(role(replicas=3, size=2, topology={"requiredLevel": ZONE}))
     pods = pods_of(obj, "server")
     assert len(pods) == 6
-    assert {p["metadata"]["annotations"][c.KUEUE_PODSET_REQUIRED_TOPOLOGY] for p in pods} == {ZONE}
+    assert {p["metadata"]["annotations"][constants.KUEUE_PODSET_REQUIRED_TOPOLOGY] for p in pods} == {ZONE}
     # Three groups of two: three independent decisions, one PodSet each.
-    assert len({p["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME] for p in pods}) == 3
-    assert {p["metadata"]["annotations"][c.KUEUE_POD_GROUP_TOTAL_COUNT] for p in pods} == {"2"}
+    assert len({p["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME] for p in pods}) == 3
+    assert {p["metadata"]["annotations"][constants.KUEUE_POD_GROUP_TOTAL_COUNT] for p in pods} == {"2"}
     # A required level adds no preference and no node selector of its own.
     for pod in pods:
-        assert c.KUEUE_PODSET_PREFERRED_TOPOLOGY not in pod["metadata"]["annotations"]
+        assert constants.KUEUE_PODSET_PREFERRED_TOPOLOGY not in pod["metadata"]["annotations"]
         assert "nodeSelector" not in pod["spec"] and "affinity" not in pod["spec"]
 
 
@@ -37,7 +37,7 @@ def test_omitted_or_empty_means_no_request() -> None:
     for topology in (None, {}, {"requiredLevel": ""}):
         fields = {} if topology is None else {"topology": topology}
         (pod,) = pods_of(deployment(role(**fields)), "server")
-        assert c.KUEUE_PODSET_REQUIRED_TOPOLOGY not in pod["metadata"]["annotations"]
+        assert constants.KUEUE_PODSET_REQUIRED_TOPOLOGY not in pod["metadata"]["annotations"]
 
 
 def test_the_level_is_part_of_its_roles_hash_only() -> None:
