@@ -172,6 +172,9 @@ class PodResources:
         out = set()
         for pod in answer.pod_resources:
             for container in pod.containers:
-                if not any(d.resource_name == resource and d.device_ids for d in container.devices):
+                for devices in container.devices:
+                    if devices.resource_name == resource and devices.device_ids:
+                        break
+                else:
                     out.add((pod.namespace, pod.name, container.name))
         return out
