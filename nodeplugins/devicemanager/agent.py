@@ -312,6 +312,9 @@ def run(args: argparse.Namespace) -> int:
     except EnvironmentValueError as error:
         log.error(str(error))
         return EXIT_USAGE
+    except OSError as error:  # the partition markers' directory cannot be made
+        log.error(f"--state-dir {args.state_dir}: {error}")
+        return EXIT_USAGE
 
     def stop(signum: int, _frame: Any) -> None:
         manager.stopping.set()

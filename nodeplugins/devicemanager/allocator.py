@@ -37,7 +37,7 @@ from nodeplugins.devicemanager.backends.base import (
     FAMILY_VISIBILITY,
 )
 from nodeplugins.devicemanager.holds import Held, Refusal, adopted, drift, meta, record_groups
-from nodeplugins.devicemanager.identify import Pending, PodInfo, Waiting, containers_of, pick
+from nodeplugins.devicemanager.identify import Asked, Pending, PodInfo, Waiting, containers_of, pick
 from nodeplugins.devicemanager.inventory import Card, Inventory
 from nodeplugins.devicemanager.partitions import Owner, PartitionError, Partitions
 from nodeplugins.devicemanager.settle import (
@@ -95,6 +95,7 @@ class Allocator:
         self.slice_gate = env_bool(ENV_SLICED_GATE, True, env)
         self.identify_by_kubelet = env_bool(ENV_IDENTIFY_BY_KUBELET, True, env)
         self.pod_resources = pod_resources
+        self._asked: Asked | None = None  # the kubelet's answers, shared by callers arriving together
         self.refresh_pods = refresh_pods  # an uncached list of the node's Pods (the watch may lag)
         self.partitions: Partitions | None = None
         self.lock = threading.Lock()  # the per-node mutex
@@ -339,7 +340,9 @@ class Allocator:
         """The kubelet's containers without a device of ``resource`` (never under the mutex)."""
         if not self.identify_by_kubelet or self.pod_resources is None:
             return None
-        return self.pod_resources(resource.name)
+        if self._asked is None or self._asked.lookup is not self.pod_resources:
+            self._asked = Asked(self.pod_resources)
+        return self._asked(resource.name)
 
     def _identify(
         self,

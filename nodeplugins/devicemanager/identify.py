@@ -1,5 +1,6 @@
 """Which container an ``Allocate`` serves (§6.5, §11.16): the facts read of each Pod, and the
-index of containers still waiting for each resource.
+index of containers still waiting for each resource, and the kubelet's answer shared by the
+callers that ask at once (:class:`Asked`).
 
 The kubelet's ``Allocate`` names devices, not a container.  The allocator asks the kubelet's
 pod-resources API which containers hold no device of the resource yet and picks among those; without
@@ -11,6 +12,7 @@ dictionary lookups rather than a scan of the node's Pods.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -155,3 +157,40 @@ def pick(entries: Iterable[Waiting], count: int, exact: bool) -> Waiting | None:
             if entry[4] == count:
                 return entry
     return ordered[0]
+
+
+class Asked:
+    """The kubelet's answer to "which containers wait for ``resource``", shared by callers that
+    arrive together: a caller gets an answer asked *after* it arrived (so it names the caller's
+    container), but callers arriving while one is being asked share the next one instead of each
+    asking (and parsing every Pod of the node) in turn."""
+
+    def __init__(self, lookup: Callable[[str], set[tuple[str, str, str]] | None]) -> None:
+        self.lookup = lookup
+        self._cond = threading.Condition()
+        self._started: dict[str, int] = {}
+        self._finished: dict[str, int] = {}
+        self._running: set[str] = set()
+        self._latest: dict[str, set[tuple[str, str, str]] | None] = {}
+
+    def __call__(self, resource: str) -> set[tuple[str, str, str]] | None:
+        with self._cond:
+            need = self._started.get(resource, 0) + 1  # the first answer asked from now on
+            while self._finished.get(resource, 0) < need:
+                if resource not in self._running:
+                    self._running.add(resource)
+                    ticket = self._started[resource] = self._started.get(resource, 0) + 1
+                    break
+                self._cond.wait()
+            else:
+                return self._latest[resource]
+        answer = None  # what waiters get when the lookup raises: no answer
+        try:
+            answer = self.lookup(resource)
+            return answer
+        finally:
+            with self._cond:
+                self._running.discard(resource)
+                self._finished[resource] = ticket
+                self._latest[resource] = answer
+                self._cond.notify_all()

@@ -118,3 +118,36 @@ def test_a_restarted_agent_recognises_a_retry_of_a_recorded_reservation(kubelet)
     again = fresh.allocate(R["exclusive"], offer(fresh, [1]))
     assert [g.card.id for g in again.grants] == [g.card.id for g in first.grants]
     assert fresh.record_for(first.uid) == allocator.record_for(first.uid)
+
+
+def test_callers_arriving_together_share_one_kubelet_answer_asked_after_they_came() -> None:
+    """The kubelet is asked once for a batch of callers, never with an answer older than a caller."""
+    import threading
+
+    from nodeplugins.devicemanager.identify import Asked
+
+    gate = threading.Event()
+    calls: list[int] = []
+
+    def lookup(_resource: str) -> set:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            gate.wait(5)  # the first answer is slow: the others arrive meanwhile
+        return {("ns", f"answer-{len(calls)}", "main")}
+
+    asked = Asked(lookup)
+    answers: list = []
+    first = threading.Thread(target=lambda: answers.append(asked("r")))
+    first.start()
+    while not calls:
+        threading.Event().wait(0.01)
+    later = [threading.Thread(target=lambda: answers.append(asked("r"))) for _ in range(5)]
+    for thread in later:
+        thread.start()
+    while len(asked._cond._waiters) < len(later):  # all five wait on the answer being asked
+        threading.Event().wait(0.01)
+    gate.set()
+    for thread in [first, *later]:
+        thread.join()
+    assert len(calls) == 2  # the slow one, then one for the five that arrived during it
+    assert sorted(next(iter(a))[1] for a in answers) == ["answer-1"] + ["answer-2"] * 5
