@@ -10,8 +10,11 @@ the mutex — identify the container (:mod:`.identify`), check cross-mode use an
 container); a container that already holds a reservation (a retried ``Allocate``) gets the same one.
 No API or kubelet call is made while the mutex is held: the pod-resources answer is read before it,
 and the uncached list of the node's Pods (a Pod the watch has not delivered yet) between two tries.
-A partitioned grant is then materialised by :mod:`.partitions` (its card's lock, not the node's);
-the caller writes the Pod annotation.  Refusals are :class:`Refusal` (``FailedPrecondition``).
+A partitioned grant is then materialised by :mod:`.partitions` (its card's lock, not the node's;
+the allocator's side of it is :mod:`.partitioned`); the caller writes the Pod annotation.  Refusals
+are :class:`Refusal` (``FailedPrecondition``).  The kubelet's answer says which of the node's Pods
+it holds devices for; once it has listed a reservation's container with its devices, the
+reservation is confirmed, no longer a retry candidate, and its Pod is not read from later answers.
 """
 
 from __future__ import annotations
@@ -30,16 +33,16 @@ from api.manufacturers import BY_NAME, UNITS_PER_PERCENT
 from fastpath import cards, ledger
 from nodeplugins.devicemanager import tokens as tk
 from nodeplugins.devicemanager.backends.base import (
-    FAMILY_EXCLUSIVE,
     FAMILY_PARTITIONED,
     FAMILY_SHARED,
     FAMILY_SLICED,
     FAMILY_VISIBILITY,
 )
 from nodeplugins.devicemanager.holds import Held, Refusal, adopted, drift, meta, record_groups
-from nodeplugins.devicemanager.identify import Asked, Pending, PodInfo, Waiting, containers_of, pick
+from nodeplugins.devicemanager.identify import Asked, Identifies, Pending, PodInfo, containers_of
 from nodeplugins.devicemanager.inventory import Card, Inventory
-from nodeplugins.devicemanager.partitions import Owner, PartitionError, Partitions
+from nodeplugins.devicemanager.partitioned import PartitionedGrants
+from nodeplugins.devicemanager.partitions import Owner, Partitions
 from nodeplugins.devicemanager.settle import (
     ENV_SLICED_GATE,
     Site,
@@ -57,10 +60,10 @@ __all__ = ["ENV_IDENTIFY_BY_KUBELET", "ENV_SLICED_GATE", "Allocator", "Held", "R
 log = logging.getLogger("devicemanager.allocator")
 
 ENV_IDENTIFY_BY_KUBELET = "GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET"
-EXACT_COUNT = (FAMILY_EXCLUSIVE, FAMILY_SHARED, FAMILY_VISIBILITY)  # a container names how many devices
 DELETED_REMEMBERED = 4096  # UIDs the uncached list must not bring back
-# (namespace, pod name, container name) of containers the kubelet holds no device of the resource for.
-PodResourcesLookup = Callable[[str], set[tuple[str, str, str]] | None]
+# (namespace, pod name, container name) of containers the kubelet holds no device of the resource
+# for, given the resource and the (namespace, pod) not worth reading (``kubelet.PodResources.waiting``).
+PodResourcesLookup = Callable[..., set[tuple[str, str, str]] | None]
 
 
 def _env_of(container: Mapping[str, Any]) -> dict[str, str]:
@@ -76,7 +79,7 @@ def _newer(listed: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
     return a != b
 
 
-class Allocator:
+class Allocator(Identifies, PartitionedGrants):
     def __init__(
         self,
         node: str,
@@ -96,6 +99,8 @@ class Allocator:
         self.identify_by_kubelet = env_bool(ENV_IDENTIFY_BY_KUBELET, True, env)
         self.pod_resources = pod_resources
         self._asked: Asked | None = None  # the kubelet's answers, shared by callers arriving together
+        self._asked_of: Any = None
+        self._unconfirmed: set[tuple[str, str]] = set()  # reservations the kubelet has not listed yet
         self.refresh_pods = refresh_pods  # an uncached list of the node's Pods (the watch may lag)
         self.partitions: Partitions | None = None
         self.lock = threading.Lock()  # the per-node mutex
@@ -123,15 +128,6 @@ class Allocator:
         self._site = Site(node, manufacturer, self.maker.base, self.slice_gate, self._cards)
         self.listeners: list[Callable[[], None]] = []
         self.attach(partitions)
-
-    def attach(self, partitions: Partitions | None) -> None:
-        """Materialise partitioned grants through ``partitions``, which asks this allocator which
-        owners still need theirs (and reclaims the others once it has seen the node's Pods)."""
-        self.partitions = partitions
-        if partitions is not None:
-            partitions.is_live = self.needs_partition
-            partitions.is_synced = lambda: self.synced
-            partitions.on_reclaimed = self._hardware_freed
 
     # --- state --------------------------------------------------------------------------------------------
     def set_inventory(self, inventory: Inventory, groups: list[dict[str, Any]]) -> None:
@@ -196,37 +192,11 @@ class Allocator:
         keys = self._partition_keys(uid)
         for key in [k for k in self.held if k[0] == uid]:
             del self.held[key]
+            self._unconfirmed.discard(key)
         self._deleted[uid] = None
         while len(self._deleted) > DELETED_REMEMBERED:
             self._deleted.popitem(last=False)
         return keys
-
-    def _partition_keys(self, uid: str) -> list[str]:
-        return [
-            Owner(h.uid, h.namespace, h.pod, h.container).key
-            for h in self.held.values()
-            if h.uid == uid and h.family == FAMILY_PARTITIONED
-        ]
-
-    def _reclaim(self, keys: Sequence[str]) -> None:
-        if self.partitions is not None and keys:
-            for key in keys:
-                self.partitions.release(key)
-            with self.lock:
-                self._live = None  # placements now lingering on their cards
-
-    def needs_partition(self, key: str) -> bool:
-        """Whether owner ``key`` (``<Pod UID>.<container>``) still needs its partition: it holds a
-        partitioned reservation and its Pod has not ended."""
-        uid, _, container = key.partition(".")
-        with self.lock:
-            held = self.held.get((uid, container))
-            info = self._info.get(uid)
-            return (
-                held is not None
-                and held.family == FAMILY_PARTITIONED
-                and not (info is not None and info.ended)
-            )
 
     def _adopt(self, uid: str, pod: Mapping[str, Any]) -> None:
         """Take over the containers a Pod's record names that this process holds nothing for (after
@@ -235,6 +205,7 @@ class Allocator:
         for container, groups in allocation.record_of(pod).items():
             if (uid, container) not in self.held:
                 self.held[(uid, container)] = adopted(uid, pod, container, groups, self._cards)
+                self._unconfirmed.add((uid, container))
 
     def record_for(self, uid: str) -> allocation.Record:
         """The record the Pod should carry: every container this process holds for it."""
@@ -309,105 +280,6 @@ class Allocator:
             self._live = ledger.node_ledger(self._devices(), None, rows)
         return self._live
 
-    def _lingering_record(self, markers: Sequence[Any]) -> allocation.Record:
-        record: allocation.Record = {}
-        for marker in markers:
-            card = self._cards.get(marker.card)
-            if card is None:
-                continue
-            entry = allocation.accelerator_entry(
-                card.id,
-                card.index,
-                constants.DEVICE_MODE_PARTITIONED,
-                allocated=0,
-                profile=marker.profile,
-                placements=[(marker.start, marker.length)],
-            )
-            group = {
-                "id": self._group_of.get(card.id, ""),
-                "manufacturer": self.manufacturer,
-                "accelerators": [entry],
-            }
-            record[marker.owner.key] = [group]
-        return record
-
-    def _hardware_freed(self) -> None:
-        with self.lock:
-            self._live = None
-
-    # --- identification -------------------------------------------------------------------------------------
-    def _ask_kubelet(self, resource: tk.Resource) -> set[tuple[str, str, str]] | None:
-        """The kubelet's containers without a device of ``resource`` (never under the mutex)."""
-        if not self.identify_by_kubelet or self.pod_resources is None:
-            return None
-        if self._asked is None or self._asked.lookup is not self.pod_resources:
-            self._asked = Asked(self.pod_resources)
-        return self._asked(resource.name)
-
-    def _identify(
-        self,
-        resource: tk.Resource,
-        count: int,
-        waiting: set[tuple[str, str, str]] | None,
-        card_ids: Sequence[str] | None,
-        *,
-        retry: bool = False,
-    ) -> tuple[str, str, Held | None] | None:
-        """The container this call serves — (Pod UID, container, its reservation when it already
-        has one: a retry) — or ``None`` when no container of a known Pod waits (call under the mutex).
-
-        With the kubelet's answer: a named container not yet reserved, else a named one already
-        reserved for this family (the kubelet lost or never got the earlier response) — once no
-        named Pod is unknown, or with ``retry``.  Without it:
-        the oldest pending container not yet reserved, else — with ``retry``, once the Pods have been
-        re-listed past the watch — a reserved one of a still-pending Pod the kubelet offers the same
-        cards for (any, for fungible partition and visibility tokens)."""
-        exact = resource.family in EXACT_COUNT
-        if waiting is not None:
-            fresh: list[Waiting] = []
-            again: list[tuple[tuple[str, str, str], int, Held]] = []
-            unknown = False
-            for namespace, name, container in waiting:
-                uid = self._by_name.get((namespace, name))
-                if uid is None:
-                    unknown = True  # a Pod the watch has not delivered: it may be the one served
-                    continue
-                entry = self._pending.entry(resource.name, uid, container)
-                if entry is not None:
-                    fresh.append(entry)
-                    continue
-                held = self.held.get((uid, container))
-                info = self._info.get(uid)
-                if held is not None and held.family == resource.family and info is not None and info.eligible:
-                    position = next((i for i, (c, _q) in enumerate(info.containers) if c == container), 0)
-                    again.append((info.age, position, held))
-            chosen = pick(fresh, count, exact)
-            if chosen is not None:
-                return chosen[2], chosen[3], None
-            if again and (retry or not unknown):
-                held = min(again, key=lambda a: (a[0], a[1]))[2]
-                return held.uid, held.container, held
-        oldest = self._pending.oldest(resource.name, count, exact)
-        if oldest is not None:
-            return oldest[2], oldest[3], None
-        if card_ids is None or not retry or waiting is not None:
-            return None  # the kubelet's answer named no reserved container: none is retried
-        offered = sorted(set(card_ids))
-        fungible = resource.family in (FAMILY_PARTITIONED, FAMILY_VISIBILITY)
-        retried = [
-            held
-            for held in self.held.values()
-            if held.family == resource.family
-            and (info := self._info.get(held.uid)) is not None
-            and info.eligible
-            and info.phase == "Pending"
-            and (fungible or held.cards == offered)
-        ]
-        if not retried:
-            return None
-        held = min(retried, key=lambda h: self._info[h.uid].age)
-        return held.uid, held.container, held
-
     # --- allocation -----------------------------------------------------------------------------------------
     def allocate(self, resource: tk.Resource, token_ids: Sequence[str]) -> Held:
         """Identify, check and reserve (under the mutex), materialise a partition (under its card's
@@ -426,29 +298,7 @@ class Allocator:
         self._changed()
         if self.partitions is None or owner is None:
             return held
-        try:
-            if resource.family == FAMILY_PARTITIONED:
-                grant = held.grants[0]
-                assert grant.start is not None and grant.length is not None
-                instance = self.partitions.materialize(
-                    Owner(held.uid, held.namespace, held.pod, held.container),
-                    grant.card.id,
-                    grant.profile,
-                    grant.start,
-                    grant.length,
-                )
-                devices = {grant.card.id: instance.device}
-            else:
-                devices = {}
-                for grant in held.grants:
-                    offered = frozenset(p.name for p in self._cards[grant.card.id].profiles)
-                    devices[grant.card.id] = self.partitions.visible(owner, grant.card.id, offered).device
-        except PartitionError as error:
-            if fresh:
-                self.give_back(held)
-            raise Refusal(str(error)) from None
-        held.grants = [replace(g, device=devices.get(g.card.id, "")) for g in held.grants]
-        return held
+        return self._materialise(held, fresh, owner)
 
     def _reserve(
         self,
@@ -509,6 +359,7 @@ class Allocator:
             env=env,
         )
         self.held[held.key] = held
+        self._unconfirmed.add(held.key)
         self._pending.take(uid, container)
         # The live fit ledger already carries the placement; the tallies take the new entries.
         self._rows = None
@@ -557,30 +408,6 @@ class Allocator:
         )
         return moved
 
-    def _partition_owner(self, held: Held) -> Owner | None:
-        """Whose partition backs ``held``: its own container's (partitioned), the owner
-        container's (a sidecar of a partitioned owner); ``None`` when no partition is involved."""
-        if not any(g.profile for g in held.grants):
-            return None
-        if held.family == FAMILY_PARTITIONED:
-            return Owner(held.uid, held.namespace, held.pod, held.container)
-        for other in self.held.values():
-            if (
-                other.uid == held.uid
-                and other.container != held.container
-                and other.family == FAMILY_PARTITIONED
-            ):
-                return Owner(other.uid, other.namespace, other.pod, other.container)
-        record = allocation.record_of(self.pods.get(held.uid) or {})
-        for name, groups in record.items():
-            if name != held.container and any(
-                e.get("mode") == constants.DEVICE_MODE_PARTITIONED
-                for g in groups
-                for e in g.get("accelerators") or ()
-            ):
-                return Owner(held.uid, held.namespace, held.pod, name)
-        return None
-
     def _refresh(self) -> bool:
         """Read the node's Pods past the watch (a Pod bound a moment ago may not have reached it)
         — outside the mutex; True when something new was learnt."""
@@ -613,6 +440,7 @@ class Allocator:
             if self.held.get(held.key) is not held:
                 return
             del self.held[held.key]
+            self._unconfirmed.discard(held.key)
             info = self._info.get(held.uid)
             if info is not None:
                 self._pending.index(held.uid, info, lambda u, c: (u, c) in self.held)
@@ -640,19 +468,6 @@ class Allocator:
             card = parsed[1] if parsed is not None and parsed[1] in self._cards else None
             self._token_card[token] = card
             return card
-
-    def _identifies(self, resource: tk.Resource) -> bool:
-        """Whether a preference needs the container: a slice's size, or a possible retry (a
-        reservation of this family whose Pod has not started)."""
-        if resource.family == FAMILY_SLICED:
-            return True
-        with self.lock:
-            return any(
-                h.family == resource.family
-                and (i := self._info.get(h.uid)) is not None
-                and i.phase == "Pending"
-                for h in self.held.values()
-            )
 
     # --- preference ------------------------------------------------------------------------------------------
     def preferred(

@@ -13,13 +13,23 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from api import allocation
+from nodeplugins.devicemanager import tokens as tk
+from nodeplugins.devicemanager.backends.base import (
+    FAMILY_EXCLUSIVE,
+    FAMILY_PARTITIONED,
+    FAMILY_SHARED,
+    FAMILY_SLICED,
+    FAMILY_VISIBILITY,
+)
+from nodeplugins.devicemanager.holds import Held
 
 TERMINAL = ("Succeeded", "Failed")
+EXACT_COUNT = (FAMILY_EXCLUSIVE, FAMILY_SHARED, FAMILY_VISIBILITY)  # a container names how many devices
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +156,10 @@ class Pending:
     def waiting(self, resource: str) -> list[Waiting]:
         return list(self._sorted.get(resource) or ())
 
+    def keys(self, resource: str) -> list[tuple[str, str]]:
+        """(Pod UID, container) of every container waiting for ``resource``."""
+        return list(self._entries.get(resource) or ())
+
 
 def pick(entries: Iterable[Waiting], count: int, exact: bool) -> Waiting | None:
     """Among named waiting containers: the oldest (asking for exactly ``count`` when ``exact``)."""
@@ -194,3 +208,141 @@ class Asked:
                 self._finished[resource] = ticket
                 self._latest[resource] = answer
                 self._cond.notify_all()
+
+
+class Identifies:
+    """The allocator's identification (mixed into :class:`~.allocator.Allocator`, whose state it
+    reads): ask the kubelet outside the mutex, then pick the container under it."""
+
+    lock: threading.Lock
+    held: dict[tuple[str, str], Held]
+    served: dict[str, tk.Resource]
+    identify_by_kubelet: bool
+    pod_resources: Callable[..., set[tuple[str, str, str]] | None] | None
+    _asked: Asked | None
+    _asked_of: Any
+    _unconfirmed: set[tuple[str, str]]
+    _pending: Pending
+    _info: dict[str, PodInfo]
+    _by_name: dict[tuple[str, str], str]
+
+    def _ask_kubelet(self, resource: tk.Resource) -> set[tuple[str, str, str]] | None:
+        """The kubelet's containers without a device of ``resource`` (never under the mutex)."""
+        if not self.identify_by_kubelet or self.pod_resources is None:
+            return None
+        if self._asked is None or self._asked_of is not self.pod_resources:
+            self._asked, self._asked_of = Asked(self._lookup), self.pod_resources
+        return self._asked(resource.name)
+
+    def _lookup(self, name: str) -> set[tuple[str, str, str]] | None:
+        """Ask the kubelet about the Pods whose containers can still be waiting for ``name``; a
+        reservation the kubelet lists as having its devices is confirmed (the kubelet holds it:
+        not a retry candidate any more, and its Pod need not be read again)."""
+        resource = self.served[name]
+        with self.lock:
+            skip = self._settled(resource)
+        lookup = self.pod_resources
+        if lookup is None:
+            return None
+        answer = lookup(name, skip=skip)
+        if answer is not None:
+            with self.lock:
+                for key in list(self._unconfirmed):
+                    held = self.held.get(key)
+                    if held is None or held.family != resource.family or (held.namespace, held.pod) in skip:
+                        continue
+                    if (held.namespace, held.pod, held.container) not in answer:
+                        self._unconfirmed.discard(key)
+        return answer
+
+    def _settled(self, resource: tk.Resource) -> frozenset[tuple[str, str]]:
+        """(namespace, name) of the known Pods with no container that can be waiting for
+        ``resource``: none pending for it, no reservation of its family unconfirmed."""
+        open_uids = {uid for uid, _c in self._pending.keys(resource.name)}
+        for key in self._unconfirmed:
+            held = self.held.get(key)
+            if held is not None and held.family == resource.family:
+                open_uids.add(held.uid)
+        return frozenset(key for key, uid in self._by_name.items() if uid not in open_uids)
+
+    def _identify(
+        self,
+        resource: tk.Resource,
+        count: int,
+        waiting: set[tuple[str, str, str]] | None,
+        card_ids: Sequence[str] | None,
+        *,
+        retry: bool = False,
+    ) -> tuple[str, str, Held | None] | None:
+        """The container this call serves — (Pod UID, container, its reservation when it already
+        has one: a retry) — or ``None`` when no container of a known Pod waits (call under the mutex).
+
+        With the kubelet's answer: a named container not yet reserved, else a named one already
+        reserved for this family (the kubelet lost or never got the earlier response) — once no
+        named Pod is unknown, or with ``retry``.  Without it:
+        the oldest pending container not yet reserved, else — with ``retry``, once the Pods have been
+        re-listed past the watch — a reserved one of a still-pending Pod the kubelet offers the same
+        cards for (any, for fungible partition and visibility tokens)."""
+        exact = resource.family in EXACT_COUNT
+        if waiting is not None:
+            fresh: list[Waiting] = []
+            again: list[tuple[tuple[str, str, str], int, Held]] = []
+            unknown = False
+            for namespace, name, container in waiting:
+                uid = self._by_name.get((namespace, name))
+                if uid is None:
+                    unknown = True  # a Pod the watch has not delivered: it may be the one served
+                    continue
+                entry = self._pending.entry(resource.name, uid, container)
+                if entry is not None:
+                    fresh.append(entry)
+                    continue
+                held = self.held.get((uid, container))
+                info = self._info.get(uid)
+                if held is not None and held.family == resource.family and info is not None and info.eligible:
+                    position = next((i for i, (c, _q) in enumerate(info.containers) if c == container), 0)
+                    again.append((info.age, position, held))
+            chosen = pick(fresh, count, exact)
+            if chosen is not None:
+                return chosen[2], chosen[3], None
+            if again and (retry or not unknown):
+                held = min(again, key=lambda a: (a[0], a[1]))[2]
+                return held.uid, held.container, held
+        oldest = self._pending.oldest(resource.name, count, exact)
+        if oldest is not None:
+            return oldest[2], oldest[3], None
+        if card_ids is None or not retry or waiting is not None:
+            return None  # the kubelet's answer named no reserved container: none is retried
+        offered = sorted(set(card_ids))
+        fungible = resource.family in (FAMILY_PARTITIONED, FAMILY_VISIBILITY)
+        retried = [
+            held
+            for held in self.held.values()
+            if held.family == resource.family
+            and (info := self._info.get(held.uid)) is not None
+            and info.eligible
+            and info.phase == "Pending"
+            and (fungible or held.cards == offered)
+        ]
+        if not retried:
+            return None
+        held = min(retried, key=lambda h: self._info[h.uid].age)
+        return held.uid, held.container, held
+
+    def _identifies(self, resource: tk.Resource) -> bool:
+        """Whether a preference needs the container: a slice's size, or a possible retry (a
+        reservation of this family the kubelet has not listed yet, whose Pod has not started)."""
+        if resource.family == FAMILY_SLICED:
+            return True
+        with self.lock:
+            for key in self._unconfirmed:
+                held = self.held.get(key)
+                info = self._info.get(key[0])
+                if (
+                    held is not None
+                    and held.family == resource.family
+                    and info is not None
+                    and info.phase == "Pending"
+                ):
+                    return True
+            return False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Collection
 from concurrent import futures
 from pathlib import Path
 
@@ -155,9 +156,12 @@ class PodResources:
                 self._channel = grpc.insecure_channel(unix_target(self.socket))
             return podresources_grpc.PodResourcesListerStub(self._channel)
 
-    def waiting(self, resource: str) -> set[tuple[str, str, str]] | None:
+    def waiting(
+        self, resource: str, skip: Collection[tuple[str, str]] = ()
+    ) -> set[tuple[str, str, str]] | None:
         """(namespace, pod, container) of every container the kubelet lists without a device of
-        ``resource``; ``None`` when the kubelet cannot be asked."""
+        ``resource``, Pods named in ``skip`` (namespace, pod) left unread; ``None`` when the
+        kubelet cannot be asked."""
         if not os.path.exists(self.socket):
             return None
         try:
@@ -171,6 +175,8 @@ class PodResources:
             return None
         out = set()
         for pod in answer.pod_resources:
+            if skip and (pod.namespace, pod.name) in skip:
+                continue
             for container in pod.containers:
                 for devices in container.devices:
                     if devices.resource_name == resource and devices.device_ids:

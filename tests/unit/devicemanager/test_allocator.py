@@ -154,7 +154,9 @@ def test_finished_pod_releases_its_card_and_deletion_releases_everything(h100: A
 
 def test_identification_takes_the_oldest_pending_container_and_the_kubelet_answer_first() -> None:
     waiting: set = set()
-    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r: waiting)
+    allocator = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r, skip=(): waiting
+    )
     old, new = pod("old", {BASE: 1}), pod("new", {BASE: 1})
     allocator.pod_event("ADDED", new)
     allocator.pod_event("ADDED", old)

@@ -170,7 +170,7 @@ def test_a_partitioned_grant_gets_its_own_mig_device_and_an_ownership_marker(nod
 def test_a_retried_allocate_gets_the_same_instance_and_so_does_one_after_a_restart(node):
     waiting = {("team-a", "p1", "main")}
     a = node.allocator
-    a.pod_resources = lambda _r: waiting  # the kubelet never got the first response
+    a.pod_resources = lambda _r, skip=(): waiting  # the kubelet never got the first response
     p1 = pod("p1", MIG_3G)
     a.pod_event("ADDED", p1)
     first = a.allocate(R["partitioned"], [node.token(2)])
@@ -180,7 +180,7 @@ def test_a_retried_allocate_gets_the_same_instance_and_so_does_one_after_a_resta
     pod_now = recorded(a, first)
     # The agent restarts: a new process, the same hardware and state directory.
     fresh = node.start()
-    fresh.pod_resources = lambda _r: waiting
+    fresh.pod_resources = lambda _r, skip=(): waiting
     fresh.replace_pods([pod_now])
     retried = fresh.allocate(R["partitioned"], [node.token(2)])
     assert retried.grants[0].device == first.grants[0].device

@@ -38,7 +38,7 @@ def kubelet():
 
 @pytest.fixture
 def a4(kubelet) -> Allocator:
-    return make_allocator([{"product": "NVIDIA A10G", "count": 4}], pod_resources=lambda _r: kubelet)
+    return make_allocator([{"product": "NVIDIA A10G", "count": 4}], pod_resources=lambda _r, skip=(): kubelet)
 
 
 @pytest.mark.parametrize(("family", "limits", "count"), FAMILIES)
@@ -101,7 +101,9 @@ def test_the_preference_of_a_retried_container_is_what_it_holds(a4, kubelet):
 
 
 def test_a_restarted_agent_recognises_a_retry_of_a_recorded_reservation(kubelet):
-    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r: kubelet)
+    allocator = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r, skip=(): kubelet
+    )
     p = pod("p", {BASE: 1})
     allocator.pod_event("ADDED", p)
     kubelet.add(("team-a", "p", "main"))
@@ -113,7 +115,9 @@ def test_a_restarted_agent_recognises_a_retry_of_a_recorded_reservation(kubelet)
             "annotations": {allocation.ANNOTATION: allocation.encode(allocator.record_for(first.uid))},
         },
     }
-    fresh = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r: kubelet)
+    fresh = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r, skip=(): kubelet
+    )
     fresh.replace_pods([written])
     again = fresh.allocate(R["exclusive"], offer(fresh, [1]))
     assert [g.card.id for g in again.grants] == [g.card.id for g in first.grants]
