@@ -155,3 +155,28 @@ def test_callers_arriving_together_share_one_kubelet_answer_asked_after_they_cam
         thread.join()
     assert len(calls) == 2  # the slow one, then one for the five that arrived during it
     assert sorted(next(iter(a))[1] for a in answers) == ["answer-1"] + ["answer-2"] * 5
+
+
+def test_a_reservation_the_kubelet_lists_with_its_devices_is_confirmed_and_not_read_again() -> None:
+    waiting: set = set()
+    skipped: list = []
+
+    def kubelet(_resource: str, skip=()) -> set:
+        skipped.append(set(skip))
+        return set(waiting)
+
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 4}], pod_resources=kubelet)
+    allocator.pod_event("ADDED", pod("p", {BASE: 1}))
+    allocator.pod_event("ADDED", pod("q", {BASE: 1}))
+    waiting.add(("team-a", "p", "main"))
+    held = allocator.allocate(R["exclusive"], offer(allocator, [0]))
+    assert held.pod == "p" and ("team-a", "p") not in skipped[-1]
+    waiting.clear()
+    waiting.add(("team-a", "q", "main"))  # the kubelet now lists p with its devices
+    assert allocator.allocate(R["exclusive"], offer(allocator, [1])).pod == "q"
+    allocator.pod_event("ADDED", pod("r", {BASE: 1}))
+    waiting.clear()
+    waiting.add(("team-a", "r", "main"))
+    allocator.allocate(R["exclusive"], offer(allocator, [2]))
+    assert ("team-a", "p") in skipped[-1]  # confirmed: its Pod is not read any more
+    assert ("team-a", "r") not in skipped[-1]
