@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Collection
 from concurrent import futures
 from pathlib import Path
 
@@ -157,7 +156,7 @@ class PodResources:
             return podresources_grpc.PodResourcesListerStub(self._channel)
 
     def waiting(
-        self, resource: str, skip: Collection[tuple[str, str]] = ()
+        self, resource: str, skip: frozenset[tuple[str, str]] = frozenset()
     ) -> set[tuple[str, str, str]] | None:
         """(namespace, pod, container) of every container the kubelet lists without a device of
         ``resource``, Pods named in ``skip`` (namespace, pod) left unread; ``None`` when the
