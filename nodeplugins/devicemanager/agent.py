@@ -239,7 +239,8 @@ class DeviceManager:
         server = serve_http(self)
         detection = threading.Thread(target=self.detection_loop, name="detection", daemon=True)
         detection.start()
-        while not self.stopping.is_set() and self.inventory is None:
+        # No plugin is served before the node's Pods are listed: the ledger would miss their records.
+        while not self.stopping.is_set() and (self.inventory is None or not self.allocator.synced):
             self.stopping.wait(0.2)
         if not self.args.publish_only and not self.stopping.is_set():
             self.start_device_plugins()

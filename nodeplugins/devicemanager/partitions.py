@@ -295,7 +295,7 @@ class Partitions:
                     f"a {occupant.profile} GPU instance (id {occupant.gpu_instance}) this device manager did "
                     "not create; destroy it or let the node drain"
                 )
-            if self.is_live(marker.owner.key):
+            if not self.is_synced() or self.is_live(marker.owner.key):
                 raise PartitionError(
                     f"card {card}: memory slices {occupant.start}-{occupant.start + occupant.length - 1} "
                     f"belong to the partition of {marker.owner}"

@@ -310,3 +310,15 @@ def test_a_restarted_agent_reclaims_what_pods_deleted_meanwhile_held(node):
     node.reclaim()
     assert [ci.uuid for gi in node.instances(2) for ci in gi.computes.values()] == [stays.grants[0].device]
     assert not (node.markers / f"{goes.uid}.main.json").exists()
+
+
+def test_before_the_nodes_pods_are_listed_no_instance_is_judged_an_orphan(node):
+    a = node.allocator
+    a.pod_event("ADDED", pod("running", MIG_7G))
+    running = a.allocate(R["partitioned"], [node.token(2)])
+    fresh = node.start()  # restarted; its first list of Pods has not come yet
+    fresh.pod_event("ADDED", pod("new", MIG_7G))
+    with pytest.raises(Refusal, match="belong to the partition of team-a/running"):
+        fresh.allocate(R["partitioned"], [node.token(2)])
+    [gi] = node.instances(running.grants[0].card.index)
+    assert [ci.uuid for ci in gi.computes.values()] == [running.grants[0].device]
