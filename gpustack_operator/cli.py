@@ -143,6 +143,11 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
     serve.add_argument("--bind-address", default="0.0.0.0", help="address of the HTTPS endpoint")
     serve.add_argument("--secure-port", type=int, default=32443, help="HTTPS port: /metrics, /readyz, /livez")
     serve.add_argument("--cert-dir", help="tls.crt/tls.key (self-signed into it when absent)")
+    serve.add_argument(
+        "--state-dir",
+        default="/var/lib/gpustack-operator/device-manager",
+        help="what outlives a restart of the agent: the ownership markers of the partitions it created",
+    )
     serve.add_argument("--namespace", default="gpustack-system", help="namespace of the NodeFeature")
     serve.add_argument(
         "--publish-only",

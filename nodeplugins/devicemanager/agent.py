@@ -31,6 +31,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from api import allocation
+from api.booleans import EnvironmentValueError
 from kube.client import ApiError, Client, load_api_client
 from nodeplugins.devicemanager import devices, tokens
 from nodeplugins.devicemanager.allocator import Allocator, Held
@@ -82,6 +83,9 @@ class DeviceManager:
         self.changed = threading.Event()
         self.detect_now = threading.Event()
         self.allocator.listeners.append(self.changed.set)
+        # Partitions are materialised, reused and reclaimed where the device plugins are served.
+        self.partitions = None if args.publish_only else backend.partitions(args.state_dir)
+        self.allocator.attach(self.partitions)
         self.link: Any = None
         self.watchers: Any = None
         self.ready = False
@@ -286,10 +290,13 @@ class DeviceManager:
         server = serve_http(self)
         detection = threading.Thread(target=self.detection_loop, name="detection", daemon=True)
         detection.start()
-        while not self.stopping.is_set() and self.inventory is None:
+        # No plugin is served before the node's Pods are listed: the ledger would miss their records.
+        while not self.stopping.is_set() and (self.inventory is None or not self.allocator.synced):
             self.stopping.wait(0.2)
         if not self.args.publish_only and not self.stopping.is_set():
             self.start_device_plugins()
+        if self.partitions is not None:
+            self.partitions.start()
         self.ready = True
         self.stopping.wait()
         log.info("shutting down")
@@ -297,6 +304,8 @@ class DeviceManager:
             self.link.stop()
         if self.watchers is not None:
             self.watchers.close()
+        if self.partitions is not None:
+            self.partitions.stop()
         server.shutdown()
         return 0
 
@@ -349,7 +358,15 @@ def run(args: argparse.Namespace) -> int:
         log.error(str(error))
         return EXIT_USAGE
     client = Client(load_api_client(args.kubeconfig))
-    manager = DeviceManager(args, client, backend)
+    try:
+        devices.group_id_with_memory()
+        manager = DeviceManager(args, client, backend)
+    except EnvironmentValueError as error:
+        log.error(str(error))
+        return EXIT_USAGE
+    except OSError as error:  # the partition markers' directory cannot be made
+        log.error(f"--state-dir {args.state_dir}: {error}")
+        return EXIT_USAGE
 
     def stop(signum: int, _frame: Any) -> None:
         manager.stopping.set()

@@ -13,12 +13,12 @@ Pure functions of an :class:`~nodeplugins.devicemanager.inventory.Inventory` (§
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api import constants
+from api.booleans import env_bool
 from api.manufacturers import BY_NAME
 from nodeplugins.devicemanager.inventory import Card, Inventory
 from nodeplugins.devicemanager.rdma.pci import Coordinates
@@ -56,10 +56,14 @@ def memory_quantity(mib: int) -> str:
     return f"{mib}Mi"
 
 
+def group_id_with_memory(env: Mapping[str, str] | None = None) -> bool:
+    """``GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY`` (default false), read by the one boolean parser."""
+    return env_bool(ENV_GROUP_ID_WITH_MEMORY, False, env)
+
+
 def group_id(card: Card, manufacturer: str, env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
     base = accelerator_group(manufacturer, card.product)
-    if env.get(ENV_GROUP_ID_WITH_MEMORY, "").strip().lower() in ("true", "1", "yes"):
+    if group_id_with_memory(env):
         return f"{base}-{max(1, round(card.memory_mib / 1024))}g"
     return base
 

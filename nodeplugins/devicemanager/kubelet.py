@@ -174,9 +174,12 @@ class PodResources:
                 self._channel = grpc.insecure_channel(unix_target(self.socket))
             return podresources_grpc.PodResourcesListerStub(self._channel)
 
-    def waiting(self, resource: str) -> set[tuple[str, str, str]] | None:
+    def waiting(
+        self, resource: str, skip: frozenset[tuple[str, str]] = frozenset()
+    ) -> set[tuple[str, str, str]] | None:
         """(namespace, pod, container) of every container the kubelet lists without a device of
-        ``resource``; ``None`` when the kubelet cannot be asked."""
+        ``resource``, Pods named in ``skip`` (namespace, pod) left unread; ``None`` when the
+        kubelet cannot be asked."""
         if not os.path.exists(self.socket):
             return None
         try:
@@ -190,7 +193,12 @@ class PodResources:
             return None
         out = set()
         for pod in answer.pod_resources:
+            if skip and (pod.namespace, pod.name) in skip:
+                continue
             for container in pod.containers:
-                if not any(d.resource_name == resource and d.device_ids for d in container.devices):
+                for devices in container.devices:
+                    if devices.resource_name == resource and devices.device_ids:
+                        break
+                else:
                     out.add((pod.namespace, pod.name, container.name))
         return out

@@ -10,6 +10,8 @@ device manager serving a node profile (``profiles/*.yaml``) through the kubelet 
         dm-args.json     extra device-manager arguments (e.g. --sysfs-root of a simulated RDMA
                          tree a test built in this directory), kept across restarts
         containers.jsonl every CreateContainer the kubelet asked the fake runtime for
+        profile.instances.json  the simulated cards' live GPU instances (they outlive the agent)
+        dm-state/        the device manager's --state-dir (partitions/: its ownership markers)
         kubelet.yaml, kubeconfig, node.crt/key, cri.sock, dm-certs/, pod-logs/
         logs/{kubelet,cri-fake,device-manager}.log   pids/{...}.pid
 
@@ -263,6 +265,7 @@ def _dm_argv(info: harness.ClusterInfo, node: Node) -> list[str]:
         "--bind-address", "127.0.0.1",
         "--secure-port", str(node.dm_port),
         "--cert-dir", str(node.directory / "dm-certs"),
+        "--state-dir", str(node.directory / "dm-state"),
         "--monitor-period", "5",
     ]  # fmt: skip
     if node.real:
