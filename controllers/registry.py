@@ -21,6 +21,7 @@ from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
 from controllers.nodefeatures.reconciler import NodeFeatureReconciler
 from controllers.pools.cluster_queues import ClusterQueueReconciler
 from controllers.pools.devices_labels import DevicesLabelReconciler
+from controllers.pools.instance_type_flavors import InstanceTypeFlavorReconciler
 from controllers.pools.instance_types import InstanceTypeReconciler
 from controllers.pools.local_queues import LocalQueueReconciler
 from controllers.pools.node_capacity_keys import NodeCapacityReconciler
@@ -38,6 +39,7 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     # The scheduling chain, gates 2 and 4: pools, queues, InstanceTypes and node counting keys.
     ResourceFlavorReconciler,
     InstanceTypeReconciler,
+    InstanceTypeFlavorReconciler,
     ClusterQueueReconciler,
     LocalQueueReconciler,
     NodeCapacityReconciler,

@@ -182,6 +182,18 @@ def test_flavors_and_topology(cluster: harness.ClusterInfo, pools: dict) -> None
     assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
 
 
+def test_instance_type_flavor_catalog(cluster: harness.ClusterInfo, pools: dict) -> None:
+    wanted = {"gpustack--generic", "gpustack--nvidia-a10g", "gpustack--nvidia-h100-80gb-hbm3"}
+    harness.wait_for(
+        lambda: wanted <= set(names(cluster, "instancetypeflavors")), timeout=60, what="the catalog"
+    )
+    h100 = cluster.kubectl_json("get", "instypeflavor", "gpustack--nvidia-h100-80gb-hbm3")["spec"]
+    assert h100["acceleratable"] is True and h100["acceleratorGroup"] == "nvidia-h100-80gb-hbm3"
+    assert h100["manufacturer"] == "nvidia" and h100["memory"] == "80Gi" and h100["sliceable"] is True
+    table = cluster.kubectl("get", "instancetypeflavors").stdout
+    assert "ACCELERATOR-GROUP" in table and "nvidia-a10g" in table
+
+
 def _queue_ready(cluster: harness.ClusterInfo, name: str) -> dict | None:
     queue = get(cluster, "clusterqueues.kueue.x-k8s.io", name)
     if not queue or not queue["spec"].get("resourceGroups"):
