@@ -353,6 +353,23 @@ def test_the_fleet_view_has_one_item_per_shared_pool_with_summed_capacity(fleet:
         assert list(items)[-1].startswith("generic-linux")  # CPU pools after the accelerated ones
 
 
+def test_the_flavor_view_lists_each_shape_once_with_its_clusters(fleet: Fleetside) -> None:
+    # Each cluster's worker writes its InstanceTypeFlavor catalog from its pools; the gateway folds
+    # the two catalogs by spec, naming the clusters that have each shape.
+    def flavors() -> dict[str, list[str]]:
+        with fleet.client() as client:
+            response = client.get("/apis/instancetypeflavors", params={"aggregated": "true"})
+        return {i["name"]: i["spec"]["clusters"] for i in response.json().get("items", [])}
+
+    h100, t4 = "gpustack--nvidia-h100-80gb-hbm3", "gpustack--nvidia-tesla-t4"
+    harness.wait_for(
+        lambda: flavors().get(h100) == [EAST, WEST] and flavors().get(t4) == [EAST],
+        timeout=90,
+        what="the aggregated flavors of both catalogs",
+    )
+    assert flavors()["gpustack--generic"] == [EAST, WEST]
+
+
 def test_an_aggregated_watch_moves_when_a_card_is_taken_in_one_cluster(fleet: Fleetside) -> None:
     east = fleet.members[EAST].info
     node = next(n for n in NODES[EAST] if "h100" in n)
