@@ -215,7 +215,16 @@ def _volume_errors(spec: dict[str, Any]) -> list[FieldError]:
                 invalid(path, sources, "exactly one source: persistent, configMap, secret, hostPath or model")
             )
         sub = entry.get("subPath") or ""
-        if sub and (sub.startswith("/") or ".." in sub.split("/")):
+        if sub and entry.get("model"):
+            errors.append(
+                forbidden(
+                    f"{path}.subPath",
+                    "a model volume mounts its whole artifact read-only and takes no subPath; remove "
+                    "it (for a claim artifact, the ModelArtifact's spec.source.persistentVolumeClaim.path "
+                    "is the directory mounted), or mount a part elsewhere with a persistent volume",
+                )
+            )
+        elif sub and (sub.startswith("/") or ".." in sub.split("/")):
             errors.append(invalid(f"{path}.subPath", sub, "must be relative and contain no '..' element"))
         errors += _source_errors(entry, path)
     return errors

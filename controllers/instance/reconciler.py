@@ -15,7 +15,8 @@ Keyed by ``(namespace, name)``.  One pass, on the leader only:
 7. the status from the Pod (:mod:`.status`), written only when it changed; 2 s until every port
    has its node port.
 
-It watches Instances (generation and deletion), its own Pods and Services (by the owner label),
+It watches Instances (generation, deletion and status: a write skipped against a cache that did
+not show the previous one yet is made once it does), its own Pods and Services (by the owner label),
 InstanceTypes (phase and deletion, for the Instances of that type), the companion kinds (for the
 Instances naming them), and Devices and Nodes (for the Instances running there).
 """
@@ -102,7 +103,10 @@ class InstanceReconciler(Controller):
 
     def watches(self) -> list[Watch]:
         def instance(event: str, obj: Obj, old: Obj | None) -> list[Key]:
-            paths = (("metadata", "generation"), ("metadata", "deletionTimestamp"))
+            # The status too: "written only on change" is judged against the cache, and a pass
+            # that runs before the cache shows the previous write compares with a stale status
+            # and may skip a write it needed; seeing the write land judges the status again.
+            paths = (("metadata", "generation"), ("metadata", "deletionTimestamp"), ("status",))
             return [_key(obj)] if changes.moved(event, obj, old, *paths) else []
 
         def owned(event: str, obj: Obj, old: Obj | None) -> list[Key]:

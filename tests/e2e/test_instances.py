@@ -11,7 +11,7 @@ deactivated; the worker restarted; the Instance deleted.
 
 kwok nodes run no device manager, so no Pod here gets an allocation record from it: a card in
 ``status.allocations`` and the ``sshd`` container receiving its card through the visibility
-resource need real-kubelet nodes, and are not checked here.
+resource need a real kubelet node, and are checked in ``test_instances_on_nodes``.
 
 The module owns the simulated pools of the cluster it runs on, like ``test_pools``.
 """

@@ -272,6 +272,32 @@ def test_additional_volume_rules():
     }
 
 
+def test_a_model_volume_takes_no_sub_path():
+    # model-delivery: an Instance model volume "is always read-only and takes no subPath".
+    obj = make(accelerator="1")
+    obj["spec"]["additionalVolumes"] = [
+        {"mountPath": "/models/qwen", "subPath": "weights", "model": {"artifactRef": {"name": "qwen"}}},
+        {"mountPath": "/data", "subPath": "weights", "configMap": {"name": "a"}},
+    ]
+    decision = run(instance.validate, obj)
+    assert not decision.allowed
+    [cause] = decision.causes
+    assert cause.path == "spec.additionalVolumes[0].subPath"
+    assert cause.reason == "FieldValueForbidden"
+    assert "remove it" in decision.message and "persistentVolumeClaim.path" in decision.message
+    obj["spec"]["additionalVolumes"][0].pop("subPath")
+    assert run(instance.validate, obj).allowed
+    # An update that brings one in is refused the same way, even while stopped.
+    old = copy.deepcopy(obj)
+    old["spec"]["stop"] = True
+    old["status"] = {"phase": "Stopped"}
+    new = copy.deepcopy(old)
+    new["spec"]["additionalVolumes"][0]["subPath"] = "weights"
+    assert paths(run(instance.validate, new, old=old, operation="UPDATE")) == [
+        "spec.additionalVolumes[0].subPath"
+    ]
+
+
 def test_grants_need_settings():
     obj = make(accelerator="1")
     obj["spec"]["privileged"] = True
