@@ -259,10 +259,13 @@ class Worker:
         self.ensurer.start()
 
     def start_controllers(self) -> None:
+        import uuid
+
         from api import constants
         from controllers.registry import CONTROLLERS
         from kube.manager import Manager
 
+        pod = os.environ.get("KUBERNETES_POD_NAME", "")
         self.manager = Manager(
             self.client,
             leader_election=self.args.kube_leader_election,
@@ -271,6 +274,7 @@ class Worker:
             lease_duration=self.args.kube_leader_lease,
             renew_deadline=self.args.kube_leader_renew_timeout,
             resync=self.args.informer_cache_resync_period,
+            identity=f"{pod}_{uuid.uuid4().hex[:8]}" if pod else None,  # the Lease names the Pod
         )
         for controller in CONTROLLERS:
             self.manager.add(controller)
