@@ -120,7 +120,7 @@ def test_a_wrong_typed_value_fails_the_install_naming_it(cluster, host):
         check=False,
     )  # fmt: skip
     assert refused.returncode != 0
-    assert "worker.replicas" in refused.stderr and "integer" in refused.stderr, refused.stderr
+    assert "at '/worker/replicas'" in refused.stderr and "want integer" in refused.stderr, refused.stderr
     assert not chart.installed(cluster)
 
 
