@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api import allocation, constants
+from api.booleans import env_bool
 from api.manufacturers import BY_NAME, UNITS_PER_CARD, UNITS_PER_PERCENT, UNITS_PER_SHARE
 from fastpath import cards, fit, ledger, requests
 from nodeplugins.devicemanager import tokens as tk
@@ -45,7 +46,8 @@ PodResourcesLookup = Callable[[str], set[tuple[str, str, str]] | None]
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "true").strip().lower() not in ("false", "0", "no", "off")
+    """A deploy-time boolean, read with the one parser every reader uses (api.booleans)."""
+    return env_bool(name, True, env)
 
 
 class Refusal(Exception):

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from api import constants
+from api.booleans import env_bool
 from api.manufacturers import BY_NAME
 from nodeplugins.devicemanager.inventory import Card, Inventory
 
@@ -58,7 +59,7 @@ def memory_quantity(mib: int) -> str:
 def group_id(card: Card, manufacturer: str, env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     base = accelerator_group(manufacturer, card.product)
-    if env.get(ENV_GROUP_ID_WITH_MEMORY, "").strip().lower() in ("true", "1", "yes"):
+    if env_bool(ENV_GROUP_ID_WITH_MEMORY, False, env):
         return f"{base}-{max(1, round(card.memory_mib / 1024))}g"
     return base
 
