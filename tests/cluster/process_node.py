@@ -38,7 +38,9 @@ import logging
 import os
 import re
 import signal
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -520,17 +522,6 @@ class ProcessNode:
                 and all(r.labels.get(k) == v for k, v in self.service_selector.items())
             ]
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            with contextlib.suppress(Exception):
-                writer.close()
-
     async def _forward(
         self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
     ) -> None:
@@ -542,9 +533,47 @@ class ProcessNode:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
             except (OSError, TimeoutError):
                 continue
-            await asyncio.gather(self._pipe(client_reader, writer), self._pipe(reader, client_writer))
+            await self._splice(client_reader, client_writer, reader, writer)
             return
         client_writer.close()
+
+    async def _splice(
+        self,
+        client_reader: asyncio.StreamReader,
+        client_writer: asyncio.StreamWriter,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Both directions until either side closes.  A backend that goes away while a request is
+        unanswered (its process was killed) resets the client's connection, so the apiserver's
+        webhook client retries on another Pod rather than failing on an early EOF."""
+        unanswered = 0
+
+        async def upstream() -> None:
+            nonlocal unanswered
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await client_reader.read(65536):
+                    unanswered += len(data)
+                    writer.write(data)
+                    await writer.drain()
+            with contextlib.suppress(Exception):
+                writer.close()
+
+        async def downstream() -> None:
+            nonlocal unanswered
+            with contextlib.suppress(ConnectionError, OSError):
+                while data := await reader.read(65536):
+                    unanswered = 0
+                    client_writer.write(data)
+                    await client_writer.drain()
+            sock = client_writer.get_extra_info("socket")
+            if unanswered and sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(Exception):
+                client_writer.close()
+
+        await asyncio.gather(upstream(), downstream())
 
     def serve(self) -> None:
         async def main() -> None:

@@ -158,7 +158,7 @@ def test_install_creates_every_object_and_the_worker_starts_as_its_service_accou
     assert "cambricon" not in runtime_classes  # no runtimeInjects* fact: no class conjured
     assert get(cluster, "pdb", f"{chart.RELEASE}-worker", "-n", NS) is None  # disabled by default
     # What the worker's start-up applied, as its ServiceAccount.
-    assert f'"identity": "{SA}"' in _worker_log(host)
+    assert f'"identity":"{SA}"' in _worker_log(host)
     for name in CRD_NAMES:
         assert get(cluster, "crd", name) is not None, name
     secret = get(cluster, "secret", f"{chart.RELEASE}-worker-certs", "-n", NS)

@@ -11,7 +11,8 @@ import pytest
 
 from api import settings as registry
 from tests.webhooks.reviews import review
-from webhooks import configurations, registry as webhook_registry, setting
+from webhooks import configurations, setting
+from webhooks import registry as webhook_registry
 from webhooks.lookups import FileLookups
 from webhooks.review import request_from_review
 
@@ -30,9 +31,7 @@ def obj(name: str, value: Any = None, *, namespace: str = NS) -> dict[str, Any]:
 
 
 def run(new, *, old=None, operation="UPDATE", cluster=(), user="admin"):
-    raw = review(
-        new, old=old, operation=operation, kind="Setting", group="gpustack.ai", resource="settings"
-    )
+    raw = review(new, old=old, operation=operation, kind="Setting", group="gpustack.ai", resource="settings")
     raw["request"]["userInfo"] = {"username": user}
     if new is None and old is not None:
         raw["request"]["name"] = old["metadata"]["name"]
@@ -86,7 +85,11 @@ def test_node_delivery_needs_the_csi_driver():
     old = obj("model-artifact-delivery-mode", "Engine")
     refused = run(obj("model-artifact-delivery-mode", "Node"), old=old)
     assert not refused.allowed and "CSIDriver model.csi.gpustack.ai" in refused.message
-    driver = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": setting.CSI_DRIVER}}
+    driver = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": setting.CSI_DRIVER},
+    }
     assert run(obj("model-artifact-delivery-mode", "Node"), old=old, cluster=[driver]).allowed
 
 
