@@ -60,10 +60,10 @@ class AbsenceEnsurer:
         except ApiError as error:
             if error.conflict:  # it exists (a peer recreated it, or it never went): leave it be
                 return False
-            log.warning("could not recreate", extra={"kind": kind, "name": name, "error": str(error)})
+            log.warning("could not recreate", extra={"kind": kind, "object": name, "error": str(error)})
             return False
         self.recreated.append((kind, name))
-        log.warning("recreated a deleted object", extra={"kind": kind, "name": name})
+        log.warning("recreated a deleted object", extra={"kind": kind, "object": name})
         return True
 
     def sweep(self) -> list[Key]:

@@ -230,3 +230,27 @@ def wait_workers_ready(info: harness.ClusterInfo, replicas: int, timeout: float 
         return names if rolled and len(names) == replicas else None
 
     return harness.wait_for(done, timeout=timeout, interval=1, what=f"{replicas} Ready worker Pods")
+
+
+def token_kubeconfig(info: harness.ClusterInfo, account: str, path: Path, namespace: str = NAMESPACE) -> Path:
+    """A kubeconfig holding a token of ServiceAccount ``namespace/account`` (``kubectl create
+    token``), for a component the harness runs outside the process node as that account."""
+    import yaml
+
+    token = info.kubectl("create", "token", account, "-n", namespace, "--duration", "24h").stdout.strip()
+    config = yaml.safe_load(info.kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": account, "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": account}}],
+                "current-context": "c",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path

@@ -12,6 +12,7 @@ Its tests run in order: each one is the next step of one installation's life.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import signal
@@ -22,10 +23,13 @@ import time
 import chart
 import nodes
 import pytest
+from cryptography import x509
 
 from api import crds
 from api import settings as registry
+from certs import issue
 from tests.cases import pods
+from tests.net import served_serial
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -67,8 +71,28 @@ def _wait_crds_gone(cluster, timeout: float = 180) -> None:
     harness.wait_for(gone, timeout=timeout, what="the operator's CRDs to be deleted")
 
 
+DM_LOG: list = []
+
+
+def node_dm_log() -> str:
+    """The device manager's log since it runs as its ServiceAccount (its last start)."""
+    if not DM_LOG or not DM_LOG[0].exists():
+        return ""
+    text = DM_LOG[0].read_text(errors="replace")
+    return text[text.rfind("=== ") :]
+
+
 def _worker_log(host: chart.Host) -> str:
     return "\n".join(open(p["log"], errors="replace").read() for p in host.workers())
+
+
+FIGURES: dict[str, float] = {}
+
+
+def _figure(cluster, name: str, value: float) -> None:
+    """A measured figure (never asserted): kept in <state>/install-figures.json for the README."""
+    FIGURES[name] = round(value, 1)
+    (cluster.state_dir / "install-figures.json").write_text(json.dumps(FIGURES, indent=1))
 
 
 def _lease_holder(cluster) -> str:
@@ -93,12 +117,21 @@ def host(cluster):
 
 @pytest.fixture(scope="module")
 def gpu_node(cluster):
-    """A kwok node with four simulated A10Gs (its device manager publishes as the admin)."""
+    """A kwok node with four simulated A10Gs, whose publish-only device manager then runs again as
+    the chart's device-manager ServiceAccount (a kwok node has no kubelet to run its DaemonSet Pod)."""
     holder = {}
 
     def start() -> None:
-        holder["node"] = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
+        node = holder["node"] = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
         nodes.topology_stand_in(cluster, NODE)
+        nodes.stop_component(node, "device-manager")
+        kubeconfig = chart.token_kubeconfig(
+            cluster, f"{chart.RELEASE}-device-manager", node.directory / "sa.kubeconfig"
+        )
+        env = {k: v for k, v in cluster.env().items() if not k.lower().endswith("_proxy")}
+        argv = [*nodes._dm_argv(cluster, node), "--kubeconfig", str(kubeconfig)]
+        nodes._launch(node, "device-manager", argv, env)
+        DM_LOG[:] = [node.log_file("device-manager")]
 
     yield start
     node = holder.get("node")
@@ -128,8 +161,10 @@ def test_a_wrong_typed_value_fails_the_install_naming_it(cluster, host):
 
 
 def test_install_creates_every_object_and_the_worker_starts_as_its_service_account(cluster, host):
+    started = time.monotonic()
     chart.install(cluster, chart.local_values(host))
     workers = chart.wait_workers_ready(cluster, replicas=1)
+    _figure(cluster, "install_to_ready_s", time.monotonic() - started)
     # What the chart rendered.
     for kind, name in [
         ("deployment", f"{chart.RELEASE}-worker"),
@@ -199,6 +234,30 @@ def test_install_creates_every_object_and_the_worker_starts_as_its_service_accou
     assert "VALUE" in table.splitlines()[0] and "true" in table.splitlines()[1]
 
 
+def test_ensurers_recreate_what_is_deleted_and_leave_what_exists(cluster, host):
+    cluster.kubectl(
+        "annotate", "mutatingwebhookconfiguration", "gpustack-worker-mutation", "e2e.gpustack.ai/edited=yes"
+    )
+    cluster.kubectl("delete", "validatingwebhookconfiguration", "gpustack-worker-validation")
+    cluster.kubectl("delete", "crd", "topologysources.worker.gpustack.ai")  # no TopologySource exists here
+    harness.wait_for(
+        lambda: get(cluster, "validatingwebhookconfiguration", "gpustack-worker-validation"),
+        timeout=60,
+        what="the validating configuration recreated",
+    )
+    harness.wait_for(
+        lambda: (
+            (crd := get(cluster, "crd", "topologysources.worker.gpustack.ai"))
+            and not crd["metadata"].get("deletionTimestamp")
+        ),
+        timeout=120,
+        what="the TopologySource CRD recreated",
+    )
+    edited = get(cluster, "mutatingwebhookconfiguration", "gpustack-worker-mutation")
+    assert edited["metadata"]["annotations"]["e2e.gpustack.ai/edited"] == "yes"  # never rewritten
+    assert '"msg":"recreated a deleted object"' in _worker_log(host)
+
+
 def test_the_worker_reconciles_with_its_own_rbac(cluster, host, gpu_node):
     gpu_node()
     ensure_namespace(cluster, TENANT)
@@ -215,10 +274,16 @@ def test_the_worker_reconciles_with_its_own_rbac(cluster, host, gpu_node):
     node = get(cluster, "node", NODE)
     assert "nvidia.com/gpu.sliced.units" in node["status"]["capacity"]  # node status patched
     assert get(cluster, "nodefeature", f"{NODE}-gpustack-worker", "-n", NS) is not None
-    log = _worker_log(host)
-    assert "Forbidden" not in log and '"403' not in log and "403 " not in log, [
-        line for line in log.splitlines() if "403" in line or "Forbidden" in line
-    ][:5]
+    # The device manager, now its ServiceAccount, keeps publishing: its ledger is rewritten.
+    harness.wait_for(
+        lambda: "published Devices spec and NodeFeature" in node_dm_log(),
+        timeout=60,
+        what="the device manager to publish as its ServiceAccount",
+    )
+    assert "sa.kubeconfig" in node_dm_log().splitlines()[0]
+    for name, log in (("worker", _worker_log(host)), ("device manager", node_dm_log())):
+        denied = [line for line in log.splitlines() if "403" in line or "Forbidden" in line]
+        assert denied == [], (name, denied[:5])
 
 
 # --- Settings through kubectl --------------------------------------------------------------------------
@@ -280,6 +345,7 @@ def test_upgrade_rolls_the_worker_and_keeps_settings(cluster, host):
     old_pods = set(chart.ready_workers(cluster))
     # A changed value that only the worker reads: a new seed for a Setting that already exists.
     values = chart.local_values(host, worker={"env": {"GPUSTACK_WORKLOAD_FIT_AFFINITY": "true"}})
+    started = time.monotonic()
     chart.install(cluster, values)
     after = get(cluster, "deployment", f"{chart.RELEASE}-worker", "-n", NS)
     assert after["metadata"]["generation"] > before["metadata"]["generation"]
@@ -291,6 +357,7 @@ def test_upgrade_rolls_the_worker_and_keeps_settings(cluster, host):
         what="the worker rolled to a new Pod",
     )
     assert new_pods
+    _figure(cluster, "upgrade_rolled_s", time.monotonic() - started)
     for name, generation in daemonsets.items():  # nothing else rolled
         assert get(cluster, "daemonset", name, "-n", NS)["metadata"]["generation"] == generation, name
     # The stored value stays: a seed never overwrites.
@@ -308,14 +375,32 @@ def _pool_objects(cluster) -> dict[str, list[str]]:
     return out
 
 
+HA_VALUES = {
+    "replicas": 2,
+    "podDisruptionBudget": {"enabled": True},
+    "env": {"GPUSTACK_WORKLOAD_FIT_AFFINITY": "true"},
+    "extraArgs": ["--cert-check-interval=2s"],
+}
+
+
 def test_two_replicas_hand_over_without_refusing_an_admission(cluster, host):
-    chart.install(
-        cluster, chart.local_values(host, worker={"replicas": 2, "podDisruptionBudget": {"enabled": True}})
-    )
+    chart.install(cluster, chart.local_values(host, worker=HA_VALUES))
     workers = chart.wait_workers_ready(cluster, replicas=2)
     assert get(cluster, "pdb", f"{chart.RELEASE}-worker", "-n", NS)["spec"]["minAvailable"] == 1
-    holder = harness.wait_for(lambda: _lease_holder(cluster), timeout=60, what="a Lease holder")
-    leader = next(p for p in host.workers() if holder.startswith(p["name"] + "_") and p["pid"])
+
+    def current_leader() -> dict | None:
+        holder = _lease_holder(cluster)
+        return next(
+            (
+                p
+                for p in host.workers()
+                if p["name"] in workers and holder.startswith(p["name"] + "_") and p["pid"]
+            ),
+            None,
+        )
+
+    leader = harness.wait_for(current_leader, timeout=90, what="one of the two replicas holding the Lease")
+    holder = _lease_holder(cluster)
     objects_before = _pool_objects(cluster)
     ensure_namespace(cluster, TENANT)
     pod = pods.case_pod(pods.CASES[0])
@@ -351,7 +436,8 @@ def test_two_replicas_hand_over_without_refusing_an_admission(cluster, host):
     finally:
         done.set()
         thread.join(120)
-    print(f"handover: {handover:.1f}s after the leader was killed, {count} admissions, 0 refused expected")
+    _figure(cluster, "handover_s", handover)
+    _figure(cluster, "admissions_during_handover", count)
     assert failures == [], failures[:3]
     assert new_holder != holder and count > 8
     # The new leader reconciles: the pool's objects are the same, none twice.
@@ -360,6 +446,39 @@ def test_two_replicas_hand_over_without_refusing_an_admission(cluster, host):
     )
     assert _pool_objects(cluster) == objects_before
     assert len(workers) == 2
+
+
+def _serials(host: chart.Host, ca: str) -> set[int]:
+    return {served_serial(p["port"], ca) for p in host.workers() if p["ready"] and p["port"]}
+
+
+def test_the_certificate_rotates_before_expiry_and_every_replica_reloads(cluster, host, tmp_path):
+    name = f"{chart.RELEASE}-worker-certs"
+    stored = get(cluster, "secret", name, "-n", NS)
+    data = {k: base64.b64decode(v) for k, v in stored["data"].items()}
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(data["ca.crt"])
+    harness.wait_for(lambda: len(_serials(host, str(ca))) == 1, timeout=60, what="both replicas on one pair")
+    # Time passes: the pair in the Secret now expires in a day, inside the 30-day window.
+    dns, ips = issue.sans_of_pem(data["tls.crt"])
+    cert, key = issue.new_serving(
+        data["ca.crt"], data["ca.key"], sorted(dns), sorted(ips), dt.timedelta(days=1)
+    )
+    short = x509.load_pem_x509_certificate(cert).serial_number
+    patch = {"data": {"tls.crt": base64.b64encode(cert).decode(), "tls.key": base64.b64encode(key).decode()}}
+    cluster.kubectl("-n", NS, "patch", "secret", name, "--type", "merge", "-p", json.dumps(patch))
+
+    def rotated() -> int | None:
+        current = base64.b64decode(get(cluster, "secret", name, "-n", NS)["data"]["tls.crt"])
+        serial = x509.load_pem_x509_certificate(current).serial_number
+        left = issue.remaining_pem(current)
+        return serial if serial != short and left and left.days > 300 else None
+
+    fresh = harness.wait_for(rotated, timeout=60, what="a replica to rotate the expiring pair")
+    harness.wait_for(
+        lambda: _serials(host, str(ca)) == {fresh}, timeout=60, what="every replica to reload it"
+    )
+    assert base64.b64decode(get(cluster, "secret", name, "-n", NS)["data"]["ca.crt"]) == data["ca.crt"]
 
 
 # --- uninstall -----------------------------------------------------------------------------------------------
