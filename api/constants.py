@@ -49,6 +49,9 @@ def label_general_group(group: str) -> str:
 # --- Topology ------------------------------------------------------------------------------------
 LABEL_TOPOLOGY_PROFILE = "topology.gpustack.ai/profile"
 LABEL_TOPOLOGY_SOURCE_UID = "topology.gpustack.ai/source-uid"
+# On a generated ResourceFlavor whose nodes all moved to another profile: kept while a ClusterQueue
+# still lists it (the queue drains before it swaps, B.4 step 7), deleted once none does.
+LABEL_FLAVOR_RETIRING = "topology.gpustack.ai/retiring"
 ANNOTATION_EMPTY_PLAN_HOLD = "topology.gpustack.ai/empty-plan-hold"
 ANNOTATION_DRAIN_PLAN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
 ANNOTATION_APPLIED_STOP_POLICY = "schedule.gpustack.ai/applied-stop-policy"

@@ -26,6 +26,8 @@ from controllers.pools.instance_types import InstanceTypeReconciler
 from controllers.pools.local_queues import LocalQueueReconciler
 from controllers.pools.node_capacity_keys import NodeCapacityReconciler
 from controllers.pools.resource_flavors import ResourceFlavorReconciler
+from controllers.topology.node_profiles import NodeTopologyReconciler
+from controllers.topology.sources import TopologySourceReconciler
 from kube.manager import Controller
 
 CONTROLLERS: tuple[type[Controller], ...] = (
@@ -33,6 +35,9 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     SettingStatusReconciler,
     # Node discovery: the worker's NodeFeature per node and the gpustack-cpu-info rule (§2.0).
     NodeFeatureReconciler,
+    # Topology (B.3, B.4): sources published through NodeFeatures, then each node's profile.
+    TopologySourceReconciler,
+    NodeTopologyReconciler,
     # The scheduling chain, gates 2 and 4: pools, queues, InstanceTypes and node counting keys.
     ResourceFlavorReconciler,
     InstanceTypeReconciler,

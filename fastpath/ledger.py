@@ -8,7 +8,8 @@ Two sources, one shape (devices spec §6.3):
   ``status.groups`` its allocation (mode, remaining units out of M = 1,600,000, hosted slices,
   partition profiles).  A card with no status row yet is free (``remaining = M``); a row whose
   ``remaining`` is omitted holds 0.
-- **Pods' allocation records** (:func:`tally_pods`, :func:`ledger_rows`; the record's codec is
+- **Pods' allocation records** (:func:`tally_pods` — :func:`tally_records` when already decoded —,
+  :func:`ledger_rows`; the record's codec is
   ``api.allocation``): per card, Σ ``allocated`` over the charging entries of the node's Pods,
   ``remaining = max(0, M − Σ)`` (0 once Exclusive), Σ slices, and for a partitioned card the
   allocated profile counts plus the placement-aware remaining count of every profile, computed from
@@ -391,23 +392,42 @@ def tally_pods(pods: Iterable[Mapping[str, Any]], *, release_terminated: bool = 
     tallies: dict[tuple, Tally] = {}
     for pod in pods:
         record = allocation.record_of(pod)
-        if not record:
-            continue
-        node = (pod.get("spec") or {}).get("nodeName") or ""
-        finished = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
-        for groups in record.values():
-            for group in groups:
-                gid, manufacturer = group.get("id"), group.get("manufacturer")
-                for entry in group.get("accelerators") or ():
-                    mode = entry.get("mode")
-                    if not _charges(mode, manufacturer, finished, release_terminated):
-                        continue
-                    key = (node, gid, manufacturer, entry.get("id"))
-                    tally = tallies.get(key)
-                    if tally is None:
-                        tally = tallies[key] = Tally()
-                    tally.add(entry, mode)
+        if record:
+            node = (pod.get("spec") or {}).get("nodeName") or ""
+            finished = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+            _tally_record(tallies, node, finished, record, release_terminated)
     return tallies
+
+
+def tally_records(
+    records: Iterable[tuple[str, bool, Mapping[str, Any]]],
+    *,
+    release_terminated: bool = True,
+    into: dict[tuple, Tally] | None = None,
+) -> dict[tuple, Tally]:
+    """:func:`tally_pods` of records already decoded: ``(node, finished, record)`` per Pod (the
+    device manager's reservations, which it holds decoded); ``into``: tallies to add them to."""
+    tallies: dict[tuple, Tally] = {} if into is None else into
+    for node, finished, record in records:
+        _tally_record(tallies, node, finished, record, release_terminated)
+    return tallies
+
+
+def _tally_record(
+    tallies: dict, node: str, finished: bool, record: Mapping[str, Any], release_terminated: bool
+) -> None:
+    for groups in record.values():
+        for group in groups:
+            gid, manufacturer = group.get("id"), group.get("manufacturer")
+            for entry in group.get("accelerators") or ():
+                mode = entry.get("mode")
+                if not _charges(mode, manufacturer, finished, release_terminated):
+                    continue
+                key = (node, gid, manufacturer, entry.get("id"))
+                tally = tallies.get(key)
+                if tally is None:
+                    tally = tallies[key] = Tally()
+                tally.add(entry, mode)
 
 
 def ledger_rows(

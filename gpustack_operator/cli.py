@@ -143,6 +143,16 @@ def _device_manager_commands(dm: argparse.ArgumentParser, common: argparse.Argum
             default=os.environ.get("NODE_NAME", ""),
             help="this node's name (default $NODE_NAME)",
         )
+        command.add_argument(
+            "--sysfs-root",
+            default="/sys",
+            help="the sysfs tree the network interfaces and PCI paths are read from (a simulated one in tests)",
+        )
+        command.add_argument(
+            "--netns",
+            default="",
+            help="read link facts (MTU, up) in this named network namespace (default: the agent's own)",
+        )
     serve.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
     serve.add_argument(
         "--kube-socket",
@@ -153,9 +163,22 @@ def _device_manager_commands(dm: argparse.ArgumentParser, common: argparse.Argum
         "--pod-resources-socket",
         help="the kubelet pod-resources socket (default: pod-resources/kubelet.sock beside device-plugins/)",
     )
-    serve.add_argument("--no-shared", action="store_true", help="do not serve <base>.shared")
+    serve.add_argument(
+        "--dev-root",
+        default="/dev",
+        help="where the host's device nodes are (the RDMA verbs devices are handed from <dev-root>/infiniband)",
+    )
+    serve.add_argument(
+        "--no-shared",
+        action="store_true",
+        help="do not serve <base>.shared nor device.gpustack.ai/rdma.shared",
+    )
     serve.add_argument("--no-sliced", action="store_true", help="do not serve <base>.sliced")
-    serve.add_argument("--no-partitioned", action="store_true", help="do not serve <base>.partitioned")
+    serve.add_argument(
+        "--no-partitioned",
+        action="store_true",
+        help="do not serve <base>.partitioned nor device.gpustack.ai/rdma.partitioned",
+    )
     serve.add_argument(
         "--no-pci-check", action="store_true", help="accepted for compatibility; no PCI scan here"
     )
@@ -166,6 +189,11 @@ def _device_manager_commands(dm: argparse.ArgumentParser, common: argparse.Argum
     serve.add_argument("--bind-address", default="0.0.0.0", help="address of the HTTPS endpoint")
     serve.add_argument("--secure-port", type=int, default=32443, help="HTTPS port: /metrics, /readyz, /livez")
     serve.add_argument("--cert-dir", help="tls.crt/tls.key (self-signed into it when absent)")
+    serve.add_argument(
+        "--state-dir",
+        default="/var/lib/gpustack-operator/device-manager",
+        help="what outlives a restart of the agent: the ownership markers of the partitions it created",
+    )
     serve.add_argument("--namespace", default="gpustack-system", help="namespace of the NodeFeature")
     serve.add_argument(
         "--publish-only",

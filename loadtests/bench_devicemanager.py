@@ -4,14 +4,21 @@
     python -m loadtests.bench_devicemanager --allocations 32 --discovery-cards 8 --repeat 2   # smoke
 
 - ``allocate`` / ``preferred``: ``Allocate`` and ``GetPreferredAllocation`` of the sliced resource
-  over real gRPC on a unix socket, ``--concurrency`` (8) callers at once, against one node of
+  over real gRPC on unix sockets, ``--concurrency`` (8) callers at once, against one node of
   ``--cards`` (8) simulated H100s with as many pending sliced Pods as allocations; the annotation
-  write is left out (the recorder is a no-op), as the target states.  Identification runs from the
-  pending Pods (no kubelet here), so every call scans the node's Pods under the mutex.
+  write is left out (the recorder is a no-op), as the target states.  The device plugins run in a
+  process of their own, as in production; this process plays the kubelet: it keeps a
+  ``ListAndWatch`` stream open on every resource, and serves the pod-resources API the plugins
+  identify containers through (the Pods it is admitting without devices, the admitted ones with
+  theirs).
 - ``discovery``: one NVML detection pass through pynvml's real wrappers on the simulated library,
   for each card count of ``--discovery-cards`` (8 and 64).
+- ``interfaces``: one RDMA interface pass (the confined sysfs reads and a netlink dump of this
+  namespace) over a simulated tree of ``--nics`` (8) SR-IOV NICs with ``--vfs`` (8) VFs each.
 
-Prints one JSON object per line: the case, the number of calls, and p50/p99/max milliseconds.
+Prints one JSON object per line: the case, the number of calls, and p50/p99/max milliseconds (for
+the gRPC calls as the caller sees them, and ``plugin_p50_ms``/``plugin_p99_ms`` from the moment the
+plugin's handler runs).
 Target (issue 12): ``Allocate`` p99 under 5 ms.
 """
 
@@ -21,6 +28,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -36,8 +44,12 @@ from nodeplugins.devicemanager.allocator import Allocator
 from nodeplugins.devicemanager.backends import backend_for
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
 from nodeplugins.devicemanager.backends.simulated import inventory_of
+from nodeplugins.devicemanager.kubelet import PodResources, podresources_grpc, podresources_pb
 from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
+from nodeplugins.devicemanager.rdma.inventory import Interfaces
+from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 from nodeplugins.devicemanager.simulation import profile as profiles
+from nodeplugins.devicemanager.simulation.sysfs import SysfsTree
 
 NODE = "bench-node"
 PRODUCT = "NVIDIA H100 80GB HBM3"
@@ -81,29 +93,148 @@ def _pods(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def bench_grpc(cards: int, allocations: int, concurrency: int) -> list[dict[str, Any]]:
+def _serve(argv: list[str]) -> int:
+    """The device-plugin process: every resource's plugin on its socket in ``directory``, the
+    allocator identifying containers through the pod-resources socket there; stops when stdin
+    closes and prints how many containers it holds."""
+    directory, cards, allocations, identify = Path(argv[0]), int(argv[1]), int(argv[2]), argv[3]
     profile = profiles.parse(
         {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
     )
     inventory = inventory_of(profile)
-    allocator = Allocator(NODE, "nvidia", env={})
+    kubelet = PodResources(directory / "pr.sock") if identify == "pod-resources" else None
+    allocator = Allocator(NODE, "nvidia", env={}, pod_resources=kubelet.waiting if kubelet else None)
     allocator.set_inventory(inventory, devices.spec_groups(inventory, {}))
     allocator.replace_pods(_pods(allocations))
-    resource = next(r for r in tokens.resources("nvidia") if r.family == "sliced")
     watchers = Watchers()
-    plugin = DevicePlugin(resource, allocator, NvidiaBackend(), lambda _held: None, watchers)
+    allocator.listeners.append(watchers.bump)
+    servers = []
+    served: dict[str, list[float]] = {"allocate": [], "preferred": []}
+    for resource in tokens.resources("nvidia"):
+        plugin = _Timed(resource, allocator, NvidiaBackend(), lambda _held: None, watchers)
+        plugin.served = served
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
+        server.add_insecure_port(f"unix://{directory / resource.socket}")
+        server.start()
+        servers.append(server)
+    print("serving", flush=True)
+    sys.stdin.read()
+    watchers.close()
+    for server in servers:
+        server.stop(0)
+    print(json.dumps({"held": len(allocator.held), **served}), flush=True)
+    return 0
+
+
+class _Timed(DevicePlugin):
+    """The plugin, timing each call from the moment its handler runs (the plugin-side latency:
+    what the caller's side adds — its own process, the socket — is left out)."""
+
+    served: dict[str, list[float]]
+
+    def Allocate(self, request: Any, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return super().Allocate(request, context)
+        finally:
+            self.served["allocate"].append(time.perf_counter() - start)
+
+    def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return super().GetPreferredAllocation(request, context)
+        finally:
+            self.served["preferred"].append(time.perf_counter() - start)
+
+
+class _Kubelet(podresources_grpc.PodResourcesListerServicer):
+    """The pod-resources API as the kubelet answers it: the Pods it is admitting (no devices yet)
+    and those it admitted (with the devices ``Allocate`` was called with)."""
+
+    def __init__(self, resource: str) -> None:
+        self.resource = resource
+        self.lock = threading.Lock()
+        self.admitting: list[str] = []  # oldest first
+        self.answer = podresources_pb.ListPodResourcesResponse()
+        self.entries: dict[str, Any] = {}  # Pod name → its entry in the answer
+
+    def admit(self, name: str) -> None:
+        with self.lock:
+            self.admitting.append(name)
+            pod = self.answer.pod_resources.add(name=name, namespace="bench")
+            pod.containers.add(name="main")
+            self.entries[name] = pod
+
+    def allocated(self, ids: list[str]) -> None:
+        """An ``Allocate`` returned: the allocator serves the oldest admitting container first."""
+        with self.lock:
+            if self.admitting:
+                pod = self.entries[self.admitting.pop(0)]
+                pod.containers[0].devices.add(resource_name=self.resource, device_ids=ids)
+
+    def refused(self, name: str) -> None:
+        with self.lock:
+            if name in self.admitting:
+                self.admitting.remove(name)
+                pods = self.answer.pod_resources
+                index = next(i for i, p in enumerate(pods) if p.name == name)
+                del pods[index]
+                del self.entries[name]
+
+    def List(self, request: Any, context: Any) -> Any:
+        answer = podresources_pb.ListPodResourcesResponse()
+        with self.lock:
+            answer.CopyFrom(self.answer)
+        return answer
+
+
+def _watch(socket: Path, stop: threading.Event) -> None:
+    """A kubelet's ``ListAndWatch`` stream on one resource, read until ``stop``."""
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        stream = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty())
+        try:
+            for _answer in stream:
+                if stop.is_set():
+                    break
+        except grpc.RpcError:
+            return
+
+
+def bench_grpc(
+    cards: int, allocations: int, concurrency: int, identify: str = "pod-resources"
+) -> list[dict[str, Any]]:
+    """``identify``: ``pod-resources`` (production: ask the kubelet) or ``pending`` (the allocator's
+    fallback from the pending Pods alone, what it costs without the kubelet's answer)."""
+    profile = profiles.parse(
+        {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
+    )
+    groups = devices.spec_groups(inventory_of(profile), {})
+    resource = next(r for r in tokens.resources("nvidia") if r.family == "sliced")
     directory = Path(tempfile.mkdtemp(prefix="dmb", dir="/tmp"))
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=concurrency + 2))
-    pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
-    socket = directory / "dp.sock"
-    server.add_insecure_port(f"unix://{socket}")
-    server.start()
-    available = [t for t, ok, _ in tokens.devices_of(resource, allocator.groups, allocator.row_index()) if ok]
+    kubelet = _Kubelet(resource.name)
+    pod_resources = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    podresources_grpc.add_PodResourcesListerServicer_to_server(kubelet, pod_resources)
+    pod_resources.add_insecure_port(f"unix://{directory / 'pr.sock'}")
+    pod_resources.start()
+    command = "import sys; from loadtests.bench_devicemanager import _serve; sys.exit(_serve(sys.argv[1:]))"
+    plugins = subprocess.Popen(
+        [sys.executable, "-c", command, str(directory), str(cards), str(allocations), identify],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert plugins.stdout is not None and plugins.stdin is not None
+    if plugins.stdout.readline().strip() != "serving":
+        raise RuntimeError("the device-plugin process did not start")
+    available = [t for t, ok, _ in tokens.devices_of(resource, groups, {}) if ok]
+    socket = directory / resource.socket
     lock = threading.Lock()
     preferred_s: list[float] = []
     allocate_s: list[float] = []
     remaining = list(range(allocations))
     failures: list[str] = []
+    stop = threading.Event()
 
     def worker() -> None:
         with grpc.insecure_channel(f"unix://{socket}") as channel:
@@ -112,7 +243,8 @@ def bench_grpc(cards: int, allocations: int, concurrency: int) -> list[dict[str,
                 with lock:
                     if not remaining:
                         return
-                    remaining.pop()
+                    name = f"p{remaining.pop(0)}"  # the kubelet admits Pods oldest first
+                    kubelet.admit(name)
                 start = time.perf_counter()
                 answer = stub.GetPreferredAllocation(
                     pb.PreferredAllocationRequest(
@@ -130,25 +262,40 @@ def bench_grpc(cards: int, allocations: int, concurrency: int) -> list[dict[str,
                         pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
                     )
                 except grpc.RpcError as error:
+                    kubelet.refused(name)
                     with lock:
                         failures.append(f"{error.code().name}: {error.details()}")
                     continue
                 end = time.perf_counter()
+                kubelet.allocated(ids)
                 with lock:
                     preferred_s.append(middle - start)
                     allocate_s.append(end - middle)
 
+    watches = [
+        threading.Thread(target=_watch, args=(directory / r.socket, stop), daemon=True)
+        for r in tokens.resources("nvidia")
+    ]
     try:
+        for thread in watches:
+            thread.start()
         threads = [threading.Thread(target=worker) for _ in range(concurrency)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
     finally:
-        watchers.close()
-        server.stop(0)
+        stop.set()
+        out, _ = plugins.communicate("", timeout=60)
+        pod_resources.stop(0)
         shutil.rmtree(directory, ignore_errors=True)
-    held = len(allocator.held)
+    served = json.loads(out.strip().splitlines()[-1])
+    held = served["held"]
+
+    def plugin_side(case: str) -> dict[str, float]:
+        ms = [x * 1000 for x in served[case]] or [0.0]
+        return {"plugin_p50_ms": round(statistics.median(ms), 3), "plugin_p99_ms": round(_pct(ms, 0.99), 3)}
+
     extra = {
         "cards": cards,
         "concurrency": concurrency,
@@ -156,8 +303,12 @@ def bench_grpc(cards: int, allocations: int, concurrency: int) -> list[dict[str,
         "refused": len(failures),
         "first_refusal": failures[0] if failures else "",
         "annotation_write": False,
+        "identify": identify,
     }
-    return [_summary("preferred", preferred_s, **extra), _summary("allocate", allocate_s, **extra)]
+    return [
+        _summary("preferred", preferred_s, **extra, **plugin_side("preferred")),
+        _summary("allocate", allocate_s, **extra, **plugin_side("allocate")),
+    ]
 
 
 def bench_discovery(cards: int, repeat: int) -> dict[str, Any]:
@@ -180,6 +331,36 @@ def bench_discovery(cards: int, repeat: int) -> dict[str, Any]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def bench_interfaces(nics: int, vfs: int, repeat: int) -> dict[str, Any]:
+    directory = Path(tempfile.mkdtemp(prefix="dmi"))
+    try:
+        tree = SysfsTree(directory)
+        for n in range(nics):
+            bridge = f"0000:{n * 2:02x}:01.0"
+            tree.bridge(bridge, numa=n % 2)
+            address = f"0000:{n * 2 + 1:02x}:00.0"
+            tree.nic(f"ens{n}f0", address, under=bridge, numa=n % 2, rdma=f"mlx5_{n * (vfs + 1)}")
+            tree.sriov(address)
+            for v in range(vfs):
+                tree.vf(
+                    address,
+                    f"0000:{n * 2 + 1:02x}:{v + 1:02x}.0",
+                    name=f"ens{n}f0v{v}",
+                    rdma=f"mlx5_{n * (vfs + 1) + v + 1}",
+                )
+        interfaces = Interfaces(Sysfs(directory))
+        samples = []
+        for _ in range(repeat + 1):
+            interfaces.recorded = None  # measure the whole pass, comparison included
+            start = time.perf_counter()
+            interfaces.refresh()
+            samples.append(time.perf_counter() - start)
+        assert len(interfaces.current()) == nics
+        return _summary("interfaces", samples[1:], nics=nics, vfs=vfs, source="simulated sysfs + netlink")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cards", type=int, default=8)
@@ -187,11 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--discovery-cards", default="8,64")
     parser.add_argument("--repeat", type=int, default=20, help="discovery passes per card count")
+    parser.add_argument("--nics", type=int, default=8, help="SR-IOV NICs of the interface pass")
+    parser.add_argument("--vfs", type=int, default=8, help="VFs per NIC of the interface pass")
     args = parser.parse_args(argv)
     for line in bench_grpc(args.cards, args.allocations, args.concurrency):
         print(json.dumps(line), flush=True)
     for count in (int(n) for n in args.discovery_cards.split(",") if n):
         print(json.dumps(bench_discovery(count, args.repeat)), flush=True)
+    print(json.dumps(bench_interfaces(args.nics, args.vfs, args.repeat)), flush=True)
     return 0
 
 

@@ -59,21 +59,33 @@ def main(argv: list[str] | None = None) -> int:
         ).returncode
     finally:
         server.stop()
-    print(json.dumps(_summary(work / "locust_stats.csv")))
+    summary = _summary(work / "locust_stats.csv")
+    print(json.dumps(summary))
+    if not summary["requests"]:
+        print(
+            f"run_locust: no request completed within --time {args.time} (a loaded machine, or a "
+            "worker that did not answer); run longer",
+            file=sys.stderr,
+        )
+        return status or 1
     return status
 
 
-def _summary(stats: Path) -> dict[str, float | int]:
-    """The Aggregated row of locust's CSV statistics."""
+def _summary(stats: Path) -> dict[str, float | int | None]:
+    """The Aggregated row of locust's CSV statistics (percentiles None when nothing was timed)."""
     with stats.open() as handle:
         row = next(r for r in csv.DictReader(handle) if r["Name"] == "Aggregated")
     return {
         "requests": int(row["Request Count"]),
         "failures": int(row["Failure Count"]),
         "rps": round(float(row["Requests/s"]), 1),
-        "p50_ms": float(row["50%"]),
-        "p99_ms": float(row["99%"]),
+        "p50_ms": _number(row["50%"]),
+        "p99_ms": _number(row["99%"]),
     }
+
+
+def _number(text: str) -> float | None:
+    return None if text in ("", "N/A") else float(text)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,12 @@ the apiserver's own requests.
   the process's descriptor limit, which :func:`raise_descriptor_limit` first raises to the hard
   limit).  A new connection beyond the cap evicts the oldest one that is not serving a request,
   preferring one that never completed a request; when every connection is busy the new one gets
-  ``503`` and is closed.  Connections still in their TLS handshake are not established yet; the
-  handshake deadline bounds them.
+  ``503`` and is closed.
+- **Handshakes**: a TLS listener accepts in its own loop (:class:`GuardedListener`) and counts a
+  connection from its accept, not from the end of its handshake: a connection still in its
+  handshake (a raw connect that never sends a ClientHello, say) holds a descriptor too.  When the
+  handshakes in progress and the established connections reach the cap, the oldest handshake is cut
+  off; a handshake unfinished after ``request_deadline`` is dropped by the TLS layer.
 
 The limits travel on uvicorn's config (:attr:`uvicorn.Config.connection_limits`, set by
 ``webhooks.server.serve``) so every worker process applies the same ones.
@@ -22,8 +26,11 @@ The limits travel on uvicorn's config (:attr:`uvicorn.Config.connection_limits`,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
 import resource
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,23 +77,153 @@ def raise_descriptor_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def limit_tls_handshakes(loop: asyncio.AbstractEventLoop, seconds: float) -> None:
-    """Make TLS servers the loop creates from now on drop a handshake unfinished after ``seconds``.
+def limit_tls_handshakes(loop: asyncio.AbstractEventLoop, limits: ConnectionLimits) -> None:
+    """Make TLS servers the loop creates from now on a :class:`GuardedListener`: handshakes are
+    counted against the connection cap from their accept and dropped unfinished after
+    ``limits.request_deadline``.
 
-    uvicorn creates its listener without ``ssl_handshake_timeout`` (asyncio's default is 60 s);
-    the app's lifespan runs before the listener exists, so it calls this on the serving loop.
+    uvicorn creates its listener itself, without ``ssl_handshake_timeout`` (asyncio's default is
+    60 s) and counting a connection only once its handshake is done; the app's lifespan runs before
+    the listener exists, so it calls this on the serving loop.
     """
     if getattr(loop, "_gpustack_handshake_limit", None) is not None:
         return
     create_server = loop.create_server
 
-    async def bounded_create_server(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("ssl") is not None:
-            kwargs.setdefault("ssl_handshake_timeout", seconds)
-        return await create_server(*args, **kwargs)
+    async def guarded_create_server(protocol_factory: Any, *args: Any, **kwargs: Any) -> Any:
+        context = kwargs.get("ssl")
+        if context is None or args:
+            return await create_server(protocol_factory, *args, **kwargs)
+        return GuardedListener.open(
+            loop,
+            protocol_factory,
+            context,
+            limits,
+            sock=kwargs.get("sock"),
+            host=kwargs.get("host"),
+            port=kwargs.get("port"),
+            backlog=kwargs.get("backlog", 2048),
+        )
 
-    loop.create_server = bounded_create_server  # type: ignore[method-assign]
-    loop._gpustack_handshake_limit = seconds  # type: ignore[attr-defined]
+    loop.create_server = guarded_create_server  # type: ignore[method-assign]
+    loop._gpustack_handshake_limit = limits.request_deadline  # type: ignore[attr-defined]
+
+
+# Connections of this process that finished their handshake and are not lost yet (counted by
+# GuardedHttpToolsProtocol); with the handshakes a GuardedListener holds, what the cap bounds.
+ESTABLISHED = 0
+_RETRY_ACCEPT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED}
+
+
+class GuardedListener:
+    """A TLS listener that accepts in its own loop and hands each socket to the event loop's TLS
+    (``connect_accepted_socket``), so that it knows every connection from its accept and can cut
+    off the oldest unfinished handshake when the cap is reached.  It offers what uvicorn uses of
+    an ``asyncio.Server``: ``sockets``, ``close()`` and ``wait_closed()``."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        protocol_factory: Any,
+        context: Any,
+        limits: ConnectionLimits,
+        sock: socket.socket,
+    ) -> None:
+        self._loop = loop
+        self._factory = protocol_factory
+        self._context = context
+        self._limits = limits
+        self._sock = sock
+        self._handshakes: dict[socket.socket, float] = {}  # accepted, handshake unfinished
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._accepting = loop.create_task(self._accept())
+
+    @classmethod
+    def open(
+        cls,
+        loop: asyncio.AbstractEventLoop,
+        protocol_factory: Any,
+        context: Any,
+        limits: ConnectionLimits,
+        *,
+        sock: socket.socket | None,
+        host: str | None,
+        port: int | None,
+        backlog: int,
+    ) -> GuardedListener:
+        if sock is None:
+            address = host or "0.0.0.0"
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            sock = socket.create_server((address, port or 0), family=family, backlog=backlog)
+        sock.setblocking(False)
+        return cls(loop, protocol_factory, context, limits, sock)
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return (self._sock,)
+
+    @property
+    def handshakes(self) -> int:
+        return len(self._handshakes)
+
+    def close(self) -> None:
+        self._accepting.cancel()
+        for conn in list(self._handshakes):
+            _cut(conn)
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._accepting
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = await self._loop.sock_accept(self._sock)
+            except OSError as error:
+                if error.errno not in _RETRY_ACCEPT_ERRNOS:
+                    raise
+                # Out of descriptors: free the oldest handshake and let the loop breathe.
+                log.warning("accept failed; cutting off the oldest handshake", extra={"error": str(error)})
+                self._cut_oldest()
+                await asyncio.sleep(0.05)
+                continue
+            cap = self._limits.connection_cap()
+            while self._handshakes and len(self._handshakes) + ESTABLISHED >= cap:
+                self._cut_oldest()
+            task = self._loop.create_task(self._handshake(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _cut_oldest(self) -> None:
+        if self._handshakes:
+            oldest = min(self._handshakes, key=self._handshakes.__getitem__)
+            del self._handshakes[oldest]
+            _cut(oldest)
+
+    async def _handshake(self, conn: socket.socket) -> None:
+        self._handshakes[conn] = self._loop.time()
+        try:
+            await self._loop.connect_accepted_socket(
+                self._factory,
+                conn,
+                ssl=self._context,
+                ssl_handshake_timeout=self._limits.request_deadline,
+            )
+        except (OSError, EOFError, TimeoutError) as error:
+            log.debug("TLS handshake did not complete", extra={"error": str(error)})
+            conn.close()
+        finally:
+            self._handshakes.pop(conn, None)
+
+
+def _cut(conn: socket.socket) -> None:
+    """End a connection whose transport owns the descriptor: the transport sees the end and closes
+    it (closing the descriptor under a transport would let it act on a reused number)."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
 
 
 class _Refused(Exception):
@@ -113,6 +250,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._receiving = True  # a request (or the wait for the first one) is not whole yet
         self._completed = 0  # requests received whole on this connection
         self._opened = self.loop.time()
+        self._counted = False  # counted in ESTABLISHED (between connection_made and _lost)
         self._deadline: asyncio.TimerHandle | None = self.loop.call_later(
             self.limits.request_deadline, self._deadline_passed
         )
@@ -120,6 +258,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # Connection cap ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        global ESTABLISHED
+        ESTABLISHED += 1
+        self._counted = True
         super().connection_made(transport)
         if len(self.connections) <= self.limits.connection_cap():
             return
@@ -144,6 +285,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         return min(idle, key=lambda c: (c._completed > 0, c._opened))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        global ESTABLISHED
+        if self._counted:
+            self._counted = False
+            ESTABLISHED -= 1
         self._disarm()
         super().connection_lost(exc)
 

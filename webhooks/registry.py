@@ -22,6 +22,7 @@ from webhooks import (
     pod,
     setting,
     shapes,
+    topology_source,
     workload,
 )
 from webhooks.decision import Decision, allow, reject
@@ -275,6 +276,16 @@ WEBHOOKS: tuple[Webhook, ...] = (
         operations=("CREATE", "UPDATE", "DELETE"),
         scope="Namespaced",
         exempts_worker=True,
+    ),
+    # Topology sources (topology spec B.2): the eleven rules, CREATE and UPDATE alike.
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "topologysources",
+        "TopologySource",
+        topology_source.validate,
+        scope="Cluster",
     ),
     # Model delivery (model-delivery spec §3.1, §3.2).
     Webhook(True, GROUP, "v1", "modelartifacts", "ModelArtifact", modelartifact.default, scope="Namespaced"),

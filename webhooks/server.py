@@ -242,9 +242,7 @@ def create_app(
         if tls.ACTIVE is not None:
             tasks.append(asyncio.create_task(tls.ACTIVE.watch()))
             if connections.ACTIVE is not None:  # before uvicorn creates the listener
-                connections.limit_tls_handshakes(
-                    asyncio.get_running_loop(), connections.ACTIVE.request_deadline
-                )
+                connections.limit_tls_handshakes(asyncio.get_running_loop(), connections.ACTIVE)
         try:
             yield
         finally:

@@ -62,6 +62,11 @@ def _conditions_true(obj: Mapping[str, Any] | None, kind: str) -> bool:
     )
 
 
+def is_resolved(artifact: Mapping[str, Any] | None) -> bool:
+    """The artifact reports ``Resolved=True``."""
+    return _conditions_true(artifact, d.RESOLVED)
+
+
 def _hub(source: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return source.get("huggingFace") or source.get("modelScope")
 
@@ -103,8 +108,16 @@ def plan_weights(
     ``pods_on_claim``: Pods (of others) already using a ReadWriteOnce claim."""
     if artifact is None:
         return Gate("ArtifactNotFound", f"ModelArtifact {name} does not exist in this namespace")
-    if not _conditions_true(artifact, d.RESOLVED):
-        return Gate("ArtifactNotResolved", f"ModelArtifact {name} is not Resolved; no new replica is created")
+    if not is_resolved(artifact):
+        reason = next(
+            (
+                f" ({x.get('reason')}: {x.get('message')})" if x.get("message") else f" ({x.get('reason')})"
+                for x in ((artifact.get("status") or {}).get("conditions") or [])
+                if x.get("type") == d.RESOLVED and x.get("reason")
+            ),
+            "",
+        )
+        return Gate("ArtifactNotResolved", f"ModelArtifact {name} is not Resolved{reason}")
     spec = artifact.get("spec") or {}
     source = spec.get("source") or {}
     resolved = (artifact.get("status") or {}).get("resolved") or {}
@@ -242,6 +255,49 @@ def _claim_plan(
     return plan
 
 
+@dataclass(frozen=True)
+class ModelVolume:
+    """An Instance's ``additionalVolumes[].model`` (§4.3, Instance): the Pod volume's source, the
+    mount's ``subPath`` (a claim source's path), and a bound claim's required node selector."""
+
+    source: Obj
+    sub_path: str = ""
+    node_selector: Obj | None = None
+    delivery: str = ""
+
+
+def plan_instance_volume(
+    artifact: Mapping[str, Any] | None,
+    name: str,
+    *,
+    csi_driver_present: bool,
+    claim: Mapping[str, Any] | None = None,
+    storage_class: Mapping[str, Any] | None = None,
+    volume: Mapping[str, Any] | None = None,
+) -> ModelVolume | Gate:
+    """An Instance mounts weights only (nothing of the engine's): hub artifacts always through the
+    CSI plugin whatever ``model-artifact-delivery-mode`` says (no CSIDriver is a Gate), claims as a
+    read-only claim with the volume's placement, images as an image volume."""
+    plan = plan_weights(
+        artifact,
+        name,
+        engine=ENGINE_VLLM,
+        takeover=True,
+        settings=HubSettings(d.DELIVERY_NODE, "", csi_driver_present=csi_driver_present),
+        claim=claim,
+        storage_class=storage_class,
+        volume=volume,
+    )
+    if isinstance(plan, Gate):
+        return plan
+    (found,) = plan.volumes
+    (mount,) = plan.mounts
+    selector = (plan.node_affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return ModelVolume(
+        {k: v for k, v in found.items() if k != "name"}, mount.get("subPath", ""), selector, plan.delivery
+    )
+
+
 def _digest_entry(store: Mapping[str, Any] | None, digest: str) -> Mapping[str, Any] | None:
     for model in ((store or {}).get("status") or {}).get("models") or []:
         if model.get("digest") == digest:
@@ -301,9 +357,12 @@ __all__ = [
     "ENGINE_VLLM",
     "Gate",
     "HubSettings",
+    "ModelVolume",
     "WeightsPlan",
     "delivery_of",
+    "is_resolved",
     "kv_reuse_prefix",
+    "plan_instance_volume",
     "plan_weights",
     "weights_ready",
 ]

@@ -3,9 +3,11 @@
 :meth:`FactsReader.read` returns the :class:`~controllers.instance.pod.PodFacts` to render with, or
 a :class:`Blocked` naming what is missing — an SSH key, a pull secret or a claim that does not
 exist (or whose core object the operator has not written yet), an unbound claim, an InstanceType
-whose accelerators are not observed yet — so no half-made Pod is ever created.  Core objects
-(Secrets, claims, volumes, classes) are read directly: Pod creation is rare, and a cluster-wide
-Secret cache would cost more than these reads.
+whose accelerators are not observed yet, a model volume whose weights cannot be delivered (the
+ModelArtifact missing or not ``Resolved``, its claim unbound, no CSIDriver for a hub artifact:
+model-delivery §4.3) — so no half-made Pod is ever created.  Core objects (Secrets, claims, volumes,
+classes, artifacts) are read directly: Pod creation is rare, and a cluster-wide Secret cache would
+cost more than these reads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from api import constants, images, ssh
 from api.manufacturers import BY_NAME, Manufacturer, manufacturer_of_group
 from api.naming import local_queue_name
+from controllers.delivery.consumption import Gate, ModelVolume, plan_instance_volume
 from controllers.instance.claims import verdict
 from controllers.instance.pod import PodFacts, merge_node_selectors
 from controllers.settings import SettingsReader
@@ -85,11 +88,14 @@ class FactsReader:
             if maker is None:
                 name = (instance_type.get("metadata") or {}).get("name")
                 return Blocked(f"InstanceType {name} has not observed its accelerators' manufacturer yet")
-        for check in (self._ssh_key, self._pull_secret, self._unsupported_volumes):
+        for check in (self._ssh_key, self._pull_secret):
             blocked = check(spec, namespace)
             if blocked is not None:
                 return blocked
-        claims = self._claims(spec, namespace)
+        models = self._model_volumes(spec, namespace)
+        if isinstance(models, Blocked):
+            return models
+        claims = self._claims(spec, namespace, [m.node_selector for m in models.values()])
         if isinstance(claims, Blocked):
             return claims
         ssh_image = ""
@@ -108,6 +114,7 @@ class FactsReader:
             overcommit=self.settings.enabled(OVERCOMMIT),
             node_affinity=claims,
             workspace_claim=((spec.get("volume") or {}).get("persistent") or {}).get("name") or "",
+            model_volumes={index: (m.source, m.sub_path) for index, m in models.items()},
         )
 
     # --- each dependency ------------------------------------------------------------------------------
@@ -152,17 +159,41 @@ class FactsReader:
             )
         return None
 
-    @staticmethod
-    def _unsupported_volumes(spec: Mapping[str, Any], namespace: str) -> Blocked | None:
+    def _model_volumes(self, spec: Mapping[str, Any], namespace: str) -> dict[int, ModelVolume] | Blocked:
+        """Each ``additionalVolumes[].model`` entry's volume, or what holds the Pod back."""
+        out: dict[int, ModelVolume] = {}
         for index, entry in enumerate(spec.get("additionalVolumes") or []):
-            if entry.get("model"):
+            name = ((entry.get("model") or {}).get("artifactRef") or {}).get("name")
+            if not name:
+                continue
+            if entry.get("subPath"):
                 return Blocked(
-                    f"spec.additionalVolumes[{index}].model: model volumes are not served by this "
-                    "operator yet; remove the entry (while stopped) to start the Instance"
+                    f"spec.additionalVolumes[{index}].subPath: a model volume mounts the whole artifact "
+                    "read-only; remove subPath (a claim source's path is the artifact's own)"
                 )
-        return None
+            artifact = self.client.get("ModelArtifact", name, namespace)
+            source = ((artifact or {}).get("spec") or {}).get("source") or {}
+            claim_name = (source.get("persistentVolumeClaim") or {}).get("claimName") or ""
+            claim = self.client.get("PersistentVolumeClaim", claim_name, namespace) if claim_name else None
+            claim_spec = (claim or {}).get("spec") or {}
+            volume_name = claim_spec.get("volumeName") or ""
+            class_name = claim_spec.get("storageClassName") or ""
+            planned = plan_instance_volume(
+                artifact,
+                name,
+                csi_driver_present=self.client.get("CSIDriver", constants.CSI_DRIVER_MODEL) is not None,
+                claim=claim,
+                storage_class=self.client.get("StorageClass", class_name) if class_name else None,
+                volume=self.client.get("PersistentVolume", volume_name) if volume_name else None,
+            )
+            if isinstance(planned, Gate):
+                return Blocked(f"spec.additionalVolumes[{index}].model: {planned.reason}: {planned.message}")
+            out[index] = planned
+        return out
 
-    def _claims(self, spec: Mapping[str, Any], namespace: str) -> Mapping[str, Any] | Blocked | None:
+    def _claims(
+        self, spec: Mapping[str, Any], namespace: str, extra: list[Mapping[str, Any] | None]
+    ) -> Mapping[str, Any] | Blocked | None:
         names = [((spec.get("volume") or {}).get("persistent") or {}).get("name")]
         names += [(e.get("persistent") or {}).get("name") for e in spec.get("additionalVolumes") or []]
         placement = self.settings.enabled(PLACEMENT)
@@ -177,7 +208,7 @@ class FactsReader:
             if result.blocked:
                 return Blocked(result.blocked)
             selectors.append(result.node_selector)
-        return merge_node_selectors(selectors)
+        return merge_node_selectors([*selectors, *extra])
 
     def _runtime_class(self, maker: Manufacturer | None) -> str:
         if maker is None or not maker.runtime_class:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from api import API_VERSION, constants
@@ -40,6 +40,8 @@ class PodFacts:
     overcommit: bool = True  # instance-general-resources-overcommit
     node_affinity: Mapping[str, Any] | None = None  # required NodeSelector of the bound claims
     workspace_claim: str = ""  # the workspace PersistentVolumeClaim (volume.persistent)
+    # additionalVolumes index -> (volume source, subPath) of each model entry (model-delivery §4.3)
+    model_volumes: Mapping[int, tuple[Obj, str]] = field(default_factory=dict)
 
 
 def owner_reference(instance: Mapping[str, Any]) -> Obj:
@@ -115,8 +117,17 @@ def _volumes(spec: Mapping[str, Any], facts: PodFacts) -> tuple[list[Obj], list[
     mounts = [{"name": WORKSPACE, "mountPath": spec.get("volumeMount") or "/workspace"}]
     for index, entry in enumerate(spec.get("additionalVolumes") or []):
         name = f"additional-{index}"
-        volumes.append({"name": name, **_additional_source(entry)})
         mount: Obj = {"name": name, "mountPath": entry.get("mountPath")}
+        if entry.get("model") and index in facts.model_volumes:
+            # Weights: always read-only; the only subPath is a claim source's own path.
+            source, sub_path = facts.model_volumes[index]
+            volumes.append({"name": name, **source})
+            mount["readOnly"] = True
+            if sub_path:
+                mount["subPath"] = sub_path
+            mounts.append(mount)
+            continue
+        volumes.append({"name": name, **_additional_source(entry)})
         if entry.get("readOnly"):
             mount["readOnly"] = True
         if entry.get("subPath"):

@@ -1,18 +1,19 @@
 """The KV-cache feature of the ModelDeployment controller: the object its renderer calls
-(``resolve`` once per pass, ``role`` per managed role), built on :mod:`controllers.kvcache.attach`.
+(``resolve`` once per pass, ``role`` per managed role), built on :mod:`controllers.kvcache.attach`,
+and installed by :func:`controllers.modeldeployment.extensions.default_extensions`.
 
-It answers with plain objects carrying the attribute names the controller reads
-(:class:`Resolution` ~ its ``CacheResolution``, :class:`RoleCache` ~ its ``RoleCache``, conditions
-with ``type/status/reason/message``), so it plugs in without either package importing the other.
-``kinds`` lists what it reads through the controller's caches.  The one write it needs, the
-deployment's entry in the Binding's ``status.usedBy``, is returned as ``Resolution.used_by`` (a
-server-side apply body under :func:`attach.used_by_manager`) for the controller to send.
+It answers in the types of the controller's plug-in interface (:mod:`controllers.modeldeployment.
+extensions`: ``CacheResolution``, ``RoleCache``, ``Condition``).  ``kinds`` lists what it reads
+through the controller's caches, and :meth:`KVCacheFeature.wakes` which deployments a change of
+one of them concerns.  The one write it needs, the deployment's entry in the Binding's
+``status.usedBy``, is returned as ``CacheResolution.used_by`` (a server-side apply body under
+:func:`attach.used_by_manager`, only while the Binding does not list the deployment yet) for the
+controller to send, and :meth:`KVCacheFeature.release` is the apply that drops it on deletion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from api import constants
@@ -20,33 +21,28 @@ from api import kvcache as kv
 from api.objects import Obj
 from controllers.kvcache import attach
 from controllers.kvcache.conditions import Verdict
+from controllers.modeldeployment.extensions import CacheResolution, Condition, Reader, RoleCache
+from kube import changes
+from webhooks.modeldeployment.view import Deployment, Role
 
-Reader = Callable[[str, str, str], Obj | None]
 HIERARCHICAL = "--enable-hierarchical-cache"
 RETRACTION = "--disaggregation-decode-retraction-backup"
+# What a deployment's render and status read of each kind: a change elsewhere wakes nobody.
+_READ = {
+    kv.KIND_BINDING: (
+        ("spec",),
+        ("metadata", "deletionTimestamp"),
+        ("status", "usedBy"),
+        ("status", "usage"),
+        ("status", "conditions"),
+    ),
+    kv.KIND_POOL: (("spec",), ("status", "clientEndpoint"), ("status", "conditions")),
+    kv.KIND_BACKEND: (("spec",), ("status", "endpoints")),
+}
 
 
-@dataclass
-class Resolution:
-    applicable: bool
-    resolved: bool  # a connection resolved this pass (else outdated replicas are held)
-    conditions: list[Verdict] = field(default_factory=list)
-    status: Obj | None = None  # status.kvCache; None (absent) while unresolved
-    data: Any = None
-    used_by: Obj | None = None  # the status apply registering the deployment on its Binding
-    used_by_manager: str = ""
-
-
-@dataclass
-class RoleCache:
-    connector: Obj | None = None  # vLLM: the store member of --kv-transfer-config
-    store_protocol: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: list[Obj] = field(default_factory=list)
-    annotations: dict[str, str] = field(default_factory=dict)
-    volumes: list[Obj] = field(default_factory=list)
-    mounts: list[Obj] = field(default_factory=list)
-    ports: list[Obj] = field(default_factory=list)
+def _condition(verdict: Verdict) -> Condition:
+    return Condition(verdict.type, verdict.status, verdict.reason, verdict.message)
 
 
 def _dtype_owned(reader: Reader) -> bool:
@@ -70,7 +66,7 @@ class KVCacheFeature:
 
     kinds = (kv.KIND_BINDING, kv.KIND_POOL, kv.KIND_BACKEND, "Setting")
 
-    def resolve(self, md: Any, reader: Reader) -> Resolution:
+    def resolve(self, md: Deployment, reader: Reader) -> CacheResolution:
         obj: Obj = md.obj
         name = attach.binding_name(obj)
         binding = reader(kv.KIND_BINDING, name, md.namespace) if name else None
@@ -88,23 +84,24 @@ class KVCacheFeature:
         )
         managed = sum(1 for role in md.roles if role.managed)
         conditions = [
-            attach.domain_registered(found, in_used_by=listed),
-            attach.cache_attached(obj, binding, managed_roles=managed, ready_replicas=ready),
+            _condition(attach.domain_registered(found, in_used_by=listed)),
+            _condition(attach.cache_attached(obj, binding, managed_roles=managed, ready_replicas=ready)),
         ]
-        return Resolution(
+        register = found.register and binding is not None and not listed
+        return CacheResolution(
             applicable=attach.has_cache(obj),
             resolved=found.attachment is not None or not attach.has_cache(obj),
             conditions=conditions,
             status=attach.kv_cache_status(found),
-            data=(found, _dtype_owned(reader)),
-            used_by=attach.used_by_apply(obj, name, registered=True) if found.register and binding else None,
+            data=(found, _dtype_owned(reader), binding),
+            used_by=attach.used_by_apply(obj, name, registered=True) if register else None,
             used_by_manager=attach.used_by_manager(obj),
         )
 
     def role(
-        self, resolution: Resolution, md: Any, role: Any, instance_type: Mapping[str, Any]
+        self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None:
-        found, dtype_owned = resolution.data or (None, False)
+        found, dtype_owned, _ = resolution.data or (None, False, None)
         if found is None or found.attachment is None or not role.managed:
             return None
         target = found.attachment
@@ -132,10 +129,52 @@ class KVCacheFeature:
             mounts=rendered.mounts,
         )
 
-    @staticmethod
-    def release(md_obj: Obj) -> tuple[Obj, str] | None:
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        """The conditions with ``CacheAttached`` judged on the replicas this pass found ready (the
+        stored status ``resolve`` read may be a pass behind)."""
+        _, _, binding = resolution.data or (None, False, None)
+        managed = sum(1 for role in md.roles if role.managed)
+        attached = attach.cache_attached(
+            md.obj, binding, managed_roles=managed, ready_replicas=ready_replicas
+        )
+        return [
+            _condition(attached) if cond.type == kv.COND_CACHE_ATTACHED else cond
+            for cond in resolution.conditions
+        ]
+
+    def release(self, md: Deployment) -> tuple[Obj, str] | None:
         """The status apply dropping the deployment from its Binding's ``usedBy`` (on deletion)."""
-        name = attach.binding_name(md_obj)
+        name = attach.binding_name(md.obj)
         if not name:
             return None
-        return attach.used_by_apply(md_obj, name, registered=False), attach.used_by_manager(md_obj)
+        return attach.used_by_apply(md.obj, name, registered=False), attach.used_by_manager(md.obj)
+
+    def wakes(
+        self, kind: str, event: str, obj: Obj, old: Obj | None, deployments: list[Obj], reader: Reader
+    ) -> list[Obj]:
+        """The deployments a change of a Binding, pool or backend concerns: the Binding's own (by
+        name in its namespace), and those whose Binding is on the pool, or on a pool of the backend."""
+        fields = _READ.get(kind)
+        if fields is None or not changes.moved(event, obj, old, *fields):
+            return []
+        name = changes.name_of(obj)
+        out = []
+        for md in deployments:
+            binding_name = attach.binding_name(md)
+            if not binding_name:
+                continue
+            namespace = changes.namespace_of(md)
+            if kind == kv.KIND_BINDING:
+                if binding_name == name and changes.namespace_of(obj) == namespace:
+                    out.append(md)
+                continue
+            binding = reader(kv.KIND_BINDING, binding_name, namespace)
+            pool_name = (((binding or {}).get("spec") or {}).get("poolRef") or {}).get("name") or ""
+            if kind == kv.KIND_POOL:
+                if pool_name == name:
+                    out.append(md)
+                continue
+            pool = reader(kv.KIND_POOL, pool_name, "") if pool_name else None
+            if name in (((pool or {}).get("spec") or {}).get("backends") or []):
+                out.append(md)
+        return out

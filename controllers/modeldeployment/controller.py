@@ -4,12 +4,19 @@ Services, scales, rolls out, reports status, and tears down on deletion.
 One pass for a deployment: add the finalizer; resolve the features (cache, delivery); read each
 role's InstanceType from the cache and render its template (a failure is a Warning ``RenderFailed``
 naming the cause, a status saying so, and no Pod written); list the deployment's Pods **from the API
-server** (a failed list raises: no status is written); plan (:mod:`~controllers.modeldeployment.plan`);
-create and delete; converge the Services; record departure events; write the status only when it
-changed.  A converged deployment costs one list and no write.
+server** (a failed list raises: no status is written); plan (:mod:`~controllers.modeldeployment.plan`;
+no Pod is created while the weights cannot be delivered); register the deployment in its Binding's
+``status.usedBy`` when the cache asks for it; create and delete; converge the Services; record
+departure events; write the status only when it changed.  A converged deployment costs one list and
+no write.
+
+The features' objects (Bindings, pools, backends; artifacts, claims, volumes, the CSIDriver, node
+stores) are watched with the features' own ``wakes`` mappers, so a pool endpoint change or an
+artifact resolving reaches the deployments that read it.
 
 Deletion: phase ``Deleting``; delete Pods (default grace) and their Workloads (that releases Kueue's
-finalizers), delete the Services; remove the finalizer once no Pod lists.
+finalizers), delete the Services; once no Pod lists, release the Binding registration and remove
+the finalizer.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from collections.abc import Hashable, Iterable
 from functools import partial
 from typing import Any, cast
 
-from api import constants as c
+from api import constants
 from api import model_deployment_status as s
+from api.objects import Obj
 from controllers.modeldeployment import departures, kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
@@ -41,17 +49,16 @@ from webhooks.modeldeployment.view import Deployment
 log = logging.getLogger("controllers.modeldeployment")
 
 FIELD_MANAGER = "worker.gpustack.ai/model-deployment"
-FINALIZER = c.FINALIZER_MODEL_DEPLOYMENT
+FINALIZER = constants.FINALIZER_MODEL_DEPLOYMENT
 SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
 SETTING_ROUTING_SIDECAR = "model-deployment-routing-sidecar-image"
 SETTING_ROUTER_IMAGE = "model-deployment-router-image"
 SETTING_ROUTER_PROXY_IMAGE = "model-deployment-router-proxy-image"
 TRANSIENT_REQUEUE_SECONDS = 15.0
 DELETION_POLL_SECONDS = 2.0
-POD_SELECTOR = f"{c.LABEL_APP_NAME}={c.APP_NAME_MODEL_DEPLOYMENT}"
+POD_SELECTOR = f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}"
 INDEX_OWNER = "owner-pod"
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 
@@ -69,7 +76,7 @@ def owner_index(workload: Obj) -> list[str]:
 
 def _instance_key(obj: Obj) -> list[Key]:
     meta = obj.get("metadata") or {}
-    md = (meta.get("labels") or {}).get(c.LABEL_APP_INSTANCE)
+    md = (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE)
     return [(meta.get("namespace", ""), md)] if md else []
 
 
@@ -92,28 +99,47 @@ class ModelDeploymentReconciler(Controller):
             if kind != "Service"
         }
         self.router_objects["Service"] = self.services
-        self.settings = SettingsReader(self.informer("Setting", c.SYSTEM_NAMESPACE))
+        settings = self.informer("Setting", constants.SYSTEM_NAMESPACE)
+        self.settings = SettingsReader(settings)
+        # Features read Settings from the system namespace's cache, everything else cluster-wide.
         self.feature_informers = {
-            kind: self.informer(kind)
-            for feature in (self.extensions.cache, self.extensions.delivery, self.extensions.topology)
+            kind: settings if kind == "Setting" else self.informer(kind)
+            for feature in self._features()
             for kind in getattr(feature, "kinds", ())
         }
         self._kube_minor: int | None = None
         self._lock = threading.Lock()
         self._recorded: dict[Key, set[str]] = {}
 
+    def _features(self) -> tuple[Any, ...]:
+        return (self.extensions.cache, self.extensions.delivery, self.extensions.topology)
+
     # Watches ------------------------------------------------------------------------------------
 
     def watches(self) -> list[Watch]:
-        return [
+        out = [
             Watch("ModelDeployment", self._on_deployment),
             Watch("Pod", self._on_pod, label_selector=POD_SELECTOR),
             Watch("Workload", self._on_workload),
             Watch("Service", self._on_service, label_selector=POD_SELECTOR),
             Watch("Deployment", self._on_router, label_selector=POD_SELECTOR),
             Watch("InstanceType", self._on_instance_type),
-            Watch("Setting", self._on_setting, namespace=c.SYSTEM_NAMESPACE),
+            Watch("Setting", self._on_setting, namespace=constants.SYSTEM_NAMESPACE),
         ]
+        for feature in self._features():
+            wakes = getattr(feature, "wakes", None)
+            if wakes is None:
+                continue
+            for kind in getattr(feature, "kinds", ()):
+                if kind != "Setting":  # every Setting change wakes every deployment already
+                    out.append(Watch(kind, partial(self._on_feature_object, wakes, kind)))
+        return out
+
+    def _on_feature_object(
+        self, wakes: Any, kind: str, event: str, obj: Obj, old: Obj | None
+    ) -> Iterable[Key]:
+        woken = wakes(kind, event, obj, old, self.deployments.list(), self.read)
+        return [(m["metadata"].get("namespace", ""), m["metadata"]["name"]) for m in woken]
 
     def _on_deployment(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         meta = obj.get("metadata") or {}
@@ -232,7 +258,7 @@ class ModelDeploymentReconciler(Controller):
     def list_pods(self, md: Deployment, uid: str) -> list[Obj]:
         """The deployment's Pods, listed on the API server (raises when the list fails)."""
         pods, _ = self.client.list(
-            "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{c.LABEL_APP_INSTANCE}={md.name}"
+            "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{constants.LABEL_APP_INSTANCE}={md.name}"
         )
         return [
             p
@@ -250,7 +276,7 @@ class ModelDeploymentReconciler(Controller):
             for role in md.roles
             for k in range(max(role.replicas, 0))
         }
-        wanted |= {rp.pod_labels(p).get(c.KUEUE_POD_GROUP_NAME, "") for p in pods}
+        wanted |= {rp.pod_labels(p).get(constants.KUEUE_POD_GROUP_NAME, "") for p in pods}
         for group in wanted:
             wl = self.workloads.get(group, md.namespace) if group else None
             if wl is not None:
@@ -296,7 +322,7 @@ class ModelDeploymentReconciler(Controller):
                 return pod
 
             def expected(ordinal: int, member: int, _s=stamped) -> str:
-                return _s(ordinal, member)["metadata"]["annotations"][c.ANNOTATION_POD_SPEC_HASH]
+                return _s(ordinal, member)["metadata"]["annotations"][constants.ANNOTATION_POD_SPEC_HASH]
 
             out.append(
                 planner.RoleInput(
@@ -320,22 +346,37 @@ class ModelDeploymentReconciler(Controller):
         held_by_cache = bool(cache and cache.applicable and not cache.resolved)
         held_by_weights = bool(delivery and delivery.held)
         result = planner.plan(
-            self.role_inputs(ctx, templates), pods, workloads, hold=held_by_cache or held_by_weights
+            self.role_inputs(ctx, templates),
+            pods,
+            workloads,
+            hold=held_by_cache or held_by_weights,
+            create=not (delivery and delivery.blocked),
         )
         self.report_render(obj, md, ctx, errors)
+        if cache is not None and cache.used_by is not None:
+            self.send_status_apply(cache.used_by, cache.used_by_manager)
         if not errors:
             self.execute(result)
             self.converge_services(obj, md, templates, result)
         router_state = self.converge_router(obj, md, templates, converge=not errors)
         self.record_departures(obj, pods)
         self.write_status(
-            obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights, router_state
+            obj, md, ctx, templates, result, errors, held_by_cache, held_by_weights, router_state, pods
         )
         if any(e.transient for e in errors):
             return TRANSIENT_REQUEUE_SECONDS
         return None
 
     # Writes ---------------------------------------------------------------------------------------
+
+    def send_status_apply(self, body: Obj, manager: str) -> None:
+        """A feature's status write on another object (the Binding's ``usedBy`` entry); an object
+        deleted meanwhile has nothing left to register on or release from."""
+        try:
+            self.client.apply(body, field_manager=manager, subresource="status")
+        except ApiError as error:
+            if not error.not_found:
+                raise
 
     def execute(self, result: planner.Plan) -> None:
         for pod in result.pod_deletes:
@@ -378,7 +419,7 @@ class ModelDeploymentReconciler(Controller):
             meta = rp.meta(live)
             if (
                 meta.get("namespace") == md.namespace
-                and (meta.get("labels") or {}).get(c.LABEL_APP_INSTANCE) == md.name
+                and (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE) == md.name
                 and services.LABEL_SERVICE_KIND in (meta.get("labels") or {})
                 and meta.get("name") not in wanted
                 and any(o.get("uid") == obj["metadata"]["uid"] for o in meta.get("ownerReferences") or ())
@@ -493,9 +534,15 @@ class ModelDeploymentReconciler(Controller):
         held_by_cache: bool,
         held_by_weights: bool,
         router_state: st.RouterState,
+        pods: list[Obj],
     ) -> None:
         cache, delivery = ctx.cache_resolution, ctx.delivery_resolution
-        feature = list(cache.conditions if cache else []) + list(delivery.conditions if delivery else [])
+        feature: list[Condition] = []
+        if cache is not None:
+            ready = sum(a.ready for a in result.accounts.values())
+            feature += self.extensions.cache.observe(cache, md, ready)
+        if delivery is not None:
+            feature += self.extensions.delivery.observe(delivery, md, pods, self.read)
         if cache and cache.applicable and any(not r.managed for r in md.roles):
             feature = [f for f in feature if f.type != s.CONDITION_CACHE_ATTACHED]
             feature.append(
@@ -515,6 +562,7 @@ class ModelDeploymentReconciler(Controller):
             render_error="; ".join(e.message for e in errors) or None,
             held_by_cache=held_by_cache,
             held_by_weights=held_by_weights,
+            weights_blocked=delivery.blocked_message if delivery and delivery.blocked else None,
             publishing={name: t.publishes_kv_events for name, t in templates.items()},
             feature_conditions=feature,
             kv_cache=cache.status if cache else None,
@@ -569,7 +617,9 @@ class ModelDeploymentReconciler(Controller):
             self.put_status(obj, status)
         if pods:
             return DELETION_POLL_SECONDS
-        self.extensions.cache.release(md)
+        release = self.extensions.cache.release(md)
+        if release is not None:
+            self.send_status_apply(*release)
         fresh = self.client.get("ModelDeployment", md.name, md.namespace)
         if fresh is None:
             return None

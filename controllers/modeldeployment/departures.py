@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants as c
+from api import constants
 from api import model_deployment_status as s
 from controllers.modeldeployment import replicas as rp
 
@@ -27,8 +27,8 @@ class Departure:
 
 def _role(pod: Mapping[str, Any]) -> str:
     labels = rp.pod_labels(pod)
-    ordinal = labels.get(c.LABEL_POD_ORDINAL, "?")
-    return f"{labels.get(c.LABEL_APP_COMPONENT, '?')} replica {ordinal}"
+    ordinal = labels.get(constants.LABEL_POD_ORDINAL, "?")
+    return f"{labels.get(constants.LABEL_APP_COMPONENT, '?')} replica {ordinal}"
 
 
 def departures(pods: Iterable[Mapping[str, Any]]) -> list[Departure]:

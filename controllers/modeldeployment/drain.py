@@ -5,6 +5,9 @@ A managed role's ``main`` container gets ``terminationGracePeriodSeconds = G`` (
 read the engine's gauges every second and return on the **second** idle read.  No read starts after
 ``G − 5`` s; each read is bounded to 2 s; a refused connection, an HTTP error or a TLS failure ends
 the hook (nothing left to drain through); a timeout or an unparsable page counts as busy.
+``urlopen`` hands a refusal or a TLS failure met while connecting over wrapped in ``URLError``
+(its ``reason`` is the refusal), and one met while reading the body bare: both end the hook, while
+a ``URLError`` of any other cause (a timeout while connecting) is a busy read.
 
 The gauges: vLLM ``vllm:num_requests_running`` + ``vllm:num_requests_waiting``; SGLang
 ``sglang:num_running_reqs``, ``num_queue_reqs``, ``num_prefill_bootstrap_queue_reqs``,
@@ -44,7 +47,13 @@ idle = 0
 while time.monotonic() - start < grace - 5:
     try:
         page = urllib.request.urlopen(scheme + "://127.0.0.1:%d/metrics" % port, timeout={READ_TIMEOUT_SECONDS}, context=context).read().decode()
-    except (urllib.error.HTTPError, ConnectionRefusedError, ssl.SSLError):
+    except urllib.error.HTTPError:
+        sys.exit(0)
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, (ConnectionRefusedError, ssl.SSLError)):
+            sys.exit(0)
+        page = None
+    except (ConnectionRefusedError, ssl.SSLError):
         sys.exit(0)
     except Exception:
         page = None

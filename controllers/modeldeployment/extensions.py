@@ -12,12 +12,20 @@ are the spec's behaviour when the field is **absent**; a feature package replace
 - :class:`DeliveryFeature` — ``resolve`` once per pass (``WeightsReady``, ``status.model``, whether
   replacements are held), ``role`` per role: the weights' volumes, mounts, env and args.
 - :class:`TopologyFeature` — ``annotations`` per role: ``kueue.x-k8s.io/podset-required-topology``
-  (part of the template, so of the role hash).
+  (part of the template, so of the role hash); built: ``controllers.topology.required_level``.
 
 Nothing here performs I/O on its own: a feature reads what it needs through the ``reader`` the
 controller hands it, which answers from the informer caches of the kinds the feature lists in its
 ``kinds`` attribute (the controller starts those informers with its own), so the renderer stays a
-pure function of its inputs.
+pure function of its inputs.  The writes a feature needs are returned for the controller to send
+(the cache's ``usedBy`` registration in :attr:`CacheResolution.used_by`, its release from
+:meth:`CacheFeature.release`).  A feature with ``kinds`` may also define
+``wakes(kind, event, obj, old, deployments, reader) -> list[deployment object]``: which
+deployments a change of one of its objects concerns (the controller watches each kind with it).
+
+The features installed are :func:`default_extensions`' — the KV cache of
+:mod:`controllers.kvcache.md_feature` and the delivery of :mod:`controllers.delivery.md_feature`;
+the classes below are the spec's behaviour without a feature, kept for renderer tests.
 """
 
 from __future__ import annotations
@@ -32,9 +40,9 @@ from api.model_deployment_status import (
     REASON_BINDING_NOT_READY,
     REASON_NOT_APPLICABLE,
 )
+from api.objects import Obj
 from webhooks.modeldeployment.view import Deployment, Role
 
-Obj = dict[str, Any]
 Reader = Callable[[str, str, str], Obj | None]
 """``reader(kind, name, namespace)``: an object from the controller's caches, or None."""
 
@@ -56,6 +64,8 @@ class CacheResolution:
     conditions: list[Condition] = field(default_factory=list)
     status: Obj | None = None  # status.kvCache; absent while unresolved
     data: Any = None  # the feature's own facts, handed back to ``role``
+    used_by: Obj | None = None  # a status apply the controller sends (the Binding's usedBy entry)
+    used_by_manager: str = ""  # its field manager
 
 
 @dataclass
@@ -79,8 +89,13 @@ class CacheFeature(Protocol):
         self, resolution: CacheResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleCache | None: ...
 
-    def release(self, md: Deployment) -> None:
-        """The deployment is being deleted: release its Binding registration (§9.6)."""
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        """The conditions once the pass has counted the deployment's ready replicas."""
+        ...
+
+    def release(self, md: Deployment) -> tuple[Obj, str] | None:
+        """The deployment is being deleted: the status apply (and its field manager) that releases
+        its Binding registration (§9.6), for the controller to send; None when there is none."""
         ...
 
 
@@ -119,7 +134,10 @@ class NoCache:
     ) -> RoleCache | None:
         return None
 
-    def release(self, md: Deployment) -> None:
+    def observe(self, resolution: CacheResolution, md: Deployment, ready_replicas: int) -> list[Condition]:
+        return list(resolution.conditions)
+
+    def release(self, md: Deployment) -> tuple[Obj, str] | None:
         return None
 
 
@@ -127,6 +145,8 @@ class NoCache:
 class DeliveryResolution:
     applicable: bool
     held: bool = False  # weights blocked: outdated replicas are left in place (RolloutHeldByWeights)
+    blocked: bool = False  # weights not deliverable: no Pod is created (model-delivery §3.4.1, §4.3)
+    blocked_message: str = ""  # why, for the phase message
     conditions: list[Condition] = field(default_factory=list)  # WeightsReady
     status: Obj | None = None  # status.model
     data: Any = None
@@ -140,6 +160,8 @@ class RoleDelivery:
     volumes: list[Obj] = field(default_factory=list)
     mounts: list[Obj] = field(default_factory=list)
     model: str | None = None  # what the engine loads instead of spec.model.name (a local path)
+    ephemeral_limit_raise: int = 0  # bytes added to main's ephemeral-storage limit (not the request)
+    node_affinity: Obj | None = None  # set on each Pod at creation, outside the Pod fingerprint
 
 
 class DeliveryFeature(Protocol):
@@ -148,6 +170,12 @@ class DeliveryFeature(Protocol):
     def role(
         self, resolution: DeliveryResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleDelivery | None: ...
+
+    def observe(
+        self, resolution: DeliveryResolution, md: Deployment, pods: list[Obj], reader: Reader
+    ) -> list[Condition]:
+        """``WeightsReady`` once the pass has listed the deployment's live Pods."""
+        ...
 
 
 class EngineDelivery:
@@ -160,6 +188,11 @@ class EngineDelivery:
         self, resolution: DeliveryResolution, md: Deployment, role: Role, instance_type: Mapping[str, Any]
     ) -> RoleDelivery | None:
         return None
+
+    def observe(
+        self, resolution: DeliveryResolution, md: Deployment, pods: list[Obj], reader: Reader
+    ) -> list[Condition]:
+        return list(resolution.conditions)
 
 
 class TopologyFeature(Protocol):
@@ -183,7 +216,12 @@ class Extensions:
 
 def default_extensions() -> Extensions:
     """The features the controller renders with; a feature package puts its own object here."""
-    return Extensions(cache=NoCache(), delivery=EngineDelivery(), topology=NoTopology())
+    # The feature packages build on this module's types, so they are imported when called.
+    from controllers.delivery.md_feature import ArtifactDelivery
+    from controllers.kvcache.md_feature import KVCacheFeature
+    from controllers.topology.required_level import RequiredLevel
+
+    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=RequiredLevel())
 
 
 __all__ = [

@@ -25,7 +25,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.modeldeployment import names
 from controllers.modeldeployment import replicas as rp
 from kube.client import ApiError
@@ -34,9 +35,9 @@ from kube.manager import Controller, Manager, Watch
 
 log = logging.getLogger("controllers.modeldeployment.joint")
 
-CHECK = c.ADMISSION_CHECK_JOINT
-CONTROLLER_NAME = c.ADMISSION_CHECK_JOINT_CONTROLLER
-FIELD_MANAGER = c.ADMISSION_CHECK_JOINT_CONTROLLER
+CHECK = constants.ADMISSION_CHECK_JOINT
+CONTROLLER_NAME = constants.ADMISSION_CHECK_JOINT_CONTROLLER
+FIELD_MANAGER = constants.ADMISSION_CHECK_JOINT_CONTROLLER
 READY, PENDING = "Ready", "Pending"
 UNRESOLVED_REQUEUE_SECONDS = 15.0
 PARK_AFTER_SECONDS = 1800.0
@@ -44,8 +45,6 @@ PARKED = "parked rather than held"
 CRD_RETRY_SECONDS = 5.0
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)
 INDEX_GROUP = "pod-group"
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,9 @@ def decide(
     if not found:
         raise Unresolved(f"the Pods of Workload {namespace}/{meta.get('name')} are not observed yet")
     labels = rp.pod_labels(found[0])
-    if labels.get(c.LABEL_APP_NAME) != c.APP_NAME_MODEL_DEPLOYMENT:
+    if labels.get(constants.LABEL_APP_NAME) != constants.APP_NAME_MODEL_DEPLOYMENT:
         return Verdict(READY, "not a ModelDeployment replica: nothing to hold it for")
-    md_name = labels.get(c.LABEL_APP_INSTANCE, "")
+    md_name = labels.get(constants.LABEL_APP_INSTANCE, "")
     md = deployment(md_name, namespace)
     if md is None:
         raise Unresolved(f"ModelDeployment {namespace}/{md_name} is not observed")
@@ -172,7 +171,7 @@ def status_patch(workload: Mapping[str, Any], verdict: Verdict, now: str) -> Obj
     transition = current.get("lastTransitionTime") if current.get("state") == verdict.state else None
     meta = workload.get("metadata") or {}
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "Workload",
         "metadata": {
             "name": meta.get("name"),
@@ -195,9 +194,9 @@ def status_patch(workload: Mapping[str, Any], verdict: Verdict, now: str) -> Obj
 
 def admission_check() -> Obj:
     return {
-        "apiVersion": c.KUEUE_API_VERSION,
+        "apiVersion": constants.KUEUE_API_VERSION,
         "kind": "AdmissionCheck",
-        "metadata": {"name": CHECK, "labels": {c.LABEL_PART_OF: "gpustack-operator"}},
+        "metadata": {"name": CHECK, "labels": {constants.LABEL_PART_OF: "gpustack-operator"}},
         "spec": {"controllerName": CONTROLLER_NAME},
     }
 
@@ -222,7 +221,7 @@ def apply_admission_check(client: Any) -> bool:
         return True
     client.apply(
         {
-            "apiVersion": c.KUEUE_API_VERSION,
+            "apiVersion": constants.KUEUE_API_VERSION,
             "kind": "AdmissionCheck",
             "metadata": {"name": CHECK},
             "status": {
@@ -247,7 +246,7 @@ def apply_admission_check(client: Any) -> bool:
 
 def group_index(pod: Obj) -> list[str]:
     meta = pod.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(c.KUEUE_POD_GROUP_NAME)
+    group = (meta.get("labels") or {}).get(constants.KUEUE_POD_GROUP_NAME)
     return [f"{meta.get('namespace', '')}/{group}"] if group else []
 
 
@@ -262,7 +261,7 @@ class JointAdmissionCheck(Controller):
         self.workloads = self.informer("Workload")
         self.pods = manager.informer(
             "Pod",
-            label_selector=f"{c.LABEL_APP_NAME}={c.APP_NAME_MODEL_DEPLOYMENT}",
+            label_selector=f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}",
             indexes={INDEX_GROUP: group_index},
         )
         self.deployments = self.informer("ModelDeployment")
@@ -280,8 +279,8 @@ class JointAdmissionCheck(Controller):
         for pod in self.pods.list():
             meta = pod.get("metadata") or {}
             labels = meta.get("labels") or {}
-            if meta.get("namespace") == namespace and labels.get(c.LABEL_APP_INSTANCE) == md:
-                group = labels.get(c.KUEUE_POD_GROUP_NAME)
+            if meta.get("namespace") == namespace and labels.get(constants.LABEL_APP_INSTANCE) == md:
+                group = labels.get(constants.KUEUE_POD_GROUP_NAME)
                 if group:
                     keys.append((namespace, group))
         return keys
@@ -292,7 +291,7 @@ class JointAdmissionCheck(Controller):
         # A reservation gained or lost moves every sibling group's answer.
         if old is None or event == "DELETED" or holds_reservation(obj) != holds_reservation(old):
             for pod in self.pods.by_index(INDEX_GROUP, f"{key[0]}/{key[1]}"):
-                md = rp.pod_labels(pod).get(c.LABEL_APP_INSTANCE, "")
+                md = rp.pod_labels(pod).get(constants.LABEL_APP_INSTANCE, "")
                 for sibling in self._siblings(key[0], md):
                     found = self.workloads.get(sibling[1], sibling[0])
                     if found is not None and needs_answer(found):

@@ -13,18 +13,14 @@ one statement of it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
-from api import constants as c
-from api import engines
+from api import constants, engines
+from api.objects import Obj
 from webhooks.modeldeployment.view import DECODE, Deployment, Role
 
-Obj = dict[str, Any]
-
 KV_EVENTS_FLAG = "--kv-events-config"
-PUBLISHER_PORT, REPLAY_PORT = c.KV_EVENTS_PORTS
+PUBLISHER_PORT, REPLAY_PORT = constants.KV_EVENTS_PORTS
 PORT_NAMES = {PUBLISHER_PORT: "kv-events", REPLAY_PORT: "kv-replay"}
 TOPIC = "kv@"
 BUFFER_STEPS = 10_000

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from api import constants as c
+from api import constants
 
 ROLE_KINDS = {"Server": "server", "Prefill": "prefill", "Decode": "decode"}
 """The API kind in the routers' spelling, on ``modeldeployment.gpustack.ai/role-kind``."""
@@ -30,42 +30,42 @@ the operator renders their connector itself."""
 
 def selector(md: str, role: str | None = None) -> dict[str, str]:
     """The selector set: ``app.kubernetes.io/name|instance`` (+ ``component`` for one role)."""
-    out = {c.LABEL_APP_NAME: c.APP_NAME_MODEL_DEPLOYMENT, c.LABEL_APP_INSTANCE: md}
+    out = {constants.LABEL_APP_NAME: constants.APP_NAME_MODEL_DEPLOYMENT, constants.LABEL_APP_INSTANCE: md}
     if role is not None:
-        out[c.LABEL_APP_COMPONENT] = role
+        out[constants.LABEL_APP_COMPONENT] = role
     return out
 
 
 def common(md: str) -> dict[str, str]:
     """What every object the deployment owns carries (Pods, Services, router objects)."""
-    return {**selector(md), c.LABEL_PART_OF: c.PART_OF_WORKER}
+    return {**selector(md), constants.LABEL_PART_OF: constants.PART_OF_WORKER}
 
 
 def template_labels(md: str, role: str, kind: str, queue: str) -> dict[str, str]:
     """A role's Pod labels before the stamp: selector set, part-of, role kind, queue."""
     return {
         **common(md),
-        c.LABEL_APP_COMPONENT: role,
-        c.LABEL_ROLE_KIND: ROLE_KINDS.get(kind, kind.lower()),
-        c.KUEUE_QUEUE_NAME: queue,
-        c.LABEL_KVCACHE_INJECT: KVCACHE_INJECT_SKIP,
+        constants.LABEL_APP_COMPONENT: role,
+        constants.LABEL_ROLE_KIND: ROLE_KINDS.get(kind, kind.lower()),
+        constants.KUEUE_QUEUE_NAME: queue,
+        constants.LABEL_KVCACHE_INJECT: KVCACHE_INJECT_SKIP,
     }
 
 
 def stamp_labels(group: str, ordinal: int, member: int, size: int) -> dict[str, str]:
     """The replica's identity: its Kueue group, its ordinal and (above size 1) its member index."""
-    out = {c.KUEUE_POD_GROUP_NAME: group, c.LABEL_POD_ORDINAL: str(ordinal)}
+    out = {constants.KUEUE_POD_GROUP_NAME: group, constants.LABEL_POD_ORDINAL: str(ordinal)}
     if size > 1:
-        out[c.LABEL_MEMBER_INDEX] = str(member)
+        out[constants.LABEL_MEMBER_INDEX] = str(member)
     return out
 
 
 def stamp_annotations(role: str, size: int) -> dict[str, str]:
     """The group's Kueue annotations: one PodSet named after the role, ``size`` Pods, serving."""
     return {
-        c.KUEUE_POD_GROUP_TOTAL_COUNT: str(size),
-        c.KUEUE_ROLE_HASH: role,
-        c.KUEUE_POD_GROUP_SERVING: "true",
+        constants.KUEUE_POD_GROUP_TOTAL_COUNT: str(size),
+        constants.KUEUE_ROLE_HASH: role,
+        constants.KUEUE_POD_GROUP_SERVING: "true",
     }
 
 
@@ -73,7 +73,7 @@ def canonical(labels: Mapping[str, str], annotations: Mapping[str, str], spec: M
     """The bytes the hash covers: sorted keys, no whitespace, the hash annotation left out."""
     body = {
         "labels": dict(labels),
-        "annotations": {k: v for k, v in annotations.items() if k != c.ANNOTATION_POD_SPEC_HASH},
+        "annotations": {k: v for k, v in annotations.items() if k != constants.ANNOTATION_POD_SPEC_HASH},
         "spec": spec,
     }
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
@@ -85,4 +85,4 @@ def pod_spec_hash(labels: Mapping[str, str], annotations: Mapping[str, str], spe
 
 
 def live_hash(pod: Mapping[str, Any]) -> str:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANNOTATION_POD_SPEC_HASH, "")
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(constants.ANNOTATION_POD_SPEC_HASH, "")

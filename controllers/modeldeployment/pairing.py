@@ -30,13 +30,11 @@ from typing import Any
 
 import orjson
 
-from api import constants as c
-from api import engines
+from api import constants, engines
+from api.objects import Obj
 from controllers.modeldeployment.extensions import RoleCache
 from controllers.modeldeployment.ports import Serving
 from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment, Role, store_protocol
-
-Obj = dict[str, Any]
 
 KV_TRANSFER_FLAG = "--kv-transfer-config"
 KV_ROLES = {SERVER: "kv_both", PREFILL: "kv_producer", DECODE: "kv_consumer"}
@@ -130,7 +128,7 @@ def _vllm(md: Deployment, role: Role, ascend: bool, cache: RoleCache | None) -> 
     if document is not None:
         out.args += [KV_TRANSFER_FLAG, orjson.dumps(document).decode()]
     if direct_leg(md, role, ascend) and not ascend:
-        port = c.VLLM_MOONCAKE_BOOTSTRAP_PORT
+        port = constants.VLLM_MOONCAKE_BOOTSTRAP_PORT
         out.env.append(_env(ENV_VLLM_BOOTSTRAP, str(port)))
         if role.kind == PREFILL:
             out.ports.append({"name": BOOTSTRAP_PORT_NAME, "containerPort": port, "protocol": "TCP"})
@@ -160,7 +158,7 @@ def _sglang(md: Deployment, role: Role) -> Connector:
     if not sglang_disaggregated(md, role):
         return out
     protocol = store_protocol(md.kv_transfer.get("protocol"))
-    port = c.SGLANG_BOOTSTRAP_PORT
+    port = constants.SGLANG_BOOTSTRAP_PORT
     out.args += [
         "--disaggregation-mode",
         role.kind.lower(),
@@ -207,9 +205,12 @@ def proxy_container(
         args.append("--kv-connector=nixlv2")
     elif md.engine == engines.ENGINE_SGLANG:
         args.append("--kv-connector=sglang")
-        env.append(_env(ENV_SGLANG_BOOTSTRAP, str(c.SGLANG_BOOTSTRAP_PORT)))
+        env.append(_env(ENV_SGLANG_BOOTSTRAP, str(constants.SGLANG_BOOTSTRAP_PORT)))
     else:
-        args += ["--kv-connector=mooncake", f"--mooncake-bootstrap-port={c.VLLM_MOONCAKE_BOOTSTRAP_PORT}"]
+        args += [
+            "--kv-connector=mooncake",
+            f"--mooncake-bootstrap-port={constants.VLLM_MOONCAKE_BOOTSTRAP_PORT}",
+        ]
     args.append("--secure-proxy=false")
     if facts.proxy_tls:
         args += ["--enable-tls=decoder", "--tls-insecure-skip-verify=decoder"]

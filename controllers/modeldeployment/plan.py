@@ -11,7 +11,10 @@ Per role, with desired ordinals ``0..replicas-1``:
   per pass is deleted, and only when every declared replica of the role holds an admitted Workload,
   and not while the cache connection or the weights hold rollouts back;
 - a Pod that is merely not Ready (its node NotReady but registered) keeps its ordinal and is never
-  replaced.  Deletes use the default grace, never zero.
+  replaced.  Deletes use the default grace, never zero;
+- while the weights cannot be delivered (``create=False``: the artifact is missing or unresolved, a
+  claim is unbound, ...) no Pod is created at all — no new replica, replacement or scale-up — and
+  what runs keeps running (model-delivery §3.4.1, §4.1 item 9).
 
 The plan also accounts, per role, for what the status reports.
 """
@@ -22,10 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.objects import Obj
 from controllers.modeldeployment import replicas as rp
 from controllers.modeldeployment.labels import live_hash
 
-Obj = dict[str, Any]
 Stamper = Callable[[int, int], Obj]
 """``stamp(ordinal, member)``: a rendered Pod of the role."""
 HashOf = Callable[[int, int], str]
@@ -132,6 +135,7 @@ def plan_role(
     workloads_by_name: Mapping[str, Obj],
     *,
     hold: bool,
+    create: bool = True,
 ) -> None:
     account = RoleAccount(role.name, role.desired)
     plan.accounts[role.name] = account
@@ -145,7 +149,7 @@ def plan_role(
             lingering = workloads_by_name.get(role.group_name(ordinal))
             if lingering is not None and not rp.leaving(lingering):
                 plan.workload_deletes.append(lingering)  # it would hold the slot the new group needs
-            elif role.stamp is not None:
+            elif role.stamp is not None and create:
                 plan.creates += [role.stamp(ordinal, m) for m in range(role.size)]
                 account.vouched += 1
             continue
@@ -190,9 +194,10 @@ def plan(
     workloads: list[Obj],
     *,
     hold: bool = False,
+    create: bool = True,
 ) -> Plan:
     """The pass's writes and accounts.  ``pods`` are the deployment's live Pods (listed on the API
-    server), ``workloads`` its namespace's Workloads."""
+    server), ``workloads`` its namespace's Workloads; ``create=False`` creates no Pod."""
     out = Plan()
     sizes = {r.name: r.size for r in roles}
     replicas, stray = rp.group(pods, workloads, sizes)
@@ -203,5 +208,5 @@ def plan(
     by_name, _ = rp.workload_index(workloads)
     for role in roles:
         live = {k: r for (name, k), r in replicas.items() if name == role.name}
-        plan_role(out, role, live, by_name, hold=hold)
+        plan_role(out, role, live, by_name, hold=hold, create=create)
     return out

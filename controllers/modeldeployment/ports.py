@@ -21,12 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants as c
-from api import engines
+from api import constants, engines
+from api.objects import Obj
 from fastpath import argv
 from webhooks.modeldeployment.view import DEFAULT_SERVING_PORT, TLS_FLAGS, Deployment, Role, as_str
-
-Obj = dict[str, Any]
 
 PORT_HTTP = "http"
 PORT_MODEL_SERVER = "model-server"
@@ -109,7 +107,7 @@ def serving(md: Deployment, role: Role) -> Serving:
     service_port = role.service_port
     if direct:
         declared = {port for p in role.ports if isinstance(port := p.get("port"), int)}
-        engine_port = role.port or _bumped(c.DIRECT_DECODER_ENGINE_PORT, declared | {service_port})
+        engine_port = role.port or _bumped(constants.DIRECT_DECODER_ENGINE_PORT, declared | {service_port})
         target = service_port
     else:
         engine_port = service_port if role.ports else (role.port or DEFAULT_SERVING_PORT)

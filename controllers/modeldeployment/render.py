@@ -7,9 +7,10 @@ identity and computes the hash last.  Neither reads or writes the cluster.
 
 The ``main`` container of a managed role runs the engine's own command line —
 ``vllm serve <model>`` or ``python3 -m sglang.launch_server --model-path <model> --enable-metrics`` —
-then the connector's arguments, the KV-events publisher's, the role's ``extraArgs``, and finally
-``--host 0.0.0.0`` / ``--port <engine port>`` where the assembled line lacks them.  A take-over role's
-``command`` is the whole argv; it still gets rank env above size 1, resources, labels, group metadata
+then the weights' arguments (``--revision``, ``--served-model-name``), the connector's arguments,
+the KV-events publisher's, the role's ``extraArgs``, and finally ``--host 0.0.0.0`` /
+``--port <engine port>`` where the assembled line lacks them.  A take-over role's ``command`` is the
+whole argv; it still gets rank env above size 1, resources, labels, group metadata
 and its Pod fields, and nothing else.
 """
 
@@ -19,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import API_VERSION, engines
-from api import constants as c
+from api import API_VERSION, constants, engines, units
+from api.objects import Obj
 from controllers.modeldeployment import drain, kvevents, labels, names, pairing, ports, resources
 from controllers.modeldeployment.extensions import (
     CacheFeature,
@@ -32,7 +33,7 @@ from controllers.modeldeployment.extensions import (
     TopologyFeature,
 )
 from controllers.modeldeployment.image import ImageError, image_for
-from fastpath import argv
+from fastpath import argv, quantity
 from webhooks.modeldeployment.view import (
     FABRIC_PROTOCOLS,
     Deployment,
@@ -42,8 +43,6 @@ from webhooks.modeldeployment.view import (
     as_str,
     store_protocol,
 )
-
-Obj = dict[str, Any]
 
 MAIN = "main"
 DEFAULT_GRACE_SECONDS = 30
@@ -56,6 +55,7 @@ PROMETHEUS_PATH = "prometheus.io/path"
 PROMETHEUS_PORT = "prometheus.io/port"
 PROMETHEUS_SCHEME = "prometheus.io/scheme"
 USER_VOLUME_PREFIX = "user-"
+EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
 class RenderError(Exception):
@@ -103,6 +103,7 @@ class RoleTemplate:
     serving: ports.Serving
     image: str
     publishes_kv_events: bool
+    node_affinity: Obj | None = None  # the weights' placement, set at stamping, outside the hash
 
 
 def instance_type_of(ctx: Context, role: Role) -> Obj:
@@ -230,9 +231,10 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     owned_env = engines.owned_env(md.engine)
     if role.managed:
         model = (delivery.model if delivery and delivery.model else None) or md.model_name
-        line = _engine_argv(md, model) + conn.args
+        line = _engine_argv(md, model)
         if delivery is not None:
-            line += delivery.args
+            line += delivery.args  # what the model is (--revision, --served-model-name) right after it
+        line += conn.args
         if publishes:
             line += kvevents.args()
         line += [a for a in role.extra_args if isinstance(a, str)]
@@ -258,6 +260,8 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     except ports.PortError as error:
         raise RenderError(f"role {role.name}: {error}", transient=False) from None
     rendered = _resources(ctx, role, instance_type, _fabric(md, role, ascend, cache))
+    if delivery is not None and delivery.ephemeral_limit_raise:
+        _raise_ephemeral_limit(rendered, delivery.ephemeral_limit_raise)
     if rendered:
         container["resources"] = rendered
     if role.privileged:
@@ -272,7 +276,19 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
         container["lifecycle"] = drain.pre_stop(md.engine, facts.scheme, facts.engine_port, grace_of(role))
     spec = _pod_spec(ctx, role, instance_type, container, volumes, facts, ascend)
     template_labels = labels.template_labels(md.name, role.name, role.kind, queue)
-    return RoleTemplate(role, template_labels, annotations, spec, facts, image, publishes)
+    affinity = delivery.node_affinity if delivery is not None else None
+    return RoleTemplate(role, template_labels, annotations, spec, facts, image, publishes, affinity)
+
+
+def _raise_ephemeral_limit(rendered: Obj, raise_bytes: int) -> None:
+    """Engine delivery's cache ``emptyDir`` counts against the container: its ephemeral-storage
+    **limit** grows by the directory's size, the request stays (model-delivery §4.3, §7.12).  A
+    container without a limit has nothing to raise."""
+    limits = rendered.get("limits") or {}
+    current = limits.get(EPHEMERAL_STORAGE)
+    if current is None:
+        return
+    limits[EPHEMERAL_STORAGE] = units.size(quantity.floor_div(current, 1) + raise_bytes)
 
 
 def _resources(ctx: Context, role: Role, instance_type: Mapping[str, Any], fabric: str | None) -> Obj:
@@ -364,11 +380,14 @@ def _pod_spec(
 
 def _rank_env(md: Deployment, role: Role, ordinal: int) -> list[Obj]:
     return [
-        {"name": c.ENV_REPLICA_LEADER_ADDRESS, "value": names.leader_address(md.name, role.name, ordinal)},
-        {"name": c.ENV_REPLICA_SIZE, "value": str(role.size)},
         {
-            "name": c.ENV_MEMBER_INDEX,
-            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{c.LABEL_MEMBER_INDEX}']"}},
+            "name": constants.ENV_REPLICA_LEADER_ADDRESS,
+            "value": names.leader_address(md.name, role.name, ordinal),
+        },
+        {"name": constants.ENV_REPLICA_SIZE, "value": str(role.size)},
+        {
+            "name": constants.ENV_MEMBER_INDEX,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{constants.LABEL_MEMBER_INDEX}']"}},
         },
     ]
 
@@ -409,7 +428,9 @@ def stamp(ctx: Context, template: RoleTemplate, ordinal: int, member: int) -> Ob
         spec["containers"] = containers
     else:
         meta["generateName"] = names.generate_name(md.name, role.name)
-    annotations[c.ANNOTATION_POD_SPEC_HASH] = labels.pod_spec_hash(pod_labels, annotations, spec)
+    annotations[constants.ANNOTATION_POD_SPEC_HASH] = labels.pod_spec_hash(pod_labels, annotations, spec)
+    if template.node_affinity:  # placement of the weights' volume: after the hash, outside it
+        spec["affinity"] = {"nodeAffinity": template.node_affinity}
     meta["labels"] = pod_labels
     meta["annotations"] = annotations
     meta["ownerReferences"] = [owner_reference(md, ctx.uid)]

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.modeldeployment import labels
-
-Obj = dict[str, Any]
 
 EMPTY = "empty"  # no Pod of the ordinal reads on the API server
 COMPLETE = "complete"  # every member present, none leaving or failed
@@ -63,12 +62,12 @@ def restarts(pod: Mapping[str, Any]) -> int:
 
 
 def ordinal_of(pod: Mapping[str, Any]) -> int | None:
-    raw = pod_labels(pod).get(c.LABEL_POD_ORDINAL, "")
+    raw = pod_labels(pod).get(constants.LABEL_POD_ORDINAL, "")
     return int(raw) if raw.isdigit() else None
 
 
 def member_of(pod: Mapping[str, Any]) -> int | None:
-    raw = pod_labels(pod).get(c.LABEL_MEMBER_INDEX)
+    raw = pod_labels(pod).get(constants.LABEL_MEMBER_INDEX)
     if raw is None:
         return 0  # absent means member 0
     return int(raw) if raw.isdigit() else None
@@ -159,7 +158,7 @@ def group(
     replicas: dict[tuple[str, int], Replica] = {}
     stray: list[Obj] = []
     for pod in pods:
-        role = pod_labels(pod).get(c.LABEL_APP_COMPONENT, "")
+        role = pod_labels(pod).get(constants.LABEL_APP_COMPONENT, "")
         ordinal = ordinal_of(pod)
         if role not in sizes or ordinal is None:
             stray.append(pod)
@@ -168,7 +167,7 @@ def group(
         replica.pods.append(pod)
     for replica in replicas.values():
         for pod in replica.pods:
-            group_name = pod_labels(pod).get(c.KUEUE_POD_GROUP_NAME, "")
+            group_name = pod_labels(pod).get(constants.KUEUE_POD_GROUP_NAME, "")
             found = by_name.get(group_name) or by_owner.get(meta(pod).get("uid", ""))
             if found is not None:
                 replica.workload = found

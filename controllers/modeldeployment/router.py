@@ -22,16 +22,13 @@ An unset ``requestTimeoutSeconds`` renders nothing: each router keeps its own de
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import orjson
 
-from api import constants as c
-from api import engines
+from api import constants, engines
+from api.objects import Obj
 from controllers.modeldeployment import labels, names
 from webhooks.modeldeployment.view import DECODE, PREFILL, Deployment, Role, as_dict, as_list, as_str
-
-Obj = dict[str, Any]
 
 COMPONENT = "router"
 APP_NAME = "model-deployment-router"
@@ -46,7 +43,7 @@ ENVOY_CONFIG = "envoy.yaml"
 ANNOTATION_CONFIG_HASH = "modeldeployment.gpustack.ai/router-config-hash"
 ANNOTATION_RENDER_HASH = "modeldeployment.gpustack.ai/render-hash"
 KINDS = ("ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "Service")
-ROLE_KIND_LABEL = c.LABEL_ROLE_KIND
+ROLE_KIND_LABEL = constants.LABEL_ROLE_KIND
 
 COMMANDS = {
     engines.ROUTER_VLLM: ["vllm-router"],
@@ -68,14 +65,18 @@ METRICS = {
 
 
 def selector(md: Deployment) -> dict[str, str]:
-    return {c.LABEL_APP_NAME: APP_NAME, c.LABEL_APP_INSTANCE: md.name, c.LABEL_APP_COMPONENT: COMPONENT}
+    return {
+        constants.LABEL_APP_NAME: APP_NAME,
+        constants.LABEL_APP_INSTANCE: md.name,
+        constants.LABEL_APP_COMPONENT: COMPONENT,
+    }
 
 
 def _meta(md: Deployment, owner: Obj, name: str | None = None) -> Obj:
     return {
         "name": name or names.router_name(md.name),
         "namespace": md.namespace,
-        "labels": {**labels.common(md.name), c.LABEL_APP_COMPONENT: COMPONENT},
+        "labels": {**labels.common(md.name), constants.LABEL_APP_COMPONENT: COMPONENT},
         "ownerReferences": [owner],
     }
 
@@ -92,17 +93,17 @@ def role_selector(md: Deployment, role_kind: str | None = None) -> dict[str, str
         out[ROLE_KIND_LABEL] = labels.ROLE_KINDS[role_kind]
     chosen = [r for r in md.roles if role_kind is None or r.kind == role_kind]
     if chosen and all(r.size > 1 for r in chosen):
-        out[c.LABEL_MEMBER_INDEX] = "0"
+        out[constants.LABEL_MEMBER_INDEX] = "0"
     return out
 
 
 def pod_labels(md: Deployment) -> dict[str, str]:
     """The router's own Pods: named apart from the serving Pods, so no role selector matches them."""
     return {
-        c.LABEL_APP_NAME: APP_NAME,
-        c.LABEL_APP_INSTANCE: md.name,
-        c.LABEL_APP_COMPONENT: COMPONENT,
-        c.LABEL_PART_OF: c.PART_OF_WORKER,
+        constants.LABEL_APP_NAME: APP_NAME,
+        constants.LABEL_APP_INSTANCE: md.name,
+        constants.LABEL_APP_COMPONENT: COMPONENT,
+        constants.LABEL_PART_OF: constants.PART_OF_WORKER,
     }
 
 
@@ -470,7 +471,7 @@ def status(
             "kind": role.kind,
             "selector": {
                 **labels.selector(md.name, role.name),
-                **({c.LABEL_MEMBER_INDEX: "0"} if role.size > 1 else {}),
+                **({constants.LABEL_MEMBER_INDEX: "0"} if role.size > 1 else {}),
             },
         }
         if role.name in role_endpoints:

@@ -14,14 +14,11 @@ while members of their ordinal exist; the controller prunes the rest.
 
 from __future__ import annotations
 
-from typing import Any
-
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.modeldeployment import kvevents, labels, names
 from controllers.modeldeployment.ports import PORT_HTTP, Serving
 from webhooks.modeldeployment.view import Deployment, Role
-
-Obj = dict[str, Any]
 
 KIND_DEPLOYMENT = "deployment"
 KIND_ROLE = "role"
@@ -41,7 +38,7 @@ def _service(
 ) -> Obj:
     meta_labels = {**labels.common(md.name), LABEL_SERVICE_KIND: kind}
     if role is not None:
-        meta_labels[c.LABEL_APP_COMPONENT] = role
+        meta_labels[constants.LABEL_APP_COMPONENT] = role
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -65,7 +62,7 @@ def _http(facts: Serving) -> Obj:
 
 
 def _leader(role: Role) -> dict[str, str]:
-    return {c.LABEL_MEMBER_INDEX: "0"} if role.size > 1 else {}
+    return {constants.LABEL_MEMBER_INDEX: "0"} if role.size > 1 else {}
 
 
 def deployment_service(md: Deployment, owner: Obj, first: Role, facts: Serving) -> Obj:
@@ -81,13 +78,13 @@ def role_service(md: Deployment, owner: Obj, role: Role, facts: Serving, publish
     if publishes:
         ports += [
             {"name": kvevents.PORT_NAMES[port], "port": port, "targetPort": port, "protocol": "TCP"}
-            for port in c.KV_EVENTS_PORTS
+            for port in constants.KV_EVENTS_PORTS
         ]
     return _service(md, owner, names.role_service(md.name, role.name), KIND_ROLE, role.name, selector, ports)
 
 
 def instance_service(md: Deployment, owner: Obj, role: Role, ordinal: int, facts: Serving) -> Obj:
-    selector = {**labels.selector(md.name, role.name), c.LABEL_POD_ORDINAL: str(ordinal)}
+    selector = {**labels.selector(md.name, role.name), constants.LABEL_POD_ORDINAL: str(ordinal)}
     name = names.instance_service(md.name, role.name, ordinal)
     svc = _service(md, owner, name, KIND_INSTANCE, role.name, selector, [_http(facts)])
     svc["spec"]["clusterIP"] = "None"

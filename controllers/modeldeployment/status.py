@@ -15,11 +15,11 @@ from typing import Any
 
 from api import engines
 from api import model_deployment_status as s
+from api.objects import Obj
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.plan import RoleAccount
 from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment
 
-Obj = dict[str, Any]
 KIND_LETTERS = {SERVER: "S", PREFILL: "P", DECODE: "D"}
 RESERVED_NAMESPACES = frozenset(
     ("kube-system", "kube-public", "kube-node-lease", "gpustack-system", "kueue-system")
@@ -49,6 +49,7 @@ class Inputs:
     deleting: bool = False
     held_by_cache: bool = False
     held_by_weights: bool = False
+    weights_blocked: str | None = None  # no Pod is created, and why (the phase message says so)
     publishing: Mapping[str, bool] = field(default_factory=dict)  # role -> rendered publisher
     feature_conditions: list[Condition] = field(default_factory=list)
     kv_cache: Obj | None = None
@@ -237,8 +238,10 @@ def phase(inputs: Inputs) -> tuple[str, str]:
     router = inputs.router
     router_ok = not router.declared or router.ready_replicas > 0
     suffix = f"; render failed: {inputs.render_error}" if inputs.render_error else ""
+    if inputs.weights_blocked:
+        suffix += f"; {inputs.weights_blocked}"
     if desired and ready == desired and router_ok and not inputs.render_error:
-        return s.PHASE_READY, f"{_plural(ready, 'replica')} ready"
+        return s.PHASE_READY, f"{_plural(ready, 'replica')} ready{suffix}"
     if ready == 0:
         return s.PHASE_STARTING, f"0/{desired} replicas ready{suffix}"
     missing = "" if router_ok else "; the router has no ready replica"

@@ -14,6 +14,8 @@ per-node count first, at most 64.  A queue with no resource groups admits everyt
   returns; the plan that brings flavors back restores the policy ``inactive`` calls for;
 - dropping a flavor that is still live while Kueue reports (or may hold) reservations on it drains
   first, then swaps the plan; a flavor whose nodes left (deleted or finalizing) is dropped in place;
+  a flavor retiring after a live profile change (its nodes moved to a replacement, B.4 step 7) is
+  never planned but counts as live, so it drains before the swap;
 - a queue whose InstanceType is being deleted, or which is itself being deleted, drains.
 
 ``TopologyReady`` reports the plan: ``False`` when it is invalid (the last complete plan is kept),
@@ -43,6 +45,7 @@ REASON_TOPOLOGY_MISSING = "TopologyMissing"
 REASON_SELECTOR_OVERLAP = "SelectorOverlap"
 REASON_TOO_MANY_FLAVORS = "TooManyFlavors"
 REASON_UNKNOWN_MANUFACTURER = "UnknownManufacturer"
+REASON_QUOTA_NOT_CONSERVED = "QuotaNotConserved"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,14 @@ def plan_groups(
                 [],
                 REASON_TOPOLOGY_MISSING,
                 f"flavor {render.name_of(flavor)} references Topology {topology}, which does not exist",
+            )
+        if render.flavor_count(flavor) <= 0 or render.flavor_capacity(flavor) < render.flavor_count(flavor):
+            return GroupsPlan(
+                False,
+                [],
+                REASON_QUOTA_NOT_CONSERVED,
+                f"flavor {render.name_of(flavor)} declares no per-node count or capacity of whole nodes, so "
+                "its nominal quota cannot be carried over the split",
             )
     for i, a in enumerate(live):
         for b in live[i + 1 :]:
@@ -338,7 +349,11 @@ def plan_queue(
     }
     inactive = _inactive(plan, instance_type, queue)
     flavors = list(flavors)
-    matched = render.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
+    matched = [
+        f
+        for f in render.pool_flavors(instance_type, flavors, aware_cpu=settings.aware_cpu)
+        if not render.retiring(f)
+    ]
     grouping = plan_groups(pool, matched, topologies)
     stop = _stop(plan, queue, flavors, grouping, settings, STOP_HOLD if inactive else STOP_NONE)
 

@@ -23,6 +23,7 @@ from api import API_VERSION, constants, unit_presets
 from api.manufacturers import UNITS_PER_CARD, manufacturer_of_group
 from api.naming import instance_type_name, local_queue_name, schedule_labels, topology_profile
 from api.objects import Obj
+from api.topology import normalized_levels
 
 # Our additions to the vocabulary (candidates for api.constants once the chain settles).
 HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])
@@ -314,6 +315,36 @@ def owned_flavor(obj: Mapping[str, Any]) -> bool:
     return _labels(obj).get(constants.LABEL_RESOURCE_TYPE) == constants.RESOURCE_TYPE_NODES
 
 
+def retiring(flavor: Mapping[str, Any]) -> bool:
+    """A generated flavor whose nodes moved to another topology profile, kept only while a queue
+    still lists it (B.4 step 7): never part of a new plan, but a reason to drain before a swap."""
+    return _labels(flavor).get(constants.LABEL_FLAVOR_RETIRING) == "true"
+
+
+def hardware_identity(flavor: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """A generated flavor's identity without its topology profile (general key, accelerator key,
+    os, arch, per-node count), from its labels; two flavors that differ only in profile share it."""
+    labels = _labels(flavor)
+    general = sorted(
+        k
+        for k, v in labels.items()
+        if k.startswith(constants.PREFIX_GENERAL)
+        and "." not in k[len(constants.PREFIX_GENERAL) :]
+        and v == "true"
+    )
+    accelerated = sorted(
+        k
+        for k, v in labels.items()
+        if k.startswith(constants.PREFIX_ACCELERATABLE)
+        and "." not in k[len(constants.PREFIX_ACCELERATABLE) :]
+        and v == "true"
+    )
+    os, arch = labels.get(constants.LABEL_OS, ""), labels.get(constants.LABEL_ARCH, "")
+    if not general or not os or not arch:
+        return None
+    return (*general, *accelerated, os, arch, str(flavor_count(flavor)))
+
+
 # --- Topologies ---------------------------------------------------------------------------------------
 
 
@@ -323,11 +354,12 @@ def topology_name(profile: str) -> str:
 
 def topology_levels(profile: str, sources: Iterable[Mapping[str, Any]] = ()) -> list[str] | None:
     """The ordered level keys behind a profile hash: hostname-only, or a prefix of some
-    TopologySource's levels followed by the hostname (B.4); None when no source explains it."""
+    TopologySource's normalised levels followed by the hostname (B.4); None when no source
+    explains it."""
     if profile == HOSTNAME_PROFILE:
         return [constants.LABEL_HOSTNAME]
     for source in sources:
-        levels = [str(level) for level in ((source.get("spec") or {}).get("levels") or [])]
+        levels = normalized_levels([str(level) for level in ((source.get("spec") or {}).get("levels") or [])])
         for size in range(len(levels), 0, -1):
             keys = [*levels[:size], constants.LABEL_HOSTNAME]
             if topology_profile(keys) == profile:

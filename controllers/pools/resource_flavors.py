@@ -6,6 +6,12 @@ contributes to any more, creates the Topology each flavor references (hostname-o
 TopologySource's levels explain) and deletes ours no flavor references.  Flavor topology fields and
 Topology levels are immutable: drift is reported as an Event, never edited.  Node events coalesce
 on the single key, so a burst of node changes costs one pass.
+
+A live profile change (B.4 step 7) renames a flavor (the profile is part of its identity): the
+replacement is created at once, and the flavor whose nodes all moved is labelled
+``topology.gpustack.ai/retiring`` and kept while a ClusterQueue still lists it, so the queue plan
+can drain before it swaps; it is deleted once no queue lists it.  A flavor whose nodes left the
+cluster has no replacement and is deleted at once (the queue drops it in place).
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ def flavor_differs(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bo
     }
     if have_notes != want["annotations"]:
         return True
+    if constants.LABEL_FLAVOR_RETIRING in have_labels:
+        return True
     spec, have_spec = desired["spec"], current.get("spec") or {}
     return any(spec[f] != have_spec.get(f) for f in ("nodeLabels", "tolerations", "topologyName"))
 
@@ -66,6 +74,7 @@ class ResourceFlavorReconciler(Controller):
         self.nodes = self.informer("Node")
         self.flavors = self.informer("ResourceFlavor")
         self.topologies = self.informer("Topology")
+        self.queues = self.informer("ClusterQueue")
         self.sources = self.informer("TopologySource")
         self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self._reported: set[tuple[str, str]] = set()
@@ -88,11 +97,20 @@ class ResourceFlavorReconciler(Controller):
         def always(event: str, obj: dict, old: dict | None) -> list[str]:
             return [KEY]
 
+        def queues(event: str, obj: dict, old: dict | None) -> list[str]:
+            if changes.moved(event, obj, old, ("spec", "resourceGroups")):
+                return [KEY]
+            return []
+
+        def sources(event: str, obj: dict, old: dict | None) -> list[str]:
+            return [KEY] if changes.moved(event, obj, old, ("spec", "levels")) else []
+
         return [
             Watch("Node", nodes),
             Watch("ResourceFlavor", ours),
             Watch("Topology", ours),
-            Watch("TopologySource", always),
+            Watch("ClusterQueue", queues),
+            Watch("TopologySource", sources),
             Watch("Setting", always, namespace=constants.SYSTEM_NAMESPACE),
         ]
 
@@ -126,16 +144,51 @@ class ResourceFlavorReconciler(Controller):
                         "delete the flavor to have it re-created",
                     )
                     body = {**body, "spec": {f: (current.get("spec") or {}).get(f) for f in body["spec"]}}
+            if current is not None and render.retiring(current):
+                self.client.patch(
+                    "ResourceFlavor", name, {"metadata": {"labels": {constants.LABEL_FLAVOR_RETIRING: None}}}
+                )
+                self.recorder.event(current, NORMAL, "Restored", "nodes carry this flavor's profile again")
             self.client.apply(body, field_manager=FIELD_MANAGER)
             if current is None:
                 self.recorder.event(body, NORMAL, "Created", f"flavor for {len(groups[name].nodes)} node(s)")
-        for flavor in self.flavors.list():
-            name = render.name_of(flavor)
-            if render.owned_flavor(flavor) and name not in desired and not render.deleting(flavor):
-                log.info("deleting flavor without nodes", extra={"flavor": name})
-                self.client.delete("ResourceFlavor", name)
+        self._retire_flavors(desired)
         self._retire_topologies({body["spec"]["topologyName"] for body in desired.values()})
         return None
+
+    def _retire_flavors(self, desired: dict[str, dict]) -> None:
+        """Ours that no node contributes to: kept (labelled retiring) while a queue lists them and a
+        replacement of the same hardware in another profile exists, else deleted."""
+        listed = {
+            f.get("name")
+            for q in self.queues.list()
+            for g in (q.get("spec") or {}).get("resourceGroups") or []
+            for f in g.get("flavors") or []
+        }
+        replacements = {render.hardware_identity(body) for body in desired.values()}
+        for flavor in self.flavors.list():
+            name = render.name_of(flavor)
+            if not render.owned_flavor(flavor) or name in desired or render.deleting(flavor):
+                continue
+            if name in listed and render.hardware_identity(flavor) in replacements:
+                if not render.retiring(flavor):
+                    log.info(
+                        "retiring flavor: its nodes moved to another topology profile", extra={"flavor": name}
+                    )
+                    self.client.patch(
+                        "ResourceFlavor",
+                        name,
+                        {"metadata": {"labels": {constants.LABEL_FLAVOR_RETIRING: "true"}}},
+                    )
+                    self.recorder.event(
+                        flavor,
+                        NORMAL,
+                        "Retiring",
+                        "its nodes moved to another topology profile; kept until no ClusterQueue lists it",
+                    )
+                continue
+            log.info("deleting flavor without nodes", extra={"flavor": name})
+            self.client.delete("ResourceFlavor", name)
 
     def _sync_topologies(self, profiles: set[str]) -> None:
         sources = self.sources.list()

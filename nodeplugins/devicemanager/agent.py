@@ -9,6 +9,10 @@ Detection rules (§2.0): nothing is published before the first answer (unless ``
 a failed pass keeps the last detected state; a successful empty pass undetects.  With
 ``--publish-only`` (kwok nodes, which have no kubelet) the agent publishes and keeps the ledger but
 serves no device plugin.
+
+Every pass also re-reads the network interfaces (:mod:`nodeplugins.devicemanager.rdma`, spec part C):
+``Devices.spec.interfaces[]`` and the ``feature.gpustack.ai/rdma.*`` labels are published with the
+accelerator spec, and the three RDMA keys are served beside the manufacturer's families.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_latest
 
 from api import allocation
+from api.booleans import EnvironmentValueError
 from kube.client import ApiError, Client, load_api_client
 from nodeplugins.devicemanager import devices, tokens
 from nodeplugins.devicemanager.allocator import Allocator, Held
 from nodeplugins.devicemanager.backends import Backend, DiscoveryError, backend_for
 from nodeplugins.devicemanager.inventory import Inventory
 from nodeplugins.devicemanager.publisher import Publisher
+from nodeplugins.devicemanager.rdma.service import RdmaService
 
 EXIT_USAGE = 2  # a usage error, as the command line spells it
 log = logging.getLogger("devicemanager")
@@ -63,18 +69,50 @@ class DeviceManager:
             pod_resources=self.pod_resources.waiting if self.pod_resources else None,
             refresh_pods=lambda: self.client.list("Pod", field_selector=f"spec.nodeName={self.node_name}")[0],
         )
+        self.rdma = RdmaService(
+            args.sysfs_root,
+            args.dev_root,
+            args.netns,
+            shared=not args.no_shared,
+            partitioned=not args.no_partitioned,
+        )
+        self._rdma_seeded = False
         self.inventory: Inventory | None = None
         self.node: dict[str, Any] | None = None
         self.stopping = threading.Event()
         self.changed = threading.Event()
         self.detect_now = threading.Event()
         self.allocator.listeners.append(self.changed.set)
+        # Partitions are materialised, reused and reclaimed where the device plugins are served.
+        self.partitions = None if args.publish_only else backend.partitions(args.state_dir)
+        self.allocator.attach(self.partitions)
         self.link: Any = None
         self.watchers: Any = None
         self.ready = False
 
     # --- detection --------------------------------------------------------------------------------------
     def detect_once(self) -> bool:
+        """One pass: the network interfaces, then the accelerators; publishes what is known."""
+        if self._seed_rdma() and self.rdma.refresh() and self.watchers is not None:
+            self.watchers.bump()
+        detected = self._detect_accelerators()
+        self.publish_spec()
+        return detected
+
+    def _seed_rdma(self) -> bool:
+        """Adopt the interfaces the live ``Devices`` records, once, before the first RDMA pass (so a
+        restart keeps first-seen times, and a failing first pass keeps the list)."""
+        if self._rdma_seeded:
+            return True
+        try:
+            self.rdma.seed(self.client.get("Devices", self.node_name))
+        except ApiError as error:
+            log.warning("reading the live Devices failed; RDMA pass postponed", extra={"error": str(error)})
+            return False
+        self._rdma_seeded = True
+        return True
+
+    def _detect_accelerators(self) -> bool:
         try:
             inventory = self.backend.discover()
         except DiscoveryError as error:
@@ -87,13 +125,13 @@ class DeviceManager:
             log.warning("no accelerator answered yet; nothing is published until one does")
             return False
         if inventory != self.inventory:
-            groups = devices.canonical_groups(devices.spec_groups(inventory))
+            places = self.rdma.pci_places(devices.pci_addresses(inventory))
+            groups = devices.canonical_groups(devices.spec_groups(inventory, places=places))
             log.info("detected", extra={"cards": len(inventory.cards), "groups": [g["id"] for g in groups]})
             self.inventory = inventory
             self.allocator.set_inventory(inventory, groups)
             if self.watchers is not None:
                 self.watchers.bump()
-        self.publish_spec()
         return True
 
     def publish_spec(self) -> None:
@@ -105,13 +143,29 @@ class DeviceManager:
             return
         self.node = node
         labels = (node.get("metadata") or {}).get("labels") or {}
+        published: dict[str, str] = {}
+        if self.rdma.spec_interfaces() is None:  # nothing known: keep the rdma. labels as they are
+            published = self._published_features()
         self.publisher.spec(
             node,
             self.allocator.groups,
             devices.devices_labels(self.allocator.groups, labels),
-            devices.feature_labels([self.inventory]),
+            {
+                **devices.feature_labels([self.inventory]),
+                **self.rdma.labels(self.allocator.groups, published),
+            },
+            interfaces=self.rdma.spec_interfaces(),
         )
         self.changed.set()
+
+    def _published_features(self) -> dict[str, str]:
+        from nodeplugins.devicemanager.publisher import node_feature_name
+
+        live = self.client.get(
+            "NodeFeature", node_feature_name(self.node_name), namespace=self.args.namespace
+        )
+        found = ((live or {}).get("spec") or {}).get("labels") or {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def _profile_mtime(self) -> float:
         try:
@@ -221,8 +275,9 @@ class DeviceManager:
                 partitioned=not args.no_partitioned,
             )
         ]
+        served: list[Any] = [*plugins, *self.rdma.plugins(self.watchers)]
         work_beside(args.kube_socket)
-        self.link = KubeletLink(plugins, args.kube_socket)
+        self.link = KubeletLink(served, args.kube_socket)
         self.link.start()
 
     def run(self) -> int:
@@ -235,10 +290,13 @@ class DeviceManager:
         server = serve_http(self)
         detection = threading.Thread(target=self.detection_loop, name="detection", daemon=True)
         detection.start()
-        while not self.stopping.is_set() and self.inventory is None:
+        # No plugin is served before the node's Pods are listed: the ledger would miss their records.
+        while not self.stopping.is_set() and (self.inventory is None or not self.allocator.synced):
             self.stopping.wait(0.2)
         if not self.args.publish_only and not self.stopping.is_set():
             self.start_device_plugins()
+        if self.partitions is not None:
+            self.partitions.start()
         self.ready = True
         self.stopping.wait()
         log.info("shutting down")
@@ -246,6 +304,8 @@ class DeviceManager:
             self.link.stop()
         if self.watchers is not None:
             self.watchers.close()
+        if self.partitions is not None:
+            self.partitions.stop()
         server.shutdown()
         return 0
 
@@ -316,7 +376,15 @@ def run(args: argparse.Namespace) -> int:
         log.error(str(error))
         return EXIT_USAGE
     client = Client(load_api_client(args.kubeconfig))
-    manager = DeviceManager(args, client, backend)
+    try:
+        devices.group_id_with_memory()
+        manager = DeviceManager(args, client, backend)
+    except EnvironmentValueError as error:
+        log.error(str(error))
+        return EXIT_USAGE
+    except OSError as error:  # the partition markers' directory cannot be made
+        log.error(f"--state-dir {args.state_dir}: {error}")
+        return EXIT_USAGE
 
     def stop(signum: int, _frame: Any) -> None:
         manager.stopping.set()

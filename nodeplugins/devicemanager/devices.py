@@ -13,7 +13,6 @@ Pure functions of an :class:`~nodeplugins.devicemanager.inventory.Inventory` (§
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,6 +21,7 @@ from api import constants
 from api.booleans import env_bool
 from api.manufacturers import BY_NAME
 from nodeplugins.devicemanager.inventory import Card, Inventory
+from nodeplugins.devicemanager.rdma.pci import Coordinates
 
 ENV_GROUP_ID_WITH_MEMORY = "GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY"
 DEFAULT_SLICES = 16  # manufacturers whose logical slice count the docs do not state
@@ -56,10 +56,14 @@ def memory_quantity(mib: int) -> str:
     return f"{mib}Mi"
 
 
+def group_id_with_memory(env: Mapping[str, str] | None = None) -> bool:
+    """``GPUSTACK_DEVICES_GROUP_ID_WITH_MEMORY`` (default false), read by the one boolean parser."""
+    return env_bool(ENV_GROUP_ID_WITH_MEMORY, False, env)
+
+
 def group_id(card: Card, manufacturer: str, env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
     base = accelerator_group(manufacturer, card.product)
-    if env_bool(ENV_GROUP_ID_WITH_MEMORY, False, env):
+    if group_id_with_memory(env):
         return f"{base}-{max(1, round(card.memory_mib / 1024))}g"
     return base
 
@@ -73,16 +77,11 @@ def _pci_bus_id(raw: str) -> str:
     return f"{domain}{sep}{rest}" if sep else raw
 
 
-def _pci_root(bus_id: str) -> str:
-    parts = bus_id.split(":")
-    return f"pci{parts[0]}:{parts[1]}" if len(parts) >= 2 else ""
-
-
 def _slices(manufacturer: str) -> int:
     return BY_NAME[manufacturer].slices_per_card or DEFAULT_SLICES
 
 
-def _card_spec(card: Card, manufacturer: str) -> dict[str, Any]:
+def _card_spec(card: Card, manufacturer: str, places: Mapping[str, Coordinates]) -> dict[str, Any]:
     maker = BY_NAME[manufacturer]
     status: dict[str, Any] = {"unhealthy": card.unhealthy}
     if card.partitioned and card.profiles:
@@ -107,17 +106,21 @@ def _card_spec(card: Card, manufacturer: str) -> dict[str, Any]:
             "count": _slices(manufacturer),
         }
     bus = _pci_bus_id(card.pci_bus_id)
+    place = places.get(bus)
+    topology: dict[str, Any] = {
+        "pciBusId": bus,
+        "pciRootId": place.root_id if place is not None else "",
+        "pciClass": PCI_CLASS_3D,
+        "numaAffinity": card.numa,
+        "cpuAffinity": card.cpu_affinity,
+    }
+    if place is not None and place.switches:
+        topology["pciSwitches"] = list(place.switches)
     return {
         "id": card.id,
         "index": card.index,
         "physicalIndexes": [card.physical_index],
-        "topology": {
-            "pciBusId": bus,
-            "pciRootId": _pci_root(bus),
-            "pciClass": PCI_CLASS_3D,
-            "numaAffinity": card.numa,
-            "cpuAffinity": card.cpu_affinity,
-        },
+        "topology": topology,
         "status": status,
     }
 
@@ -142,8 +145,20 @@ def _sliced_detail(cards: list[Card], manufacturer: str) -> dict[str, Any]:
     return detail
 
 
-def spec_groups(inventory: Inventory, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """``spec.groups`` for one manufacturer's inventory (groups in order of their first card)."""
+def pci_addresses(inventory: Inventory) -> list[str]:
+    """The cards' PCI addresses as the ``Devices`` topology spells them (``0000:18:00.0``)."""
+    return [_pci_bus_id(card.pci_bus_id) for card in inventory.cards if card.pci_bus_id]
+
+
+def spec_groups(
+    inventory: Inventory,
+    env: Mapping[str, str] | None = None,
+    places: Mapping[str, Coordinates] | None = None,
+) -> list[dict[str, Any]]:
+    """``spec.groups`` for one manufacturer's inventory (groups in order of their first card).
+    ``places`` are the cards' PCI coordinates by address (the sysfs walk the RDMA inventory uses:
+    ``pciRootId`` is the outermost bridge, ``pciSwitches`` the bridge path); a card not found there
+    has an unknown (empty) ``pciRootId`` and no ``pciSwitches``."""
     grouped: dict[str, list[Card]] = {}
     for card in sorted(inventory.cards, key=lambda c: c.index):
         grouped.setdefault(group_id(card, inventory.manufacturer, env), []).append(card)
@@ -164,7 +179,7 @@ def spec_groups(inventory: Inventory, env: Mapping[str, str] | None = None) -> l
             "family": first.family,
         }
         group.update({k: v for k, v in optional.items() if v})
-        group["accelerators"] = [_card_spec(card, inventory.manufacturer) for card in cards]
+        group["accelerators"] = [_card_spec(card, inventory.manufacturer, places or {}) for card in cards]
         group["acceleratorSlicedDetail"] = _sliced_detail(cards, inventory.manufacturer)
         groups.append(group)
     return groups

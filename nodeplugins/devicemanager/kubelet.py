@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
+from typing import Any, Protocol
 
 import grpc
 
-from nodeplugins.devicemanager.plugin import API_VERSION, DevicePlugin, pb, pb_grpc
+from nodeplugins.devicemanager.plugin import API_VERSION, pb, pb_grpc
 from nodeplugins.protos import load
 
 log = logging.getLogger("devicemanager.kubelet")
@@ -59,8 +61,25 @@ def _inode(path: Path) -> int | None:
         return None
 
 
+class _Resource(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def socket(self) -> str: ...
+
+
+class Served(Protocol):
+    """A device-plugin servicer: an accelerator family's or an RDMA key's."""
+
+    @property
+    def resource(self) -> _Resource: ...
+
+    def options(self) -> Any: ...
+
+
 class KubeletLink:
-    def __init__(self, plugins: list[DevicePlugin], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
+    def __init__(self, plugins: Sequence[Served], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
         self.plugins = plugins
         self.kubelet_socket = Path(kubelet_socket)
         self.plugin_dir = self.kubelet_socket.parent
@@ -155,9 +174,12 @@ class PodResources:
                 self._channel = grpc.insecure_channel(unix_target(self.socket))
             return podresources_grpc.PodResourcesListerStub(self._channel)
 
-    def waiting(self, resource: str) -> set[tuple[str, str, str]] | None:
+    def waiting(
+        self, resource: str, skip: frozenset[tuple[str, str]] = frozenset()
+    ) -> set[tuple[str, str, str]] | None:
         """(namespace, pod, container) of every container the kubelet lists without a device of
-        ``resource``; ``None`` when the kubelet cannot be asked."""
+        ``resource``, Pods named in ``skip`` (namespace, pod) left unread; ``None`` when the
+        kubelet cannot be asked."""
         if not os.path.exists(self.socket):
             return None
         try:
@@ -171,7 +193,12 @@ class PodResources:
             return None
         out = set()
         for pod in answer.pod_resources:
+            if skip and (pod.namespace, pod.name) in skip:
+                continue
             for container in pod.containers:
-                if not any(d.resource_name == resource and d.device_ids for d in container.devices):
+                for devices in container.devices:
+                    if devices.resource_name == resource and devices.device_ids:
+                        break
+                else:
                     out.add((pod.namespace, pod.name, container.name))
         return out

@@ -109,10 +109,16 @@ class DevicePlugin(_Servicer):
     def ListAndWatch(self, request: Any, context: Any) -> Iterator[Any]:
         seen = -1
         last: list[tuple[str, str]] | None = None
+        last_key: tuple | None = None
         while context.is_active() and not self.watchers.closed:
             version = self.watchers.version
             if version != seen:
                 seen = version
+                key = tk.health_key(self.resource, self.allocator.groups, self.allocator.row_index())
+                if key == last_key:  # no card's health moved: the token list is the one sent
+                    self.watchers.wait(seen, 5.0)
+                    continue
+                last_key = key
                 devices = self.devices()
                 summary = [(d.ID, d.health) for d in devices]
                 if summary != last:

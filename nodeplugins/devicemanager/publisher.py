@@ -33,14 +33,21 @@ def owner(node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def devices_object(
-    node: Mapping[str, Any], groups: list[dict[str, Any]], labels: Mapping[str, str]
+    node: Mapping[str, Any],
+    groups: list[dict[str, Any]],
+    labels: Mapping[str, str],
+    interfaces: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """``interfaces`` is the RDMA inventory; ``None`` (nothing known yet) leaves the field out."""
     name = (node.get("metadata") or {}).get("name")
+    spec: dict[str, Any] = {"groups": groups}
+    if interfaces is not None:
+        spec["interfaces"] = interfaces
     return {
         "apiVersion": API_VERSION,
         "kind": "Devices",
         "metadata": {"name": name, "labels": dict(labels), "ownerReferences": [owner(node)]},
-        "spec": {"groups": groups},
+        "spec": spec,
     }
 
 
@@ -72,16 +79,34 @@ class Publisher:
         groups: list[dict[str, Any]],
         devices_labels: Mapping[str, str],
         features: Mapping[str, str],
+        *,
+        interfaces: list[dict[str, Any]] | None = None,
     ) -> None:
-        """The ``Devices`` spec and labels, and the NodeFeature (applied only when they changed)."""
-        key = (groups, dict(devices_labels), dict(features), (node.get("metadata") or {}).get("uid"))
+        """The ``Devices`` spec and labels, and the NodeFeature (applied only when they changed).
+        The NodeFeature's labels are applied whole: a key no longer sent (a withheld ``rdma.``
+        label) is deleted from it."""
+        key = (
+            groups,
+            dict(devices_labels),
+            dict(features),
+            interfaces,
+            (node.get("metadata") or {}).get("uid"),
+        )
         if key == self._last_spec:
             return
-        self.client.apply(devices_object(node, groups, devices_labels), field_manager=FIELD_MANAGER)
+        self.client.apply(
+            devices_object(node, groups, devices_labels, interfaces), field_manager=FIELD_MANAGER
+        )
         self.client.apply(node_feature_object(node, features, self.namespace), field_manager=FIELD_MANAGER)
         self._last_spec = key
         self._last_status = None  # a new spec may have reset what the status subresource holds
-        log.info("published Devices spec and NodeFeature", extra={"groups": [g["id"] for g in groups]})
+        log.info(
+            "published Devices spec and NodeFeature",
+            extra={
+                "groups": [g["id"] for g in groups],
+                "interfaces": None if interfaces is None else len(interfaces),
+            },
+        )
 
     def status(self, node: str, rows: list[dict[str, Any]]) -> bool:
         """The ledger; returns True when a write happened."""

@@ -113,13 +113,12 @@ def _card_tokens(family: str, card: Mapping[str, Any]) -> int:
     return int((status.get("logicalSliced") or {}).get("count") or 0)
 
 
-def devices_of(
+def _cards_health(
     resource: Resource,
     groups: Iterable[Mapping[str, Any]],
     rows: Mapping[tuple[str, str], Mapping[str, Any]],
-) -> list[tuple[str, bool, str]]:
-    """``(token id, healthy, numa node)`` for every token of ``resource``: ``groups`` are the
-    ``Devices`` spec groups, ``rows`` the ledger rows by ``(group id, card id)``."""
+) -> list[tuple[str, str, int, bool, int, str]]:
+    """Per card of ``resource``: (group id, card id, tokens, usable, healthy tokens, numa node)."""
     out = []
     for group in groups:
         if group.get("manufacturer") != resource.manufacturer:
@@ -141,6 +140,29 @@ def devices_of(
             elif resource.family != FAMILY_VISIBILITY:
                 usable = usable and int(row.get("mode") or 0) in COMPATIBLE[resource.family]
             numa = str((card.get("topology") or {}).get("numaAffinity") or "")
-            for i in range(n):
-                out.append((token_id(gid, card["id"], i), usable and i < healthy_count, numa))
+            out.append((gid, card["id"], n, usable, healthy_count, numa))
+    return out
+
+
+def health_key(
+    resource: Resource,
+    groups: Iterable[Mapping[str, Any]],
+    rows: Mapping[tuple[str, str], Mapping[str, Any]],
+) -> tuple:
+    """What :func:`devices_of` depends on, per card: equal keys, equal token lists (``ListAndWatch``
+    compares this instead of building thousands of tokens after every reservation)."""
+    return tuple(_cards_health(resource, groups, rows))
+
+
+def devices_of(
+    resource: Resource,
+    groups: Iterable[Mapping[str, Any]],
+    rows: Mapping[tuple[str, str], Mapping[str, Any]],
+) -> list[tuple[str, bool, str]]:
+    """``(token id, healthy, numa node)`` for every token of ``resource``: ``groups`` are the
+    ``Devices`` spec groups, ``rows`` the ledger rows by ``(group id, card id)``."""
+    out = []
+    for gid, card_id, n, usable, healthy_count, numa in _cards_health(resource, groups, rows):
+        for i in range(n):
+            out.append((token_id(gid, card_id, i), usable and i < healthy_count, numa))
     return out

@@ -38,6 +38,7 @@ NODES = (
     ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
 TENANT = "team-a"
+DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
 STORE_BACKEND = "local-mooncake"
 
@@ -149,10 +150,11 @@ def up() -> int:
     chart.install(info, chart.local_values(host, **DEV_VALUES))
     workers = chart.wait_workers_ready(info, replicas=1)
     gpustack.ensure_namespace(info, TENANT)
-    stood_in = False
     for name, profile, slot, real in NODES:
         nodes.start_node(info, name, profile, slot=slot, real=real)
-        stood_in = nodes.topology_stand_in(info, name) or stood_in
+        # What a cloud provider would label the node with: examples/20-topologysource-cloud-zones.yaml
+        # turns it into a region → zone → hostname profile, which the zone-requiring example needs.
+        info.kubectl("label", "node", name, "--overwrite", *DEV_ZONE_LABELS)
     DEV.mkdir(exist_ok=True)
     _start_store(info)
     hub = _hub(info)
@@ -184,8 +186,6 @@ def up() -> int:
         f"  the operator is Helm release {chart.RELEASE} in {chart.NAMESPACE} (helm --kubeconfig .dev/kubeconfig ...)"
     )
     print(f"  node logs and recorded containers: {info.state_dir / 'nodes'}/<node>/")
-    if stood_in:
-        print("  (topology profiles stand in for the topology controller until it lands)")
     print("  make dev-down stops everything.")
     if not types:
         print("\nwarning: no InstanceType appeared within 90s; see the worker log", file=sys.stderr)

@@ -7,7 +7,11 @@ device manager serving a node profile (``profiles/*.yaml``) through the kubelet 
         kl/              bind-mounted onto /var/lib/kubelet inside the kubelet's private mount
                          namespace (device-plugins/, pod-resources/, pods/, pki/ ...)
         profile.yaml     the simulated hardware (edit it to change cards or health)
+        dm-args.json     extra device-manager arguments (e.g. --sysfs-root of a simulated RDMA
+                         tree a test built in this directory), kept across restarts
         containers.jsonl every CreateContainer the kubelet asked the fake runtime for
+        profile.instances.json  the simulated cards' live GPU instances (they outlive the agent)
+        dm-state/        the device manager's --state-dir (partitions/: its ownership markers)
         kubelet.yaml, kubeconfig, node.crt/key, cri.sock, dm-certs/, pod-logs/
         logs/{kubelet,cri-fake,device-manager}.log   pids/{...}.pid
 
@@ -106,6 +110,11 @@ class Node:
 
 def _state(info: harness.ClusterInfo) -> Path:
     return info.state_dir / "nodes"
+
+
+def node_directory(info: harness.ClusterInfo, name: str) -> Path:
+    """Where node ``name`` keeps its state (simulated hardware a test builds goes under it)."""
+    return _state(info) / name
 
 
 def _launch(node: Node, component: str, argv: list[str], env: dict[str, str] | None = None) -> int:
@@ -256,12 +265,16 @@ def _dm_argv(info: harness.ClusterInfo, node: Node) -> list[str]:
         "--bind-address", "127.0.0.1",
         "--secure-port", str(node.dm_port),
         "--cert-dir", str(node.directory / "dm-certs"),
+        "--state-dir", str(node.directory / "dm-state"),
         "--monitor-period", "5",
     ]  # fmt: skip
     if node.real:
         argv += ["--kube-socket", str(node.kube_socket)]
     else:
         argv += ["--publish-only"]
+    extra = node.directory / "dm-args.json"  # what start_node(dm_args=...) asked for, kept for restarts
+    if extra.exists():
+        argv += [str(a) for a in json.loads(extra.read_text())]
     return argv
 
 
@@ -375,6 +388,15 @@ def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
     harness.wait_for(healthy, timeout=60, what="nfd-master healthy")
 
 
+def nfd_master_running(info: harness.ClusterInfo) -> bool:
+    return _alive(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master") is not None
+
+
+def stop_nfd_master(info: harness.ClusterInfo) -> None:
+    """For a module that started nfd-master over kwok nodes of its own (no node agents)."""
+    stop_component(Node("nfd-master", info.state_dir / "nfd", 0), "nfd-master")
+
+
 def start_node(
     info: harness.ClusterInfo,
     name: str,
@@ -383,11 +405,15 @@ def start_node(
     slot: int,
     real: bool = True,
     manufacturer: str = "nvidia",
+    dm_args: list[str] | None = None,
 ) -> Node:
     """Start (or find running) a node with the hardware of ``profile``; waits until it is Ready and
-    its device manager has published its ``Devices``."""
-    node = Node(name, _state(info) / name, slot, manufacturer, real)
+    its device manager has published its ``Devices``.  ``dm_args`` are added to the device
+    manager's command line (e.g. ``--sysfs-root`` of a simulated RDMA tree in the node's directory)."""
+    node = Node(name, node_directory(info, name), slot, manufacturer, real)
     node.root.mkdir(parents=True, exist_ok=True)
+    if dm_args is not None:
+        (node.directory / "dm-args.json").write_text(json.dumps(dm_args))
     (node.directory / "slot").write_text(str(slot))
     (node.directory / "kind").write_text(f"{'kubelet' if real else 'kwok'} {manufacturer}")
     if not node.profile.exists():
@@ -438,36 +464,6 @@ def kwok_capacity(node: Node, cards: int) -> dict[str, str]:
     for resource in tokens.resources(node.manufacturer):
         capacity[resource.name] = str(sum(1 for _t, ok, _n in tokens.devices_of(resource, groups, {}) if ok))
     return capacity
-
-
-def topology_stand_in(info: harness.ClusterInfo, name: str) -> bool:
-    """Until the worker registers the topology controller (B.4, ``NodeTopologyReconciler``, built
-    on another branch), pools cannot form: nothing writes ``topology.gpustack.ai/profile``.  This
-    applies exactly what that controller writes for a node without topology sources — the
-    hostname-only profile in the worker's NodeFeature, under its field manager — and does nothing
-    once the controller is registered.  Returns whether it stood in.  Remove when B.4 lands."""
-    from controllers import registry
-
-    if any(cls.__name__ == "NodeTopologyReconciler" for cls in registry.CONTROLLERS):
-        return False
-    from api import constants
-    from api.naming import topology_profile
-
-    body = {
-        "apiVersion": "nfd.k8s-sigs.io/v1alpha1",
-        "kind": "NodeFeature",
-        "metadata": {
-            "name": f"{name}-gpustack-worker",
-            "namespace": constants.SYSTEM_NAMESPACE,
-            "labels": {"nfd.node.kubernetes.io/node-name": name},
-        },
-        "spec": {"labels": {constants.LABEL_TOPOLOGY_PROFILE: topology_profile([constants.LABEL_HOSTNAME])}},
-    }
-    info.kubectl(
-        "apply", "--server-side", "--field-manager=gpustack-operator/topology-profile", "-f", "-",
-        input=json.dumps(body),
-    )  # fmt: skip
-    return True
 
 
 def node(info: harness.ClusterInfo, name: str) -> Node | None:

@@ -76,3 +76,22 @@ def test_bench_compares_with_kueue_s_own_webhooks(cluster: harness.ClusterInfo) 
         for field in ("rps", "p99_ms", "per_cpu_second"):
             assert f"kueue_{verb}_{field}" in summary, sorted(summary)
         assert f"vs_kueue_{verb}_per_cpu" in summary
+
+
+def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.ClusterInfo) -> None:
+    lines = _run(
+        cluster,
+        "bench_modeldeployment",
+        "cluster",
+        "--deployments",
+        "2",
+        "--threads",
+        "2",
+        "--timeout",
+        "300",
+    )
+    figures = {line["figure"]: line for line in lines}
+    assert set(figures) == {"ready", "cpu_per_reconcile_ms", "converged"}, lines
+    assert figures["ready"]["deployments"] == 2 and figures["ready"]["seconds"] is not None
+    assert figures["cpu_per_reconcile_ms"]["reconciles"] > 0
+    assert figures["converged"]["objects"] > 0 and "changed" in figures["converged"]

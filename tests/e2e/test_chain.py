@@ -45,7 +45,6 @@ def chain(cluster):
     node = None
     try:
         node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
-        nodes.topology_stand_in(cluster, NODE)
         ensure_namespace(cluster, NS)
         entrance = harness.wait_for(
             lambda: _entrance(cluster), timeout=90, what="the A10G InstanceType's entrance"

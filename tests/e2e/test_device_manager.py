@@ -3,19 +3,26 @@
 device plugins — whole, shared, sliced and partitioned Pods through the queue entrance pass all five
 gates and the fake runtime records the env the plugin handed each container; refusals surface as
 ``UnexpectedAdmissionError``; a kubelet restart re-registers without double allocation; a deleted
-Pod frees its card in the ledger and in the InstanceType status.
+Pod frees its card in the ledger and in the InstanceType status.  A partitioned Pod is handed its
+own MIG device, created at the reserved placement and destroyed when the Pod goes; an agent killed
+in the middle of allocations loses no ledger entry and grants no card twice once restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import time
+from pathlib import Path
 
 import nodes
 import pytest
 
 from api import allocation, constants
 from nodeplugins.devicemanager import tokens
+from nodeplugins.devicemanager.backends import instances_file
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -45,8 +52,6 @@ def gate5(cluster):
         started.append(h100)
         a10g = nodes.start_node(cluster, A10G, "a10g-4.yaml", slot=1)
         started.append(a10g)
-        for node in (H100, A10G):
-            nodes.topology_stand_in(cluster, node)
         ensure_namespace(cluster, NS)
         entrance = harness.wait_for(
             lambda: _entrance(cluster), timeout=120, what="the H100 InstanceType's entrance"
@@ -144,6 +149,17 @@ def cards_of(record: dict, container: str = "main") -> list[str]:
     return [a["id"] for g in record.get(container, []) for a in g["accelerators"]]
 
 
+def gpu_instances(node: nodes.Node, card: str) -> list[dict]:
+    """The simulated card's live GPU instances (the hardware's state, which the test only reads)."""
+    path = instances_file(node.profile)
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return (state.get("cards") or {}).get(card, [])
+
+
+def marker_of(node: nodes.Node, pod_obj: dict, container: str = "main") -> Path:
+    return node.directory / "dm-state" / "partitions" / f"{pod_obj['metadata']['uid']}.{container}.json"
+
+
 def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
     node = harness.wait_for(
         lambda: (
@@ -208,9 +224,20 @@ def test_a_pod_of_each_family_passes_the_five_gates(cluster, gate5, cleanup, nam
     )
     env = container_env(gate5["h100"], name)
     if mode == constants.DEVICE_MODE_PARTITIONED:
-        assert env["NVIDIA_VISIBLE_DEVICES"] == "none"  # the instance is named, the parent card is not
         assert entries[0]["allocatedPhysicalProfile"] == "3g.40gb"
         assert rows[entries[0]["id"]]["allocatedProfiles"] == [{"name": "3g.40gb", "count": 1}]
+        # The MIG device of an instance made at the recorded placement — never the parent card.
+        [placement] = entries[0]["allocatedPhysicalPlacements"]
+        [instance] = [
+            gi
+            for gi in gpu_instances(gate5["h100"], entries[0]["id"])
+            if (gi["start"], gi["size"]) == (placement["start"], placement["length"])
+        ]
+        [compute] = instance["computes"]
+        assert compute["slices"] == instance["slices"] == 3
+        assert env["NVIDIA_VISIBLE_DEVICES"] == compute["uuid"] and env["CUDA_VISIBLE_DEVICES"] == "0"
+        marker = json.loads(marker_of(gate5["h100"], placed).read_text())
+        assert marker["device"] == compute["uuid"] and marker["owner"]["pod"] == name
         return
     assert sorted(env["NVIDIA_VISIBLE_DEVICES"].split(",")) == sorted(a["id"] for a in entries)
     if mode == constants.DEVICE_MODE_SHARED:
@@ -315,3 +342,84 @@ def test_a_finished_pod_releases_its_card(cluster, gate5, cleanup):
     harness.wait_for(lambda: ledger(cluster, H100)[card]["mode"] == 0, timeout=60, what="the card released")
     time.sleep(0)  # the record stays on the Pod: only the charge ends
     assert cards_of(record_of(cluster, "job")) == [card]
+
+
+def test_a_deleted_partitioned_pod_has_its_instance_destroyed(cluster, gate5):
+    node = gate5["h100"]
+    limits = {f"{BASE}.partitioned": "1", f"{BASE}.partitioned.mig-7g.80gb": "1"}
+    create(cluster, pod("whole-partition", limits, queue=gate5["entrance"]))
+    placed = harness.wait_for(lambda: running(cluster, "whole-partition"), timeout=180, what="Running")
+    [entry] = [a for g in record_of(cluster, "whole-partition")["main"] for a in g["accelerators"]]
+    device = container_env(node, "whole-partition")["NVIDIA_VISIBLE_DEVICES"]
+    assert [c["uuid"] for gi in gpu_instances(node, entry["id"]) for c in gi["computes"]] == [device]
+    marker = marker_of(node, placed)
+    assert marker.exists()
+    cluster.kubectl("delete", "pod", "whole-partition", "-n", NS, "--wait=true", timeout=120)
+    harness.wait_for(
+        lambda: not gpu_instances(node, entry["id"]) and not marker.exists(),
+        timeout=60,
+        what="the GPU instance destroyed and its ownership marker gone",
+    )
+
+
+def test_an_agent_killed_in_the_middle_of_allocations_loses_no_entry_and_grants_nothing_twice(
+    cluster, gate5, cleanup
+):
+    """Six Pods bound to the H100 node at once (four whole cards and two partitions); the device
+    manager is killed as the first allocations land and started again.  Every Pod that runs
+    has its record, its cards charged in the Devices status and in the recorded container env; no
+    card (nor MIG device) is handed to two Pods; later Pods are allocated past the held cards."""
+    node = gate5["h100"]
+    names = [f"burst-{i}" for i in range(4)] + ["burst-mig-0", "burst-mig-1"]
+    cleanup.extend([*names, "after-agent-restart"])
+    mig = {f"{BASE}.partitioned": "1", f"{BASE}.partitioned.mig-3g.40gb": "1"}
+    for name in names:
+        create(cluster, pod(name, mig if "mig" in name else {BASE: "1"}, node=H100))
+    harness.wait_for(
+        lambda: any(record_of(cluster, n) for n in names), timeout=120, what="the first allocation recorded"
+    )
+    pid = int(node.pid_file("device-manager").read_text())
+    os.killpg(pid, signal.SIGKILL)  # a crash: no graceful shutdown
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)  # this test run started it: reap it
+    nodes.start_device_manager(cluster, node)
+
+    def settled() -> dict[str, dict] | None:
+        pods = {n: get(cluster, n) for n in names}
+        phases = {(p.get("status") or {}).get("phase") for p in pods.values()}
+        return pods if phases <= {"Running", "Failed"} else None
+
+    pods = harness.wait_for(settled, timeout=240, what="every burst Pod Running or Failed")
+    live = {n: p for n, p in pods.items() if p["status"]["phase"] == "Running"}
+    assert live, "no Pod ran after the agent restarted"
+    seen_cards: dict[str, str] = {}
+    seen_devices: dict[str, str] = {}
+    for name, obj in live.items():
+        record = allocation.record_of(obj)
+        cards = cards_of(record)
+        assert cards, f"{name} runs without an allocation record"
+        env = container_env(node, name)
+        if "mig" in name:
+            device = env["NVIDIA_VISIBLE_DEVICES"]
+            assert device.startswith("MIG-") and device not in seen_devices, (name, seen_devices)
+            seen_devices[device] = name
+            assert marker_of(node, obj).exists()
+        else:
+            assert env["NVIDIA_VISIBLE_DEVICES"].split(",") == cards
+            for card in cards:
+                assert card not in seen_cards, f"card {card} granted to {seen_cards.get(card)} and {name}"
+                seen_cards[card] = name
+
+    def charged() -> bool:
+        rows = ledger(cluster, H100)
+        return all(rows[c]["mode"] == constants.DEVICE_MODE_EXCLUSIVE for c in seen_cards) and all(
+            rows[a["id"]].get("allocatedProfiles")
+            for n in live
+            if "mig" in n
+            for a in allocation.record_of(live[n])["main"][0]["accelerators"]
+        )
+
+    harness.wait_for(charged, timeout=60, what="the Devices status charging every running Pod")
+    create(cluster, pod("after-agent-restart", {BASE: "1"}, node=H100))  # two whole cards stay free
+    after = harness.wait_for(lambda: running(cluster, "after-agent-restart"), timeout=120, what="Running")
+    assert not set(cards_of(allocation.record_of(after))) & set(seen_cards)

@@ -123,7 +123,6 @@ def gpu_node(cluster):
 
     def start() -> None:
         node = holder["node"] = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
-        nodes.topology_stand_in(cluster, NODE)
         nodes.stop_component(node, "device-manager")
         kubeconfig = chart.token_kubeconfig(
             cluster, f"{chart.RELEASE}-device-manager", node.directory / "sa.kubeconfig"
@@ -239,7 +238,7 @@ def test_ensurers_recreate_what_is_deleted_and_leave_what_exists(cluster, host):
         "annotate", "mutatingwebhookconfiguration", "gpustack-worker-mutation", "e2e.gpustack.ai/edited=yes"
     )
     cluster.kubectl("delete", "validatingwebhookconfiguration", "gpustack-worker-validation")
-    cluster.kubectl("delete", "crd", "topologysources.worker.gpustack.ai")  # no TopologySource exists here
+    cluster.kubectl("delete", "crd", "modelprefetches.worker.gpustack.ai")  # no ModelPrefetch exists here
     harness.wait_for(
         lambda: get(cluster, "validatingwebhookconfiguration", "gpustack-worker-validation"),
         timeout=60,
@@ -247,11 +246,11 @@ def test_ensurers_recreate_what_is_deleted_and_leave_what_exists(cluster, host):
     )
     harness.wait_for(
         lambda: (
-            (crd := get(cluster, "crd", "topologysources.worker.gpustack.ai"))
+            (crd := get(cluster, "crd", "modelprefetches.worker.gpustack.ai"))
             and not crd["metadata"].get("deletionTimestamp")
         ),
         timeout=120,
-        what="the TopologySource CRD recreated",
+        what="the ModelPrefetch CRD recreated",
     )
     edited = get(cluster, "mutatingwebhookconfiguration", "gpustack-worker-mutation")
     assert edited["metadata"]["annotations"]["e2e.gpustack.ai/edited"] == "yes"  # never rewritten

@@ -452,7 +452,7 @@ def test_a_missing_key_pull_secret_or_claim_is_named_and_no_pod_is_made(
         ),
         "model": (
             {"additionalVolumes": [{"mountPath": "/model", "model": {"artifactRef": {"name": "qwen"}}}]},
-            "model volumes are not served by this operator yet",
+            "ModelArtifact qwen does not exist in this namespace",
         ),
     }
     for name, (spec, _) in cases.items():

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import gpustack
 import harness
+import nodes
 import pytest
 import yaml
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import names
 from nodeplugins.devicemanager import simulated
 
@@ -47,6 +48,15 @@ CPU_POOL = "gpustack--generic-linux-amd64"
 NODES = {f"md-h100-a-{SUFFIX}": (H100, 8), f"md-h100-b-{SUFFIX}": (H100, 8), f"md-a10g-{SUFFIX}": (A10G, 4)}
 GROUP = "kueue.x-k8s.io/pod-group-name"
 WAIT = 240
+# The cloud provider's zone on every node, and the source that turns it into a zone → hostname
+# profile: the topology seed requires the zone level of its pool's flavors.
+ZONE = {"topology.kubernetes.io/zone": f"md-zone-{SUFFIX}"}
+ZONES = {
+    "apiVersion": "worker.gpustack.ai/v1",
+    "kind": "TopologySource",
+    "metadata": {"name": f"md-zones-{SUFFIX}"},
+    "spec": {"nodeSelector": {"matchLabels": ZONE}, "levels": list(ZONE), "nodeLabels": {}},
+}
 
 
 def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
@@ -81,14 +91,20 @@ def md_env(cluster: harness.ClusterInfo):
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
     for name, (product, count) in NODES.items():
+        # The labels NFD and the device manager would give the node, less the topology profile
+        # (the worker's topology controller publishes it through NFD), plus the zone.
+        labels = {**simulated.node_labels(name, product, count), **ZONE}
+        labels.pop(constants.LABEL_TOPOLOGY_PROFILE)
         harness.create_fake_node(
-            cluster,
-            name,
-            labels=simulated.node_labels(name, product, count),
-            capacity=simulated.plugin_capacity(product, count),
+            cluster, name, labels=labels, capacity=simulated.plugin_capacity(product, count)
         )
-        write_devices(cluster, simulated.devices(name, product, count))
+        ledger = simulated.devices(name, product, count)
+        ledger["metadata"]["labels"].pop(constants.LABEL_TOPOLOGY_PROFILE)  # the worker mirrors it
+        write_devices(cluster, ledger)
+    started_nfd = not nodes.nfd_master_running(cluster)
+    nodes.ensure_nfd_master(cluster, next(iter(NODES)))
     gpustack.start_worker(cluster, op, "--no-leader-election")
+    apply(cluster, ZONES)  # once the worker serves its admission
 
     def pools_ready() -> bool:
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
@@ -112,11 +128,16 @@ def md_env(cluster: harness.ClusterInfo):
                 timeout=WAIT,
                 what="deployments gone",
             )
+        cluster.kubectl(
+            "delete", "topologysource", ZONES["metadata"]["name"], "--ignore-not-found", check=False
+        )
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         for name in NODES:
             harness.delete_fake_node(cluster, name)
+        if started_nfd:
+            nodes.stop_nfd_master(cluster)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -134,7 +155,7 @@ def condition(obj, kind) -> dict:
 
 
 def pods_of(cluster, name, *selectors) -> list[dict]:
-    selector = ",".join([f"{c.LABEL_APP_INSTANCE}={name}", *selectors])
+    selector = ",".join([f"{constants.LABEL_APP_INSTANCE}={name}", *selectors])
     return cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
 
 
@@ -221,7 +242,7 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
     assert condition(ready, "QuotaReserved")["status"] == "True"
     assert condition(ready, "ReplicasUpToDate")["reason"] == "UpToDate"
     assert condition(ready, "KVEventsPublishing")["reason"] == "NoRouter"
-    assert ready["metadata"]["finalizers"] == [c.FINALIZER_MODEL_DEPLOYMENT]
+    assert ready["metadata"]["finalizers"] == [constants.FINALIZER_MODEL_DEPLOYMENT]
     pods = pods_of(cluster, "qwen-prefill-decode")
     assert len(pods) == 4
     entrance = cluster.kubectl_json("get", "instancetype", H100_POOL)["status"]["entrance"]
@@ -231,12 +252,15 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
             "qwen-prefill-decode-prefill-",
             "qwen-prefill-decode-decode-",
         )
-        assert labels[c.KUEUE_QUEUE_NAME] == entrance
-        assert labels[c.LABEL_ROLE_KIND] in ("prefill", "decode")
+        assert labels[constants.KUEUE_QUEUE_NAME] == entrance
+        assert labels[constants.LABEL_ROLE_KIND] in ("prefill", "decode")
         assert re.fullmatch(r"gpustack-fnv64-[0-9a-f]{16}", labels[GROUP])
-        assert ann[c.KUEUE_POD_GROUP_TOTAL_COUNT] == "1" and ann[c.KUEUE_POD_GROUP_SERVING] == "true"
-        assert c.KUEUE_POD_GROUP_FAST_ADMISSION not in ann
-        assert re.fullmatch(r"[0-9a-f]{64}", ann[c.ANNOTATION_POD_SPEC_HASH])
+        assert (
+            ann[constants.KUEUE_POD_GROUP_TOTAL_COUNT] == "1"
+            and ann[constants.KUEUE_POD_GROUP_SERVING] == "true"
+        )
+        assert constants.KUEUE_POD_GROUP_FAST_ADMISSION not in ann
+        assert re.fullmatch(r"[0-9a-f]{64}", ann[constants.ANNOTATION_POD_SPEC_HASH])
         main = pod["spec"]["containers"][0]
         assert main["image"] == "gpustack/runner:cuda12.8-vllm0.29.0"
         assert main["command"][:3] == ["vllm", "serve", "Qwen/Qwen2.5-72B-Instruct"]
@@ -249,9 +273,9 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
             cond["type"] == "Admitted" and cond["status"] == "True" for cond in wl["status"]["conditions"]
         )
         checks = {ch["name"]: ch["state"] for ch in wl["status"]["admissionChecks"]}
-        assert checks[c.ADMISSION_CHECK_JOINT] == "Ready"
+        assert checks[constants.ADMISSION_CHECK_JOINT] == "Ready"
     svcs = {s["metadata"]["name"]: s for s in cluster.kubectl_json("get", "services", "-n", NS)["items"]}
-    assert svcs["qwen-prefill-decode"]["spec"]["selector"][c.LABEL_APP_COMPONENT] == "prefill"
+    assert svcs["qwen-prefill-decode"]["spec"]["selector"][constants.LABEL_APP_COMPONENT] == "prefill"
     assert {"qwen-prefill-decode-prefill", "qwen-prefill-decode-decode"} <= set(svcs)
 
     # Deletion: Pods, Workloads and Services go, then the finalizer.
@@ -275,8 +299,8 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
         and leader["spec"]["subdomain"] == "qwen3-8b-server-r1"
     )
     env = {e["name"]: e for e in leader["spec"]["containers"][0]["env"]}
-    assert env[c.ENV_REPLICA_LEADER_ADDRESS]["value"] == "qwen3-8b-server-r1-m0.qwen3-8b-server-r1"
-    assert env[c.ENV_REPLICA_SIZE]["value"] == "4"
+    assert env[constants.ENV_REPLICA_LEADER_ADDRESS]["value"] == "qwen3-8b-server-r1-m0.qwen3-8b-server-r1"
+    assert env[constants.ENV_REPLICA_SIZE]["value"] == "4"
     headless = cluster.kubectl_json("get", "service", "qwen3-8b-server-r1", "-n", NS)
     assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
     columns = cluster.kubectl("get", "md", "qwen3-8b", "-n", NS).stdout.split("\n")[1].split()
@@ -291,7 +315,7 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
     blocker = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "blocker", "namespace": NS, "labels": {c.KUEUE_QUEUE_NAME: entrance}},
+        "metadata": {"name": "blocker", "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: entrance}},
         "spec": {
             "containers": [
                 {
@@ -324,11 +348,13 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
             return None
         reserved = {cond["type"]: cond["status"] for cond in (b.get("status") or {}).get("conditions") or ()}
         checks = {ch["name"]: ch for ch in (b.get("status") or {}).get("admissionChecks") or ()}
-        entry = checks.get(c.ADMISSION_CHECK_JOINT) or {}
+        entry = checks.get(constants.ADMISSION_CHECK_JOINT) or {}
         return b if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
 
     b = harness.wait_for(held, timeout=WAIT, what="group b reserved and held Pending")
-    message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[c.ADMISSION_CHECK_JOINT]["message"]
+    message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[constants.ADMISSION_CHECK_JOINT][
+        "message"
+    ]
     assert "a/r0" in message and "b/r0" not in message
     assert all(not p["spec"].get("nodeName") for p in pods_of(cluster, "joint"))
     status = md_get(cluster, "joint")["status"]
@@ -341,11 +367,13 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
         if any(o["name"] == "blocker" for o in w["metadata"].get("ownerReferences") or ())
     )
     states = {ch["name"]: ch["state"] for ch in blocker_wl["status"]["admissionChecks"]}
-    assert states[c.ADMISSION_CHECK_JOINT] == "Ready"
+    assert states[constants.ADMISSION_CHECK_JOINT] == "Ready"
     cluster.kubectl("delete", "pod", "blocker", "-n", NS)
     ready = wait_ready(cluster, "joint")
     assert {r["name"]: r["ready"] for r in ready["status"]["roles"]} == {"a": 1, "b": 1}
-    assert sorted(p["metadata"]["name"] for p in pods_of(cluster, "joint", f"{c.LABEL_APP_COMPONENT}=a")) == [
+    assert sorted(
+        p["metadata"]["name"] for p in pods_of(cluster, "joint", f"{constants.LABEL_APP_COMPONENT}=a")
+    ) == [
         "joint-a-r0-m0",
         "joint-a-r0-m1",
     ]
@@ -381,7 +409,9 @@ def test_rollout_scale_down_and_pod_replacement(md_env) -> None:
     assert not before & {p["metadata"]["uid"] for p in pods_of(cluster, "roll")}
 
     # Scale down 3 -> 1: ordinals 2 and 1 leave with their Workloads; ordinal 0 is not touched.
-    keep = next(p for p in pods_of(cluster, "roll") if p["metadata"]["labels"][c.LABEL_POD_ORDINAL] == "0")
+    keep = next(
+        p for p in pods_of(cluster, "roll") if p["metadata"]["labels"][constants.LABEL_POD_ORDINAL] == "0"
+    )
     shed = {names.pod_group_name(NS, "roll", "server", k) for k in (1, 2)}
     apply(cluster, deployment("roll", role(replicas=1, extraArgs=["--max-model-len", "4096"])))
     harness.wait_for(
@@ -399,7 +429,7 @@ def test_rollout_scale_down_and_pod_replacement(md_env) -> None:
         return pods and pods[0]["metadata"]["name"] != keep["metadata"]["name"] and pods[0]
 
     new = harness.wait_for(replaced, timeout=WAIT, what="replacement")
-    assert new["metadata"]["labels"][c.LABEL_POD_ORDINAL] == "0"
+    assert new["metadata"]["labels"][constants.LABEL_POD_ORDINAL] == "0"
     wait_ready(cluster, "roll")
     events = cluster.kubectl_json("get", "events", "-n", NS, "--field-selector", "involvedObject.name=roll")[
         "items"
@@ -479,9 +509,9 @@ def test_a_restarted_worker_changes_nothing_converged(md_env) -> None:
         pods = {p["metadata"]["uid"]: p["metadata"]["resourceVersion"] for p in pods_of(cluster, "fine")}
         svcs = {
             s["metadata"]["name"]: s["metadata"]["resourceVersion"]
-            for s in cluster.kubectl_json("get", "services", "-n", NS, "-l", f"{c.LABEL_APP_INSTANCE}=fine")[
-                "items"
-            ]
+            for s in cluster.kubectl_json(
+                "get", "services", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}=fine"
+            )["items"]
         }
         return md["metadata"]["resourceVersion"], pods, svcs
 

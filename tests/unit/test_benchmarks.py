@@ -3,8 +3,10 @@ from: a benchmark that rots fails the suite.  No figure is judged here (speed is
 runs on a quiet machine); only that each script finishes and that its lines carry their fields.
 
 The other benchmarks' smoke runs live beside their features (test_bench_devicemanager,
-test_bench_gateway, delivery/test_bench_delivery); bench_pools needs a control plane
-(tests/e2e/test_bench_pools.py).
+test_bench_gateway, delivery/test_bench_delivery, test_bench_modeldeployment); those that need a
+control plane (bench_pools, the cluster mode of bench_modeldeployment, bench's Kueue comparison) run
+in tests/e2e/test_benchmarks.py.  ``test_every_benchmark_has_a_smoke_run`` keeps a new script from
+arriving without one.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def test_bench_kvcache() -> None:
 
 def test_run_locust() -> None:
     (summary,) = _run(
-        "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "2s", "--port", str(free_port())
+        "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "5s", "--port", str(free_port())
     )
     _has(summary, "requests", "failures", "rps", "p50_ms", "p99_ms")
 
@@ -113,3 +115,25 @@ def test_bench(tmp_path: Path) -> None:
         "workers_rps",
         "pod_per_cpu_second",
     )
+
+
+def test_every_benchmark_has_a_smoke_run() -> None:
+    scripts = sorted(
+        path.stem
+        for path in (REPO / "loadtests").glob("*.py")
+        if path.stem.startswith("bench") or path.stem.startswith("run_")
+    )
+    tests = (
+        "\n".join(
+            path.read_text()
+            for path in (REPO / "tests").rglob("test_*.py")
+            if path != Path(__file__).resolve()
+        )
+        + Path(__file__).read_text().split("def test_every_benchmark_has_a_smoke_run")[0]
+    )
+    missing = [
+        name
+        for name in scripts
+        if f'"{name}"' not in tests and f"loadtests.{name}" not in tests and f"import {name}" not in tests
+    ]
+    assert not missing, f"benchmarks without a smoke run in tests/: {missing}"

@@ -148,9 +148,9 @@ def test_feature_resolve_and_role() -> None:
     ]
     assert resolution.used_by["status"]["usedBy"][0]["name"] == "qwen-chat"
     b["status"] = {"usedBy": [{"kind": "ModelDeployment", "namespace": "team-a", "name": "qwen-chat"}]}
-    assert (
-        feature.resolve(_MD(MD), reader_of(b, ready_pool(), backend())).conditions[0].reason == "Registered"
-    )
+    listed = feature.resolve(_MD(MD), reader_of(b, ready_pool(), backend()))
+    assert listed.conditions[0].reason == "Registered"
+    assert listed.used_by is None  # already registered: nothing to send
     rc = feature.role(
         resolution, _MD(MD), _Role("Prefill"), {"status": {"detail": {"manufacturer": "nvidia"}}}
     )
@@ -182,4 +182,32 @@ def test_feature_resolve_and_role() -> None:
     assert "--kv-cache-dtype" not in feature.role(off, _MD(MD), _Role(), {}).args
     missing = feature.resolve(_MD(MD), reader_of())
     assert not missing.resolved and missing.status is None and missing.used_by is None
-    assert KVCacheFeature.release(MD)[0]["status"] == {"usedBy": []}
+    body, manager = feature.release(_MD(MD))
+    assert body["status"] == {"usedBy": []} and manager == attach.used_by_manager(MD)
+    assert feature.release(_MD({**MD, "spec": {"roles": []}})) is None
+
+
+def test_feature_wakes_the_deployments_on_a_binding_pool_or_backend() -> None:
+    from controllers.kvcache.md_feature import KVCacheFeature
+
+    feature = KVCacheFeature()
+    other = {**MD, "metadata": {"name": "other", "namespace": "team-b"}}
+    plain = {**MD, "metadata": {"name": "plain", "namespace": "team-a"}, "spec": {"roles": []}}
+    deployments = [MD, other, plain]
+    read = reader_of(binding(), ready_pool(), backend())
+
+    def woken(obj, old=None, event="MODIFIED"):
+        return [m["metadata"]["name"] for m in feature.wakes(obj["kind"], event, obj, old, deployments, read)]
+
+    assert woken(binding(), event="ADDED") == ["qwen-chat"]  # not team-b's deployment of that name
+    assert woken(ready_pool(), event="ADDED") == ["qwen-chat"]
+    assert woken(backend(), event="DELETED") == ["qwen-chat"]
+    before = {**ready_pool(), "metadata": {"name": "shared-dram", "resourceVersion": "1"}}
+    moved = ready_pool(endpoint="elsewhere:50051")
+    moved["metadata"]["resourceVersion"] = "2"
+    assert woken(moved, before) == ["qwen-chat"]
+    figures = copy.deepcopy(before)
+    figures["metadata"]["resourceVersion"] = "3"
+    figures["status"]["usage"] = {"total": "1Mi"}  # nothing a deployment reads
+    assert woken(figures, before) == []
+    assert feature.wakes("Pod", "ADDED", {"metadata": {"name": "x"}}, None, deployments, read) == []

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from api import constants as c
+from api import constants
+from api.objects import Obj
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
 from kube.client import ApiError
 from kube.manager import Manager
 from tests.unit.md_fixtures import NS, deployment, instance_type, role
 
-Obj = dict[str, Any]
 _ids = itertools.count()
 
 
@@ -112,7 +112,7 @@ def serve(client: RecordingClient, controller: ModelDeploymentReconciler) -> Non
         if kind == "Pod":
             obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             put(client, controller, obj)
-            group = obj["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME]
+            group = obj["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME]
             put(
                 client,
                 controller,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import joint, names
 from tests.unit.md_fixtures import NS, deployment, pair, role
 
@@ -36,9 +36,9 @@ def md_pod(md="qwen", group="g"):
             "name": "p0",
             "namespace": NS,
             "labels": {
-                c.LABEL_APP_NAME: "model-deployment",
-                c.LABEL_APP_INSTANCE: md,
-                c.KUEUE_POD_GROUP_NAME: group,
+                constants.LABEL_APP_NAME: "model-deployment",
+                constants.LABEL_APP_INSTANCE: md,
+                constants.KUEUE_POD_GROUP_NAME: group,
             },
         }
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import labels, names
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment.render import render_role, stamp
@@ -54,7 +54,7 @@ def live(pod, *, ready=True, leaving=False, phase="Running", reason=None):
 
 
 def workload(pods, *, admitted=True, reserved=True, leaving=False):
-    group = pods[0]["metadata"]["labels"][c.KUEUE_POD_GROUP_NAME]
+    group = pods[0]["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME]
     meta = {
         "name": group,
         "namespace": NS,
@@ -104,7 +104,7 @@ def test_scale_down_sheds_highest_ordinals_with_their_workloads() -> None:
     wls = [workload(g) for g in groups]
     obj["spec"]["roles"][0]["replicas"] = 1
     result = planner.plan(inputs(obj), pods, wls)
-    assert [p["metadata"]["labels"][c.LABEL_POD_ORDINAL] for p in result.pod_deletes] == ["2", "1"]
+    assert [p["metadata"]["labels"][constants.LABEL_POD_ORDINAL] for p in result.pod_deletes] == ["2", "1"]
     assert [w["metadata"]["name"] for w in result.workload_deletes] == [
         names.pod_group_name(NS, "qwen", "server", 2),
         names.pod_group_name(NS, "qwen", "server", 1),
@@ -121,7 +121,10 @@ def test_a_deleted_pod_is_replaced_only_once_the_ordinal_is_empty() -> None:
     assert first.workload_deletes == [wl0]  # releases Kueue's finalizer on the leaving Pod
     assert not first.creates and not first.pod_deletes  # never beside a member still listed
     second = planner.plan(inputs(obj), kept, [wl1])
-    assert len(second.creates) == 1 and second.creates[0]["metadata"]["labels"][c.LABEL_POD_ORDINAL] == "0"
+    assert (
+        len(second.creates) == 1
+        and second.creates[0]["metadata"]["labels"][constants.LABEL_POD_ORDINAL] == "0"
+    )
     assert "name" not in second.creates[0]["metadata"]  # a new generated name
 
 
@@ -166,7 +169,7 @@ def test_rollout_turns_over_one_replica_per_role_per_pass() -> None:
     result = planner.plan(inputs(edited(obj)), pods, wls)
     assert (
         len(result.pod_deletes) == 1
-        and result.pod_deletes[0]["metadata"]["labels"][c.LABEL_POD_ORDINAL] == "0"
+        and result.pod_deletes[0]["metadata"]["labels"][constants.LABEL_POD_ORDINAL] == "0"
     )
     assert result.workload_deletes == [wls[0]]
     assert result.accounts["server"].outdated == 3 and result.accounts["server"].rolled
@@ -202,14 +205,17 @@ def test_two_roles_roll_independently() -> None:
     for r in new["spec"]["roles"]:
         r["env"] = [{"name": "X", "value": "1"}]
     result = planner.plan(inputs(new), pods, [workload(g) for g in groups])
-    assert sorted(p["metadata"]["labels"][c.LABEL_APP_COMPONENT] for p in result.pod_deletes) == ["a", "b"]
+    assert sorted(p["metadata"]["labels"][constants.LABEL_APP_COMPONENT] for p in result.pod_deletes) == [
+        "a",
+        "b",
+    ]
 
 
 def test_stray_pods_of_the_deployment_are_removed() -> None:
     obj = deployment(role(replicas=1))
     pods = replica(obj, "server", 0)
     stray = copy.deepcopy(pods[0])
-    stray["metadata"]["labels"][c.LABEL_APP_COMPONENT] = "gone"
+    stray["metadata"]["labels"][constants.LABEL_APP_COMPONENT] = "gone"
     stray["metadata"]["uid"] = "stray"
     result = planner.plan(inputs(obj), [*pods, stray], [workload(pods)])
     assert result.pod_deletes == [stray]

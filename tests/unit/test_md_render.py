@@ -11,7 +11,7 @@ import re
 import orjson
 import pytest
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import labels, names
 from controllers.modeldeployment.render import Facts, RenderError, render_role, stamp
 from tests.unit.md_fixtures import ASCEND, ENTRANCE, NS, UID, context, deployment, instance_type, pair, role
@@ -41,7 +41,7 @@ def test_size_one_replicas_are_generated_names() -> None:
     meta = pod["metadata"]
     assert meta["generateName"] == "qwen-server-" and "name" not in meta
     assert "hostname" not in pod["spec"] and "subdomain" not in pod["spec"]
-    assert c.LABEL_MEMBER_INDEX not in meta["labels"]
+    assert constants.LABEL_MEMBER_INDEX not in meta["labels"]
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "worker.gpustack.ai/v1",
@@ -59,11 +59,14 @@ def test_members_above_size_one_are_named_and_wired() -> None:
     meta, spec = pod["metadata"], pod["spec"]
     assert meta["name"] == "qwen-server-r2-m1" and "generateName" not in meta
     assert spec["hostname"] == "qwen-server-r2-m1" and spec["subdomain"] == "qwen-server-r2"
-    assert meta["labels"][c.LABEL_MEMBER_INDEX] == "1" and meta["labels"][c.LABEL_POD_ORDINAL] == "2"
+    assert (
+        meta["labels"][constants.LABEL_MEMBER_INDEX] == "1"
+        and meta["labels"][constants.LABEL_POD_ORDINAL] == "2"
+    )
     values = env(main(pod))
-    assert values[c.ENV_REPLICA_LEADER_ADDRESS] == "qwen-server-r2-m0.qwen-server-r2"
-    assert values[c.ENV_REPLICA_SIZE] == "2"
-    assert values[c.ENV_MEMBER_INDEX] == {
+    assert values[constants.ENV_REPLICA_LEADER_ADDRESS] == "qwen-server-r2-m0.qwen-server-r2"
+    assert values[constants.ENV_REPLICA_SIZE] == "2"
+    assert values[constants.ENV_MEMBER_INDEX] == {
         "fieldRef": {"fieldPath": "metadata.labels['modeldeployment.gpustack.ai/member-index']"}
     }
 
@@ -71,15 +74,15 @@ def test_members_above_size_one_are_named_and_wired() -> None:
 def test_labels_are_the_selector_set_kind_queue_and_group() -> None:
     pod = pod_of(pair(), role_name="decode", ordinal=1)
     got = pod["metadata"]["labels"]
-    assert got[c.LABEL_APP_NAME] == "model-deployment"
-    assert got[c.LABEL_APP_INSTANCE] == "qwen" and got[c.LABEL_APP_COMPONENT] == "decode"
-    assert got[c.LABEL_PART_OF] == "gpustack-operator-worker"
-    assert got[c.LABEL_ROLE_KIND] == "decode"
-    assert got[c.KUEUE_QUEUE_NAME] == ENTRANCE
-    assert re.fullmatch(r"gpustack-fnv64-[0-9a-f]{16}", got[c.KUEUE_POD_GROUP_NAME])
-    assert got[c.KUEUE_POD_GROUP_NAME] == names.pod_group_name(NS, "qwen", "decode", 1)
-    assert got[c.LABEL_POD_ORDINAL] == "1"
-    assert got[c.LABEL_KVCACHE_INJECT] == "false"  # the KV-cache injector leaves these Pods alone
+    assert got[constants.LABEL_APP_NAME] == "model-deployment"
+    assert got[constants.LABEL_APP_INSTANCE] == "qwen" and got[constants.LABEL_APP_COMPONENT] == "decode"
+    assert got[constants.LABEL_PART_OF] == "gpustack-operator-worker"
+    assert got[constants.LABEL_ROLE_KIND] == "decode"
+    assert got[constants.KUEUE_QUEUE_NAME] == ENTRANCE
+    assert re.fullmatch(r"gpustack-fnv64-[0-9a-f]{16}", got[constants.KUEUE_POD_GROUP_NAME])
+    assert got[constants.KUEUE_POD_GROUP_NAME] == names.pod_group_name(NS, "qwen", "decode", 1)
+    assert got[constants.LABEL_POD_ORDINAL] == "1"
+    assert got[constants.LABEL_KVCACHE_INJECT] == "false"  # the KV-cache injector leaves these Pods alone
 
 
 def test_group_names_are_per_replica_and_always_hashed() -> None:
@@ -93,20 +96,22 @@ def test_group_names_are_per_replica_and_always_hashed() -> None:
 def test_group_annotations_and_no_fast_admission_nor_node_selector() -> None:
     pod = pod_of(deployment(role(size=4, replicas=2)))
     ann = pod["metadata"]["annotations"]
-    assert ann[c.KUEUE_POD_GROUP_TOTAL_COUNT] == "4"
-    assert ann[c.KUEUE_ROLE_HASH] == "server"
-    assert ann[c.KUEUE_POD_GROUP_SERVING] == "true"
-    assert c.KUEUE_POD_GROUP_FAST_ADMISSION not in ann
+    assert ann[constants.KUEUE_POD_GROUP_TOTAL_COUNT] == "4"
+    assert ann[constants.KUEUE_ROLE_HASH] == "server"
+    assert ann[constants.KUEUE_POD_GROUP_SERVING] == "true"
+    assert constants.KUEUE_POD_GROUP_FAST_ADMISSION not in ann
     assert "nodeSelector" not in pod["spec"]
 
 
 def test_the_hash_is_sha256_of_the_canonical_form_written_last() -> None:
     pod = pod_of(deployment(role(size=2, replicas=2)), ordinal=1, member=1)
     meta = pod["metadata"]
-    written = meta["annotations"][c.ANNOTATION_POD_SPEC_HASH]
+    written = meta["annotations"][constants.ANNOTATION_POD_SPEC_HASH]
     body = {
         "labels": meta["labels"],
-        "annotations": {k: v for k, v in meta["annotations"].items() if k != c.ANNOTATION_POD_SPEC_HASH},
+        "annotations": {
+            k: v for k, v in meta["annotations"].items() if k != constants.ANNOTATION_POD_SPEC_HASH
+        },
         "spec": pod["spec"],
     }
     assert written == hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -206,7 +211,7 @@ def test_take_over_gets_its_argv_rank_env_and_pod_fields_only() -> None:
     )
     container = main(pod_of(obj))
     assert container["command"] == ["bash", "-c", "exec vllm serve x"]
-    assert set(env(container)) == {"HF_TOKEN", *c.RANK_ENV}
+    assert set(env(container)) == {"HF_TOKEN", *constants.RANK_ENV}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert probe not in container
     assert container["securityContext"] == {"privileged": True}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import router
 from tests.unit.md_fixtures import NS, UID, deployment, pair, role
 from webhooks.modeldeployment.view import Deployment
@@ -43,7 +43,7 @@ def test_vllm_router_pair_command_line() -> None:
     assert args[args.index("--service-discovery-namespace") + 1] == NS
     assert args[args.index("--service-discovery-port") + 1] == "8000"
     assert "--vllm-pd-disaggregation" in args and args[args.index("--kv-connector") + 1] == "mooncake"
-    assert f"{c.LABEL_ROLE_KIND}=prefill" in args and f"{c.LABEL_ROLE_KIND}=decode" in args
+    assert f"{constants.LABEL_ROLE_KIND}=prefill" in args and f"{constants.LABEL_ROLE_KIND}=decode" in args
     assert args[-4:] == ["--request-timeout-secs", "600", "--policy", "round_robin"]
     assert got["Deployment"]["spec"]["replicas"] == 1
     assert got["Role"]["rules"] == [
@@ -55,9 +55,9 @@ def test_vllm_router_pair_command_line() -> None:
 def test_the_router_pods_are_not_serving_pods() -> None:
     got = objects(deployment(role(replicas=2), router={"name": "vllm-router", "replicas": 2}))
     labels = got["Deployment"]["spec"]["template"]["metadata"]["labels"]
-    assert labels[c.LABEL_APP_NAME] != "model-deployment"
+    assert labels[constants.LABEL_APP_NAME] != "model-deployment"
     args = got["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--selector") + 1] == f"{c.LABEL_APP_NAME}=model-deployment"
+    assert args[args.index("--selector") + 1] == f"{constants.LABEL_APP_NAME}=model-deployment"
     assert got["Deployment"]["spec"]["replicas"] == 2
     assert "--request-timeout-secs" not in args  # unset renders nothing
 

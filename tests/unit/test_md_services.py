@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api import constants as c
+from api import constants
 from controllers.modeldeployment import services
 from controllers.modeldeployment.render import render_role
 from tests.unit.md_fixtures import NS, UID, context, deployment, pair, role
@@ -29,10 +29,10 @@ def test_deployment_service_selects_the_first_role_and_its_leader() -> None:
     assert svc["metadata"]["name"] == "qwen" and svc["metadata"]["namespace"] == NS
     assert svc["spec"]["type"] == "ClusterIP"
     assert svc["spec"]["selector"] == {
-        c.LABEL_APP_NAME: "model-deployment",
-        c.LABEL_APP_INSTANCE: "qwen",
-        c.LABEL_APP_COMPONENT: "server",
-        c.LABEL_MEMBER_INDEX: "0",
+        constants.LABEL_APP_NAME: "model-deployment",
+        constants.LABEL_APP_INSTANCE: "qwen",
+        constants.LABEL_APP_COMPONENT: "server",
+        constants.LABEL_MEMBER_INDEX: "0",
     }
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]
     assert services.endpoint(md, template.serving) == "http://qwen.team-a.svc:8000"
@@ -43,7 +43,7 @@ def test_role_service_adds_event_ports_for_producers() -> None:
     svc = services.role_service(md, OWNER, prefill, template.serving, template.publishes_kv_events)
     assert svc["metadata"]["name"] == "qwen-prefill"
     assert [p["port"] for p in svc["spec"]["ports"]] == [8000, 5557, 5558]
-    assert c.LABEL_MEMBER_INDEX not in svc["spec"]["selector"]
+    assert constants.LABEL_MEMBER_INDEX not in svc["spec"]["selector"]
     md, decode, template = facts(pair(router={"name": "llm-d-router"}), "decode")
     svc = services.role_service(md, OWNER, decode, template.serving, template.publishes_kv_events)
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]
@@ -54,7 +54,7 @@ def test_instance_service_is_headless_and_publishes_not_ready() -> None:
     svc = services.instance_service(md, OWNER, r, 1, template.serving)
     assert svc["metadata"]["name"] == "qwen-server-r1"
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
-    assert svc["spec"]["selector"][c.LABEL_POD_ORDINAL] == "1"
+    assert svc["spec"]["selector"][constants.LABEL_POD_ORDINAL] == "1"
 
 
 def test_stream_port_moves_the_target_not_the_endpoint() -> None:

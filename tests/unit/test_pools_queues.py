@@ -303,3 +303,42 @@ def test_with_quota_check_strategy_an_accelerated_queue_declares_credits_only(mo
     flavors = flavors_of(node("t4-four", T4, 4))
     (group,) = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors).apply["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]
+
+
+def test_a_retiring_flavor_is_never_planned_but_drains_before_the_swap() -> None:
+    """B.4 step 7: the nodes moved to another profile; the old flavor stays while listed."""
+    it = instance_type()
+    profiled = render.topology_profile([constants.LABEL_HOSTNAME, "x"])
+    before = [f for f in flavors_of(node("a", A10G, 4)) if "a10g" in render.name_of(f)]
+    (old,) = [render.name_of(f) for f in before]
+    queue = kueue_wrote(plan(it, None, before).apply, reserving=1, flavors={old: M})
+    after = [
+        f
+        for f in flavors_of(node("a", A10G, 4, labels={constants.LABEL_TOPOLOGY_PROFILE: profiled}))
+        if "a10g" in render.name_of(f)
+    ]
+    retiring = copy.deepcopy(before[0])
+    retiring["metadata"]["labels"][constants.LABEL_FLAVOR_RETIRING] = "true"
+    topologies = {*TOPOLOGIES, f"gpustack-{profiled}"}
+    draining = plan(it, queue, [retiring, *after], topologies=topologies)
+    assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain" and draining.requeue
+    assert [f["name"] for f in draining.apply["spec"]["resourceGroups"][0]["flavors"]] == [old]
+    drained = kueue_wrote(draining.apply, generation=2, reserving=0)
+    swapped = plan(it, drained, [retiring, *after], topologies=topologies).apply
+    assert swapped["spec"]["stopPolicy"] == "None"
+    assert [f["name"] for f in swapped["spec"]["resourceGroups"][0]["flavors"]] == [render.name_of(after[0])]
+    # Idle (Kueue reports no reservation on it): swapped in place, no hold.
+    idle = kueue_wrote(plan(it, None, before).apply, reserving=0)
+    in_place = plan(it, idle, [retiring, *after], topologies=topologies).apply
+    assert in_place["spec"]["stopPolicy"] == "None"
+
+
+def test_a_flavor_without_capacity_cannot_conserve_quota() -> None:
+    it = instance_type()
+    flavors = [f for f in flavors_of(node("a", A10G, 4)) if "a10g" in render.name_of(f)]
+    queue = kueue_wrote(plan(it, None, flavors).apply)
+    broken = copy.deepcopy(flavors)
+    broken[0]["metadata"]["labels"]["acceleratable.feature.gpustack.ai/nvidia-a10g.capacity"] = "0"
+    result = plan(it, queue, broken)
+    assert result.apply is None  # the last complete plan stays
+    assert result.condition["status"] == "False" and result.condition["reason"] == "QuotaNotConserved"

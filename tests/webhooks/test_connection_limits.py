@@ -214,3 +214,26 @@ def test_idle_connections_cannot_starve_reviews_under_a_low_descriptor_limit(tmp
         finally:
             for conn in idle:
                 conn.close()
+
+
+def test_raw_connects_that_never_handshake_cannot_exhaust_descriptors(tmp_path) -> None:
+    # Connections still in their TLS handshake hold descriptors too: 150 raw connects that never
+    # send a ClientHello, under 64 descriptors and a 60 s deadline, would leave no descriptor for
+    # a real review unless they count against the cap from their accept.
+    for worker in _start(tmp_path, "--request-deadline", "60", nofile=64):
+        raw = []
+        try:
+            for _ in range(150):
+                raw.append(socket.create_connection(("127.0.0.1", worker.port), timeout=GUARD))
+                if len(raw) % 50 == 0:
+                    assert worker.review(f"during-{len(raw)}")["response"]["allowed"] is True
+            assert worker.review("after")["response"]["allowed"] is True
+            cut = 0
+            for conn in raw:
+                conn.settimeout(0.2)
+                with contextlib.suppress(TimeoutError, ConnectionResetError):
+                    cut += conn.recv(1) == b""
+            assert cut >= 150 - 16  # the oldest handshakes were cut off to make room
+        finally:
+            for conn in raw:
+                conn.close()

@@ -132,7 +132,17 @@ def _node_store() -> dict:
     }
 
 
+def _topology_source() -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "TopologySource",
+        "metadata": {"name": "cloud-zones"},
+        "spec": {"nodeSelector": {}, "levels": ["topology.kubernetes.io/zone"], "nodeLabels": {}},
+    }
+
+
 SAMPLES = {
+    "TopologySource": (_topology_source(), "worker.gpustack.ai", "v1", "topologysources"),
     "ModelArtifact": (_artifact(), "worker.gpustack.ai", "v1", "modelartifacts"),
     "NodeModelStore": (_node_store(), "worker.gpustack.ai", "v1", "nodemodelstores"),
     "Pod": (pod(labels={"kueue.x-k8s.io/queue-name": "q"}), "", "v1", "pods"),
@@ -213,6 +223,11 @@ SPECIFIC = {
         (("spec", "connection", "managed", "members"), {"a": 1}, "spec.connection.managed.members", "array"),
     ],
     "KVCachePool": [(("spec", "backends"), "x", "spec.backends", "array")],
+    "TopologySource": [
+        (("spec", "levels"), "topology.kubernetes.io/zone", "spec.levels", "array"),
+        (("spec", "levels", 0), _nested(1000), "spec.levels[0]", "string"),
+        (("spec", "nodeSelector", "matchLabels"), ["a"], "spec.nodeSelector.matchLabels", "object"),
+    ],
     "ModelArtifact": [
         (
             ("spec", "source", "huggingFace", "repository"),

@@ -41,16 +41,24 @@ __all__ = ["MANUFACTURERS", "Backend", "DiscoveryError", "Grant", "Injection", "
 
 
 class SimulatedNvml:
-    """The fake NVML library, re-reading the profile on every pass (edits change the hardware)."""
+    """The fake NVML library, re-reading the profile on every pass (edits change the hardware).
+    Its GPU instances live in ``<profile>.instances.json`` beside the profile: like a real card's,
+    they outlive the device manager that created them."""
 
     def __init__(self, source: ProfileSource) -> None:
         from nodeplugins.devicemanager.simulation.fakenvml import FakeNvml
 
         self.source = source
-        self.library = FakeNvml(source.read())
+        self.library = FakeNvml(source.read(), state=instances_file(source.path))
 
     def refresh(self) -> None:
         self.library.serve(self.source.read())
+
+
+def instances_file(profile: str | Path) -> Path:
+    """Where a simulated node keeps its live GPU instances: beside its profile."""
+    path = Path(profile)
+    return path.with_name(f"{path.stem}.instances.json")
 
 
 def backend_for(manufacturer: str, *, simulate: str | Path | None = None, node: str = "") -> Backend:

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.manufacturers import UNITS_PER_CARD
 from nodeplugins.devicemanager.inventory import Card, Inventory
+
+if TYPE_CHECKING:
+    from nodeplugins.devicemanager.partitions import Partitions
 
 FAMILY_EXCLUSIVE = "exclusive"
 FAMILY_SHARED = "shared"
@@ -35,6 +40,7 @@ class Grant:
     start: int | None = None  # partitions: the memory-slice placement
     length: int | None = None
     cores_percentage: int = 100  # slices: the compute cap
+    device: str = ""  # partitions: the materialised instance's own device id (a MIG UUID)
 
 
 @dataclass
@@ -64,6 +70,11 @@ class Backend:
 
     def discover(self) -> Inventory:  # pragma: no cover - every backend overrides it
         raise NotImplementedError
+
+    def partitions(self, state_dir: str | Path) -> Partitions | None:
+        """What materialises this manufacturer's partitions (ownership markers under
+        ``state_dir``); ``None``: its partitioned grants name no instance of their own."""
+        return None
 
     def _names(self, grants: Sequence[Grant]) -> str:
         cards = sorted({g.card.index: g.card for g in grants}.values(), key=lambda c: c.index)

@@ -8,6 +8,10 @@ NUMA node, MIG mode and — when MIG is on — the GPU-instance profiles with th
 placements; driver and CUDA versions once per node.  A card NVML answers an error for is logged and
 left out of this pass; an NVML that does not initialise fails the pass (the last state is kept).
 Critical Xid events mark a card unhealthy until the process restarts.
+
+A partitioned grant is handed its MIG device, materialised through :mod:`.mig` at ``Allocate``
+(:meth:`NvidiaBackend.partitions`): ``NVIDIA_VISIBLE_DEVICES`` names the MIG UUID, never the parent
+card, for the container and for its SSH sidecar alike.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ import ctypes
 import logging
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from nodeplugins.devicemanager.backends.base import Backend, DiscoveryError, Grant
+from nodeplugins.devicemanager.backends.base import FAMILY_PARTITIONED, Backend, DiscoveryError, Grant
 from nodeplugins.devicemanager.inventory import Card, Inventory, PartitionProfile
+from nodeplugins.devicemanager.partitions import Markers, Partitions
 
 log = logging.getLogger("devicemanager.nvidia")
 
@@ -218,6 +224,11 @@ class NvidiaBackend(Backend):
         env["CUDA_DEVICE_SM_LIMIT"] = str(max(g.cores_percentage for g in grants))
         return env
 
+    def partitions(self, state_dir: str | Path) -> Partitions:
+        from nodeplugins.devicemanager.backends.mig import NvmlMig
+
+        return Partitions(NvmlMig(self.library), Markers(Path(state_dir) / "partitions"))
+
     def inject(self, family: str, grants: Sequence[Grant], container_env: Any = None) -> Any:
         injection = super().inject(family, grants, container_env)
         # The NVIDIA container runtime turns NVIDIA_VISIBLE_DEVICES into device nodes; the
@@ -225,15 +236,14 @@ class NvidiaBackend(Backend):
         injection.devices = []
         cards = sorted({g.card.index for g in grants})
         injection.envs["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(cards)))
-        if family == "partitioned":
-            # The GPU instance is not materialised by this build: name no whole card (fail closed)
-            # and say which instance the ledger reserved.
-            grant = grants[0]
+        instances = [g.device for g in sorted(grants, key=lambda g: g.card.index) if g.device]
+        if instances:  # a partition (its container's, or the owner's for the sidecar): the MIG device only
+            injection.envs["NVIDIA_VISIBLE_DEVICES"] = ",".join(instances)
+            injection.envs["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(instances)))
+        elif family == FAMILY_PARTITIONED:
+            # No instance behind the grant: name no whole card (fail closed).
             injection.envs["NVIDIA_VISIBLE_DEVICES"] = "none"
             injection.envs.pop("CUDA_VISIBLE_DEVICES", None)
-            injection.annotations["device.gpustack.ai/partition"] = (
-                f"{grant.card.id}/{grant.profile}@{grant.start}+{grant.length}"
-            )
         return injection
 
 

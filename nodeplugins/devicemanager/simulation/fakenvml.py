@@ -9,8 +9,9 @@ bound method would refuse).
 
 Served: init/shutdown, driver and CUDA versions, count and handles, name, UUID, memory, cores,
 compute capability, architecture, PCI info, index, minor number, NUMA node, MIG mode, GPU-instance
-profile info and possible placements, and Xid events (a card the profile marks ``unhealthy``
-reports one critical Xid).  A card listing a function under ``failing`` answers it with
+profile info and possible placements, GPU and compute instances with their MIG devices
+(:mod:`.fakemig`: creation at a placement, destruction, ``IN_USE``), and Xid events (a card the
+profile marks ``unhealthy`` reports one critical Xid).  A card listing a function under ``failing`` answers it with
 ``NVML_ERROR_UNKNOWN``; anything not served is ``NVML_ERROR_FUNCTION_NOT_FOUND`` in pynvml.
 """
 
@@ -19,14 +20,17 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from nodeplugins.devicemanager.simulation.fakemig import MigFunctions
 from nodeplugins.devicemanager.simulation.profile import NodeProfile, SimCard
 
 SUCCESS = 0
 ERROR_UNINITIALIZED = 1
 ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
+ERROR_NOT_FOUND = 6
 ERROR_INSUFFICIENT_SIZE = 7
 ERROR_TIMEOUT = 10
 ERROR_UNKNOWN = 999
@@ -39,8 +43,11 @@ _ERROR_STRINGS = {
     ERROR_UNINITIALIZED: b"Uninitialized",
     ERROR_INVALID_ARGUMENT: b"Invalid Argument",
     ERROR_NOT_SUPPORTED: b"Not Supported",
+    ERROR_NOT_FOUND: b"Not Found",
     ERROR_INSUFFICIENT_SIZE: b"Insufficient Size",
     ERROR_TIMEOUT: b"Timeout",
+    19: b"In use by another client",
+    23: b"Insufficient resources",
     ERROR_UNKNOWN: b"Unknown Error",
 }
 
@@ -80,11 +87,13 @@ def _put_string(buffer: Any, length: Any, text: str) -> int:
     return SUCCESS
 
 
-class FakeNvml:
-    """The C side of NVML for one profile (replace it with :meth:`serve` to change the hardware)."""
+class FakeNvml(MigFunctions):
+    """The C side of NVML for one profile (replace it with :meth:`serve` to change the hardware);
+    ``state``: the file its GPU instances persist in (they outlive the process, as on hardware)."""
 
-    def __init__(self, profile: NodeProfile) -> None:
+    def __init__(self, profile: NodeProfile, state: str | Path | None = None) -> None:
         self._lock = threading.Lock()
+        self._mig_init(state)
         self._initialized = 0
         self._reported_xid: set[str] = set()
         self._devices: list[_Device] = []
@@ -173,6 +182,9 @@ class FakeNvml:
         return ret if card is None else _put_string(buffer, length, card.product.name)
 
     def _nvmlDeviceGetUUID(self, handle: Any, buffer: Any, length: Any) -> int:
+        mig = self.mig_handle_uuid(handle)
+        if mig is not None:
+            return _put_string(buffer, length, mig) if mig else ERROR_NOT_FOUND
         ret, card = self._card(handle, "nvmlDeviceGetUUID")
         return ret if card is None else _put_string(buffer, length, card.uuid)
 

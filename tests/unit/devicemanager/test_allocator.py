@@ -154,7 +154,9 @@ def test_finished_pod_releases_its_card_and_deletion_releases_everything(h100: A
 
 def test_identification_takes_the_oldest_pending_container_and_the_kubelet_answer_first() -> None:
     waiting: set = set()
-    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r: waiting)
+    allocator = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 2}], pod_resources=lambda _r, skip=(): waiting
+    )
     old, new = pod("old", {BASE: 1}), pod("new", {BASE: 1})
     allocator.pod_event("ADDED", new)
     allocator.pod_event("ADDED", old)
@@ -193,3 +195,28 @@ def test_a_pod_the_watch_has_not_delivered_yet_is_found_by_an_uncached_list() ->
     allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}], refresh_pods=lambda: [late])
     held = allocator.allocate(R["exclusive"], tokens(allocator, "exclusive", 0))
     assert held.pod == "late"
+
+
+@pytest.mark.parametrize("word", ["no", "off", "yes", "enabled"])
+def test_switches_are_read_by_the_one_boolean_parser(word) -> None:
+    from api.booleans import EnvironmentValueError
+    from nodeplugins.devicemanager import devices
+    from nodeplugins.devicemanager.allocator import ENV_IDENTIFY_BY_KUBELET, ENV_SLICED_GATE
+
+    for name in (ENV_SLICED_GATE, ENV_IDENTIFY_BY_KUBELET):
+        with pytest.raises(EnvironmentValueError, match=name):
+            make_allocator([{"product": "NVIDIA A10G", "count": 1}], env={name: word})
+    with pytest.raises(EnvironmentValueError, match=devices.ENV_GROUP_ID_WITH_MEMORY):
+        devices.group_id_with_memory({devices.ENV_GROUP_ID_WITH_MEMORY: word})
+
+
+def test_the_slice_gate_switched_off_allocates_past_the_fit() -> None:
+    allocator = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 1}], env={"GPUSTACK_DEVICE_PLUGIN_SLICED_ALLOCATE_GATE": "false"}
+    )
+    slice80 = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 1_280_000}
+    allocator.pod_event("ADDED", pod("a", slice80))
+    allocator.pod_event("ADDED", pod("b", slice80))
+    allocator.allocate(R["sliced"], tokens(allocator, "sliced", 0))
+    over = allocator.allocate(R["sliced"], [tokens(allocator, "sliced", 0, 2)[1]])
+    assert over.grants[0].units == 1_280_000 and row(allocator, 0)["remaining"] == 0

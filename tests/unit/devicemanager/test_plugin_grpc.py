@@ -204,3 +204,91 @@ def test_sockets_deeper_than_the_unix_limit_are_served_relative(tmp_path, monkey
     finally:
         link.stop()
         kubelet.server.stop(0)
+
+
+def test_parallel_allocates_over_grpc_never_hand_a_card_to_two_containers(short_dir):
+    """Many kubelet calls at once for different containers on one node, racing for the same cards
+    in two modes: every grant names its own container, an exclusive card has one holder, a shared
+    card at most ten, no card is held in two modes, and the ledger says exactly that."""
+    import random
+
+    from api.manufacturers import UNITS_PER_CARD
+
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 6}])
+    resources = {r.family: r for r in tk.resources("nvidia")}
+    for i in range(16):
+        allocator.pod_event("ADDED", pod(f"whole-{i}", {BASE: 1}))
+        allocator.pod_event("ADDED", pod(f"share-{i}", {f"{BASE}.shared": 2}))
+    watchers = Watchers()
+    allocator.listeners.append(watchers.bump)
+    servers = []
+    for family in ("exclusive", "shared"):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        plugin = DevicePlugin(resources[family], allocator, NvidiaBackend(), lambda _h: None, watchers)
+        pb_grpc.add_DevicePluginServicer_to_server(plugin, server)
+        server.add_insecure_port(unix_target(short_dir / resources[family].socket))
+        server.start()
+        servers.append(server)
+    group = allocator.groups[0]["id"]
+    cards = [c.id for c in allocator.inventory.cards]
+    rng = random.Random(12)
+    calls = [("exclusive", [tk.token_id(group, rng.choice(cards), 0)]) for _ in range(16)]
+    calls += [
+        ("shared", [tk.token_id(group, c, rng.randrange(10)) for c in rng.sample(cards, 2)])
+        for _ in range(16)
+    ]
+    rng.shuffle(calls)
+    start = threading.Barrier(len(calls))
+    outcomes: list = []
+    lock = threading.Lock()
+
+    def call(family: str, ids: list[str]) -> None:
+        channel = grpc.insecure_channel(unix_target(short_dir / resources[family].socket))
+        stub = pb_grpc.DevicePluginStub(channel)
+        start.wait()
+        try:
+            answer = stub.Allocate(
+                pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
+            )
+            result = ("granted", family, answer.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"])
+        except grpc.RpcError as error:
+            result = ("refused", family, error.code())
+        finally:
+            channel.close()
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=call, args=c) for c in calls]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        watchers.close()
+        for server in servers:
+            server.stop(0)
+    granted = [o for o in outcomes if o[0] == "granted"]
+    assert len(outcomes) == len(calls) and granted
+    assert {o[2] for o in outcomes if o[0] == "refused"} <= {grpc.StatusCode.FAILED_PRECONDITION}
+    held = list(allocator.held.values())
+    assert len(held) == len(granted) == len({h.key for h in held})  # one reservation per container
+    holders: dict[str, list] = {}
+    for h in held:
+        for g in h.grants:
+            holders.setdefault(g.card.id, []).append((h.family, g.units))
+    rows = {card_id: row for (_g, card_id), row in allocator.row_index().items()}
+    for card_id in cards:
+        families = {f for f, _u in holders.get(card_id, [])}
+        assert len(families) <= 1, f"card {card_id} held in two modes: {families}"
+        if families == {"exclusive"}:
+            assert (
+                len(holders[card_id]) == 1 and rows[card_id]["mode"] == 1 and rows[card_id]["remaining"] == 0
+            )
+        elif families == {"shared"}:
+            assert len(holders[card_id]) <= 10 and rows[card_id]["mode"] == 2
+            assert rows[card_id]["remaining"] == UNITS_PER_CARD - sum(u for _f, u in holders[card_id])
+        else:
+            assert rows[card_id]["mode"] == 0 and rows[card_id]["remaining"] == UNITS_PER_CARD
+    for _granted, family, visible in granted:
+        assert len(visible.split(",")) == (1 if family == "exclusive" else 2)

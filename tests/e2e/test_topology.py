@@ -1,0 +1,556 @@
+"""Topology on the local control plane (issue 18 part B): sources, profiles, Kueue objects, the
+required level and a live profile change, with the real NFD and Kueue.
+
+Three kwok nodes with 8 × H100 each run a publish-only device manager (its ``Devices`` ledger and
+node features) and get their NFD labels the way every node does; the test labels them only as a
+cloud provider or an administrator would: ``topology.kubernetes.io/zone`` (two in zone ``za``, one
+in ``zb``) and a rack key.  The whole worker runs as a process and everything is driven with
+kubectl:
+
+- a ``nodeLabels`` source over the nodes yields their profile (in the worker's NodeFeature, on the
+  Node through NFD, mirrored onto ``Devices``), one Kueue Topology per key list, a profile-pinned
+  topology-aware flavor and the queue's ``TopologyReady``;
+- a deployment whose role requires the zone is admitted by Kueue into one zone, and a group no
+  single zone can hold stays pending although the pool has the capacity;
+- dropping the rack label changes the profile live: the replacement flavor is created, the queue
+  holds and drains while the running group reserves the old flavor, swaps on the same
+  ClusterQueue (name and UID kept), restores its stop policy, and the group is admitted again on
+  the new flavor; the old flavor and Topology retire;
+- a ConfigMap snapshot is published through NodeFeatures that NFD projects, a bad revision changes
+  nothing and says which node, and deleting the source takes its labels away;
+- a webhook source (a simulated HTTPS inventory with a bearer token) publishes the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import uuid
+from pathlib import Path
+
+import gpustack
+import harness
+import nodes
+import pytest
+
+from api import constants
+from api.naming import topology_profile
+from tests.topology_inventory import Answer, Inventory, make_pki
+
+pytestmark = pytest.mark.e2e
+
+SUFFIX = uuid.uuid4().hex[:5]
+NS = f"topo-{SUFFIX}"
+SYSTEM = constants.SYSTEM_NAMESPACE
+ZONE, RACK = "topology.kubernetes.io/zone", "topology.example.com/rack"
+G_RACK = "topology.gpustack.ai/rack"
+HOST = constants.LABEL_HOSTNAME
+MARK = "topology-e2e"  # the label this module's source selects its nodes by
+NODES = {
+    f"topo-a1-{SUFFIX}": ("za", "r1"),
+    f"topo-a2-{SUFFIX}": ("za", "r2"),
+    f"topo-b1-{SUFFIX}": ("zb", "r3"),
+}
+A1, A2, B1 = NODES
+SLOTS = {name: 10 + i for i, name in enumerate(NODES)}  # this module's device-manager ports
+POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+GROUP = "nvidia-h100-80gb-hbm3"
+RACKED = topology_profile([ZONE, RACK, HOST])
+ZONED = topology_profile([ZONE, HOST])
+HOSTNAME = topology_profile([HOST])
+SOURCE = f"racks-{SUFFIX}"
+WAIT = 240
+
+
+def kubectl_json(cluster, *args: str) -> dict:
+    return cluster.kubectl_json(*args)
+
+
+def apply(cluster, obj: dict) -> None:
+    result = cluster.kubectl("apply", "-f", "-", input=json.dumps(obj), check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def label(cluster, node: str, *pairs: str) -> None:
+    cluster.kubectl("label", "node", node, "--overwrite", *pairs)
+
+
+def labels_of(cluster, node: str) -> dict[str, str]:
+    return kubectl_json(cluster, "get", "node", node)["metadata"].get("labels") or {}
+
+
+def condition(obj: dict, kind: str) -> dict:
+    return next((x for x in (obj.get("status") or {}).get("conditions") or [] if x["type"] == kind), {})
+
+
+def node_labels_source(name: str = SOURCE, levels: list[str] | None = None) -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "TopologySource",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {MARK: SUFFIX}},
+            "levels": levels or [ZONE, RACK],
+            "nodeLabels": {},
+        },
+    }
+
+
+def profiles(cluster) -> dict[str, str | None]:
+    return {n: labels_of(cluster, n).get(constants.LABEL_TOPOLOGY_PROFILE) for n in NODES}
+
+
+def wait_profiles(cluster, want: str) -> None:
+    try:
+        harness.wait_for(
+            lambda: all(p == want for p in profiles(cluster).values()),
+            timeout=WAIT,
+            what=f"every node on {want}",
+        )
+    except TimeoutError as error:
+        raise TimeoutError(f"{error}: {profiles(cluster)}") from None
+
+
+def h100_flavors(cluster) -> dict[str, dict]:
+    items = kubectl_json(cluster, "get", "resourceflavors.kueue.x-k8s.io")["items"]
+    return {
+        f["metadata"]["name"]: f
+        for f in items
+        if f["metadata"].get("labels", {}).get(constants.label_accelerator_group(GROUP)) == "true"
+    }
+
+
+def flavor_of(cluster, profile: str) -> dict | None:
+    for flavor in h100_flavors(cluster).values():
+        if flavor["spec"]["nodeLabels"].get(constants.LABEL_TOPOLOGY_PROFILE) == profile:
+            return flavor
+    return None
+
+
+def queue(cluster) -> dict:
+    return kubectl_json(cluster, "get", "clusterqueues.kueue.x-k8s.io", POOL)
+
+
+def queue_flavors(cluster) -> list[str]:
+    return [f["name"] for g in queue(cluster)["spec"].get("resourceGroups") or [] for f in g["flavors"]]
+
+
+def events_of(cluster, kind: str, name: str, namespace: str = "default") -> list[dict]:
+    return kubectl_json(
+        cluster,
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        f"involvedObject.name={name},involvedObject.kind={kind}",
+    )["items"]
+
+
+@pytest.fixture(scope="module")
+def topo(cluster: harness.ClusterInfo):
+    op = gpustack.install(cluster)
+    gpustack.start_worker(cluster, op)  # webhooks and every registered controller
+    started: list[nodes.Node] = []
+    try:
+        gpustack.ensure_namespace(cluster, NS)
+        harness.wait_for_default_service_account(cluster, NS)
+        for name, (zone, rack) in NODES.items():
+            started.append(nodes.start_node(cluster, name, "h100-8.yaml", slot=SLOTS[name], real=False))
+            # What the cloud provider (the zone) and the administrator (the rack, the mark) put on it.
+            label(cluster, name, f"{ZONE}={zone}", f"{RACK}={rack}", f"{MARK}={SUFFIX}")
+        yield cluster, op
+    finally:
+        cluster.kubectl("delete", "modeldeployments", "--all", "-n", NS, "--wait=false", check=False)
+        with contextlib.suppress(TimeoutError):
+            harness.wait_for(
+                lambda: not kubectl_json(cluster, "get", "modeldeployments", "-n", NS)["items"],
+                timeout=WAIT,
+                what="deployments gone",
+            )
+        cluster.kubectl(
+            "delete", "topologysources", "-l", f"{MARK}={SUFFIX}", "--ignore-not-found", check=False
+        )
+        for name in (SOURCE, f"inv-{SUFFIX}", f"svc-{SUFFIX}"):
+            cluster.kubectl("delete", "topologysource", name, "--ignore-not-found", check=False)
+        for kind, name in (
+            ("configmap", f"inv-{SUFFIX}"),
+            ("configmap", f"ca-{SUFFIX}"),
+            ("secret", f"token-{SUFFIX}"),
+        ):
+            cluster.kubectl("delete", kind, name, "-n", SYSTEM, "--ignore-not-found", check=False)
+        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        for node in started:
+            nodes.stop_node(node)
+            cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
+            # The features the harness published for it as nfd-worker would.
+            cluster.kubectl(
+                "delete",
+                "nodefeature",
+                node.name,
+                "-n",
+                nodes.NFD_NAMESPACE,
+                "--ignore-not-found",
+                check=False,
+            )
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+
+
+# --- sources, profiles and Kueue objects ----------------------------------------------------------
+
+
+def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo) -> None:
+    cluster, _ = topo
+    apply(cluster, node_labels_source())
+    wait_profiles(cluster, RACKED)
+    source = kubectl_json(cluster, "get", "topologysource", SOURCE)
+    assert condition(source, "Ready")["status"] == "True" and condition(source, "Valid")["status"] == "True"
+    assert condition(source, "OwnershipConflict")["status"] == "False"
+    assert source["status"]["sourceKind"] == "NodeLabels" and source["status"]["selectedNodes"] == 3
+    columns = cluster.kubectl("get", "toposrc", SOURCE).stdout.splitlines()
+    assert columns[0].split() == ["NAME", "KIND", "REVISION", "READY"]
+    assert columns[1].split()[1:] == ["NodeLabels", source["status"]["lastSuccessfulRevision"], "True"]
+
+    # The profile is the worker NodeFeature's, projected by NFD, and mirrored onto Devices.
+    feature = kubectl_json(cluster, "get", "nodefeature", f"{A1}-gpustack-worker", "-n", SYSTEM)
+    assert feature["spec"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] == RACKED
+    harness.wait_for(
+        lambda: all(
+            kubectl_json(cluster, "get", "devices", n)["metadata"]["labels"].get(
+                constants.LABEL_TOPOLOGY_PROFILE
+            )
+            == RACKED
+            for n in NODES
+        ),
+        timeout=WAIT,
+        what="the profile on the Devices ledgers",
+    )
+    # The source never wrote a label: the rack key stays what the administrator set.
+    assert labels_of(cluster, A2)[RACK] == "r2"
+
+    topology = harness.wait_for(
+        lambda: kubectl_json(cluster, "get", "topologies.kueue.x-k8s.io", f"gpustack-{RACKED}"),
+        timeout=WAIT,
+        what="the Topology of the profile",
+    )
+    assert topology["spec"]["levels"] == [{"nodeLabel": ZONE}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]
+    flavor = harness.wait_for(lambda: flavor_of(cluster, RACKED), timeout=WAIT, what="the racked H100 flavor")
+    assert flavor["spec"]["topologyName"] == f"gpustack-{RACKED}"
+    assert flavor["metadata"]["name"].endswith(f"-8d-{RACKED}")
+    assert flavor["metadata"]["labels"][f"{constants.label_accelerator_group(GROUP)}.capacity"] == "24"
+
+    def planned():
+        q = queue(cluster)
+        names = [f["name"] for g in q["spec"].get("resourceGroups") or [] for f in g["flavors"]]
+        return (
+            q
+            if flavor["metadata"]["name"] in names and condition(q, "TopologyReady").get("status") == "True"
+            else None
+        )
+
+    q = harness.wait_for(planned, timeout=WAIT, what="the H100 queue on the racked flavor, TopologyReady")
+    assert q["spec"]["stopPolicy"] == "None"
+
+
+def deployment(name: str, size: int, level: str | None = ZONE) -> dict:
+    role = {
+        "name": "server",
+        "replicas": 1,
+        "size": size,
+        "instanceType": POOL,
+        "resources": {"accelerator": 8},
+    }
+    if level:
+        role["topology"] = {"requiredLevel": level}
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "roles": [role],
+        },
+    }
+
+
+def workloads_of(cluster, name: str) -> list[dict]:
+    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}={name}")[
+        "items"
+    ]
+    groups = {p["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME] for p in pods}
+    return [
+        w
+        for w in kubectl_json(cluster, "get", "workloads.kueue.x-k8s.io", "-n", NS)["items"]
+        if w["metadata"]["name"] in groups
+    ]
+
+
+def admitted(cluster, name: str) -> dict | None:
+    for workload in workloads_of(cluster, name):
+        if condition(workload, "Admitted").get("status") == "True":
+            return workload
+    return None
+
+
+def placed(cluster, name: str, count: int) -> list[dict] | None:
+    pods = kubectl_json(cluster, "get", "pods", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}={name}")[
+        "items"
+    ]
+    bound = [p for p in pods if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"]
+    return bound if len(bound) == count else None
+
+
+def test_a_required_zone_admits_each_group_into_one_zone(topo) -> None:
+    cluster, _ = topo
+    # Three members of 8 cards need three nodes of one zone: none has them, although the pool's
+    # quota (24 cards) and its three nodes would hold the group anywhere else.
+    apply(cluster, deployment("too-wide", 3))
+
+    def refused():
+        for workload in workloads_of(cluster, "too-wide"):
+            reserved = condition(workload, "QuotaReserved")
+            if reserved.get("status") == "False" and "topolog" in reserved.get("message", "").lower():
+                return reserved
+        return None
+
+    try:
+        reserved = harness.wait_for(refused, timeout=WAIT, what="the three-member group pending on topology")
+    except TimeoutError as error:
+        statuses = [w.get("status") for w in workloads_of(cluster, "too-wide")]
+        raise TimeoutError(f"{error}: {json.dumps(statuses)[:3000]}") from None
+    assert admitted(cluster, "too-wide") is None, reserved
+    cluster.kubectl("delete", "modeldeployment", "too-wide", "-n", NS, "--wait=true", timeout=WAIT)
+
+    apply(cluster, deployment("zoned", 2))
+    try:
+        pods = harness.wait_for(
+            lambda: placed(cluster, "zoned", 2), timeout=WAIT, what="both members running"
+        )
+    except TimeoutError as error:
+        statuses = [w.get("status") for w in workloads_of(cluster, "zoned")]
+        raise TimeoutError(f"{error}: {json.dumps(statuses)[:3000]}") from None
+    for pod in pods:
+        assert pod["metadata"]["annotations"][constants.KUEUE_PODSET_REQUIRED_TOPOLOGY] == ZONE
+    # Each member takes all 8 cards of a node: two nodes, and the only zone with two is za.
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted([A1, A2])
+    (workload,) = workloads_of(cluster, "zoned")
+    assert workload["spec"]["podSets"][0]["topologyRequest"]["required"] == ZONE
+    flavors = workload["status"]["admission"]["podSetAssignments"][0]["flavors"]
+    assert set(flavors.values()) == {flavor_of(cluster, RACKED)["metadata"]["name"]}
+
+
+def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
+    cluster, _ = topo
+    old = flavor_of(cluster, RACKED)["metadata"]["name"]
+    before = queue(cluster)
+    assert old in queue_flavors(cluster)
+    assert admitted(cluster, "zoned") is not None  # a running group reserves the old flavor
+    assert int(before["status"].get("reservingWorkloads") or 0) >= 1
+
+    # The administrator retires the rack level: every node's key list, so its profile, changes.
+    for name in NODES:
+        cluster.kubectl("label", "node", name, f"{RACK}-")
+    wait_profiles(cluster, ZONED)
+    new = harness.wait_for(lambda: flavor_of(cluster, ZONED), timeout=WAIT, what="the replacement flavor")
+    assert new["spec"]["topologyName"] == f"gpustack-{ZONED}"
+
+    def swapped():
+        q = queue(cluster)
+        return (
+            q
+            if queue_flavors(cluster) == [new["metadata"]["name"]] and q["spec"].get("stopPolicy") == "None"
+            else None
+        )
+
+    after = harness.wait_for(swapped, timeout=WAIT, what="the queue swapped to the replacement and restored")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same ClusterQueue
+    assert constants.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
+    reasons = [e["reason"] for e in events_of(cluster, "ClusterQueue", POOL)]
+    assert "Draining" in reasons and "Restored" in reasons, reasons
+    assert "Retiring" in [e["reason"] for e in events_of(cluster, "ResourceFlavor", old)]
+
+    # Kueue evicted the group; it is admitted again, now on the replacement flavor.
+    def readmitted():
+        workload = admitted(cluster, "zoned")
+        if workload is None:
+            return None
+        flavors = set(workload["status"]["admission"]["podSetAssignments"][0]["flavors"].values())
+        return workload if flavors == {new["metadata"]["name"]} else None
+
+    harness.wait_for(readmitted, timeout=WAIT, what="the group admitted again on the replacement flavor")
+    pods = harness.wait_for(
+        lambda: placed(cluster, "zoned", 2), timeout=WAIT, what="both members running again"
+    )
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted([A1, A2])
+    # The old flavor and its Topology retire once nothing lists them.
+    harness.wait_for(lambda: old not in h100_flavors(cluster), timeout=WAIT, what="the old flavor retired")
+    harness.wait_for(
+        lambda: (
+            cluster.kubectl("get", "topologies.kueue.x-k8s.io", f"gpustack-{RACKED}", check=False).returncode
+            != 0
+        ),
+        timeout=WAIT,
+        what="the old Topology retired",
+    )
+    cluster.kubectl("delete", "modeldeployment", "zoned", "-n", NS, "--wait=true", timeout=WAIT)
+
+
+# --- snapshot arms --------------------------------------------------------------------------------
+
+
+def snapshot(nodes_: dict, revision: str) -> str:
+    return json.dumps({"apiVersion": "topology.gpustack.ai/v1alpha1", "revision": revision, "nodes": nodes_})
+
+
+def published(cluster, uid: str) -> dict[str, dict]:
+    items = kubectl_json(
+        cluster, "get", "nodefeatures", "-n", SYSTEM, "-l", f"{constants.LABEL_TOPOLOGY_SOURCE_UID}={uid}"
+    )["items"]
+    return {f["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"]: f["spec"]["labels"] for f in items}
+
+
+def test_a_config_map_snapshot_is_published_through_node_features(topo) -> None:
+    cluster, _ = topo
+    cluster.kubectl("delete", "topologysource", SOURCE, "--wait=true")
+    name = f"inv-{SUFFIX}"
+    inventory = {A1: {ZONE: "za", G_RACK: "ra"}, A2: {G_RACK: "ra"}, B1: {G_RACK: "rb"}}
+    apply(
+        cluster,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": SYSTEM},
+            "data": {"snapshot.yaml": snapshot(inventory, "inv-1")},
+        },
+    )
+    apply(
+        cluster,
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "TopologySource",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"matchLabels": {MARK: SUFFIX}},
+                "levels": [ZONE, G_RACK],
+                "configMap": {
+                    "configMapRef": {"namespace": SYSTEM, "name": name},
+                    "key": "snapshot.yaml",
+                    "maxStaleness": "10m",
+                },
+            },
+        },
+    )
+    uid = kubectl_json(cluster, "get", "topologysource", name)["metadata"]["uid"]
+    harness.wait_for(
+        lambda: published(cluster, uid) == {n: {G_RACK: v[G_RACK]} for n, v in inventory.items()},
+        timeout=WAIT,
+        what="one NodeFeature per node",
+    )
+    harness.wait_for(
+        lambda: labels_of(cluster, B1).get(G_RACK) == "rb", timeout=WAIT, what="NFD projecting the rack"
+    )
+    wait_profiles(cluster, topology_profile([ZONE, G_RACK, HOST]))
+    assert ZONE not in published(cluster, uid)[A1]  # the standard zone is a read-only parent
+    status = kubectl_json(cluster, "get", "topologysource", name)["status"]
+    assert status["sourceKind"] == "ConfigMap" and status["lastSuccessfulRevision"] == "inv-1"
+
+    # A revision naming an unknown node changes nothing and says which node.
+    bad = {**inventory, "no-such-node": {G_RACK: "rz"}, A1: {G_RACK: "moved"}}
+    cluster.kubectl(
+        "patch",
+        "configmap",
+        name,
+        "-n",
+        SYSTEM,
+        "--type=merge",
+        "-p",
+        json.dumps({"data": {"snapshot.yaml": snapshot(bad, "inv-2")}}),
+    )
+
+    def rejected():
+        source = kubectl_json(cluster, "get", "topologysource", name)
+        valid = condition(source, "Valid")
+        return (
+            source if valid.get("status") == "False" and "no-such-node" in valid.get("message", "") else None
+        )
+
+    source = harness.wait_for(rejected, timeout=WAIT, what="the bad revision rejected")
+    assert (
+        condition(source, "Ready")["status"] == "True"
+        and source["status"]["lastSuccessfulRevision"] == "inv-1"
+    )
+    assert published(cluster, uid)[A1] == {G_RACK: "ra"} and labels_of(cluster, A1)[G_RACK] == "ra"
+
+    # Deleting the source removes its NodeFeatures, so NFD removes the labels.
+    cluster.kubectl("delete", "topologysource", name, "--wait=true")
+    harness.wait_for(lambda: not published(cluster, uid), timeout=WAIT, what="the NodeFeatures gone")
+    harness.wait_for(lambda: G_RACK not in labels_of(cluster, A1), timeout=WAIT, what="the rack label gone")
+    wait_profiles(cluster, HOSTNAME)
+
+
+def test_a_webhook_snapshot_with_a_bearer_token(topo, tmp_path: Path) -> None:
+    cluster, _ = topo
+    pki = make_pki()
+    name = f"svc-{SUFFIX}"
+    with Inventory(pki, tmp_path, token="s3cret") as server:
+        server.answer = Answer(body=snapshot({A1: {G_RACK: "w1"}, A2: {G_RACK: "w1"}}, "svc-1").encode())
+        apply(
+            cluster,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"ca-{SUFFIX}", "namespace": SYSTEM},
+                "data": {"ca.crt": pki.ca.decode()},
+            },
+        )
+        apply(
+            cluster,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"token-{SUFFIX}", "namespace": SYSTEM},
+                "data": {"token": base64.b64encode(b"s3cret").decode()},
+            },
+        )
+        apply(
+            cluster,
+            {
+                "apiVersion": "worker.gpustack.ai/v1",
+                "kind": "TopologySource",
+                "metadata": {"name": name},
+                "spec": {
+                    "nodeSelector": {"matchLabels": {MARK: SUFFIX}},
+                    "levels": [G_RACK],
+                    "webhook": {
+                        "url": server.url,
+                        "pollInterval": "2s",
+                        "timeout": "2s",
+                        "maxStaleness": "1h",
+                        "caBundleConfigMapRef": {"namespace": SYSTEM, "name": f"ca-{SUFFIX}"},
+                        "bearerTokenSecretRef": {"namespace": SYSTEM, "name": f"token-{SUFFIX}"},
+                    },
+                },
+            },
+        )
+        uid = kubectl_json(cluster, "get", "topologysource", name)["metadata"]["uid"]
+        harness.wait_for(
+            lambda: published(cluster, uid) == {A1: {G_RACK: "w1"}, A2: {G_RACK: "w1"}},
+            timeout=WAIT,
+            what="the webhook's snapshot published",
+        )
+        assert server.requests[0]["Authorization"] == "Bearer s3cret"
+        # A redirect is a failed read: the last valid set stays (maxStaleness is an hour).
+        server.answer = Answer(status=302, headers={"Location": "https://elsewhere.invalid/"})
+
+        def failing():
+            source = kubectl_json(cluster, "get", "topologysource", name)
+            return source if "redirect" in condition(source, "Valid").get("message", "") else None
+
+        source = harness.wait_for(failing, timeout=WAIT, what="the redirect reported")
+        assert condition(source, "Ready")["reason"] == "ServingLastValid"
+        assert published(cluster, uid) == {A1: {G_RACK: "w1"}, A2: {G_RACK: "w1"}}
+        cluster.kubectl("delete", "topologysource", name, "--wait=true")
+        harness.wait_for(lambda: not published(cluster, uid), timeout=WAIT, what="the NodeFeatures gone")
