@@ -76,7 +76,8 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def issue_ca(paths: Paths, common_name: str = "gpustack-operator-webhook-ca") -> None:
+def new_ca(common_name: str = "gpustack-operator-webhook-ca") -> tuple[bytes, bytes]:
+    """A fresh CA: (certificate PEM, key PEM)."""
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = _now()
@@ -106,18 +107,30 @@ def issue_ca(paths: Paths, common_name: str = "gpustack-operator-webhook-ca") ->
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def issue_ca(paths: Paths, common_name: str = "gpustack-operator-webhook-ca") -> None:
+    cert, key = new_ca(common_name)
     paths.directory.mkdir(parents=True, exist_ok=True)
-    _write(paths.ca_key, _pem_key(key), 0o600)
-    _write(paths.ca_cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    _write(paths.ca_key, key, 0o600)
+    _write(paths.ca_cert, cert, 0o644)
 
 
-def issue_serving(
-    paths: Paths, dns_names: list[str], ips: list[str], validity: dt.timedelta = SERVING_VALIDITY
-) -> x509.Certificate:
-    ca_key = serialization.load_pem_private_key(paths.ca_key.read_bytes(), password=None)
+def new_serving(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    dns_names: list[str],
+    ips: list[str],
+    validity: dt.timedelta = SERVING_VALIDITY,
+    *,
+    origin: str = "the CA key",
+) -> tuple[bytes, bytes]:
+    """A serving certificate signed by the CA: (certificate PEM, key PEM)."""
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{paths.ca_key}: the CA key is not the EC key this tool issues")
-    ca_cert = x509.load_pem_x509_certificate(paths.ca_cert.read_bytes())
+        raise ValueError(f"{origin}: the CA key is not the EC key this tool issues")
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     key = _key()
     now = _now()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
@@ -139,22 +152,48 @@ def issue_serving(
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write(paths.key, _pem_key(key), 0o600)
-    _write(paths.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
-    return cert
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def issue_serving(
+    paths: Paths, dns_names: list[str], ips: list[str], validity: dt.timedelta = SERVING_VALIDITY
+) -> x509.Certificate:
+    cert, key = new_serving(
+        paths.ca_cert.read_bytes(),
+        paths.ca_key.read_bytes(),
+        dns_names,
+        ips,
+        validity,
+        origin=str(paths.ca_key),
+    )
+    _write(paths.key, key, 0o600)
+    _write(paths.cert, cert, 0o644)
+    return x509.load_pem_x509_certificate(cert)
 
 
 def remaining(path: Path) -> dt.timedelta | None:
     """Time left before the certificate at ``path`` expires; None when absent or unreadable."""
     try:
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
-    except (OSError, ValueError):
+        return remaining_pem(path.read_bytes())
+    except OSError:
+        return None
+
+
+def remaining_pem(pem: bytes) -> dt.timedelta | None:
+    """Time left before a PEM certificate expires; None when it does not parse."""
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+    except ValueError:
         return None
     return cert.not_valid_after_utc - _now()
 
 
 def sans_of(path: Path) -> tuple[set[str], set[str]]:
-    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    return sans_of_pem(path.read_bytes())
+
+
+def sans_of_pem(pem: bytes) -> tuple[set[str], set[str]]:
+    cert = x509.load_pem_x509_certificate(pem)
     try:
         ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from controllers.delivery.artifacts import ModelArtifactReconciler
 from controllers.delivery.node_stores import NodeModelStoreWriter
+from controllers.install.settings import SettingStatusReconciler
 from controllers.instance.backing import (
     ImagePullSecretReconciler,
     PersistentVolumeReconciler,
@@ -31,6 +32,8 @@ from controllers.topology.sources import TopologySourceReconciler
 from kube.manager import Controller
 
 CONTROLLERS: tuple[type[Controller], ...] = (
+    # Settings: the status echo behind `kubectl get settings`' VALUE column (D.8).
+    SettingStatusReconciler,
     # Node discovery: the worker's NodeFeature per node and the gpustack-cpu-info rule (§2.0).
     NodeFeatureReconciler,
     # Topology (B.3, B.4): sources published through NodeFeatures, then each node's profile.

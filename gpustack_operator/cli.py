@@ -21,6 +21,49 @@ def _worker(args: argparse.Namespace) -> int:
     return worker.run(args)
 
 
+def _common_flags() -> argparse.ArgumentParser:
+    """The global flags (operations spec D.1), accepted before or after the subcommand."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--v",
+        "--verbosity",
+        dest="verbosity",
+        type=int,
+        default=argparse.SUPPRESS,
+        help="log verbosity: 0-1 info, 2+ debug (also -v=2)",
+    )
+    common.add_argument(
+        "--vmodule",
+        default=argparse.SUPPRESS,
+        help="per-logger verbosity, comma-separated pattern=N (e.g. controllers.pools=4)",
+    )
+    common.add_argument(
+        "--logtostderr",
+        type=_bool_flag,
+        nargs="?",
+        const=True,
+        default=argparse.SUPPRESS,
+        help="log to stderr (always true: logs are JSON lines on stderr)",
+    )
+    common.add_argument(
+        "--print-cmdline",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log the command line at start",
+    )
+    return common
+
+
+def _bool_flag(text: str) -> bool:
+    from api.booleans import parse_bool
+
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a boolean") from None
+
+
 def _admit(args: argparse.Namespace) -> int:
     from gpustack_operator import admit
 
@@ -68,7 +111,7 @@ def _device_manager_detect(args: argparse.Namespace) -> int:
     return detect.run(args)
 
 
-def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
+def _device_manager_commands(dm: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     import os
 
     commands = dm.add_subparsers(dest="dm_command", metavar="COMMAND")
@@ -80,9 +123,12 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
     dm.set_defaults(func=usage)
     serve = commands.add_parser(
         "serve",
+        parents=[common],
         help="run the node agent: detect, publish Devices and node features, serve the device plugins",
     )
-    detect = commands.add_parser("detect", help="one detection pass: print the Devices spec it would publish")
+    detect = commands.add_parser(
+        "detect", parents=[common], help="one detection pass: print the Devices spec it would publish"
+    )
     for command in (serve, detect):
         command.add_argument(
             "--manufacturer", required=True, help="manufacturer served (nvidia, ascend, ...)"
@@ -158,100 +204,54 @@ def _device_manager_commands(dm: argparse.ArgumentParser) -> None:
     detect.set_defaults(func=_device_manager_detect)
 
 
+def _cleanup(args: argparse.Namespace) -> int:
+    from controllers.install.cleanup import Cleanup
+    from kube.client import ApiError, Client, load_api_client
+
+    try:
+        deleted = Cleanup(
+            Client(load_api_client(args.kubeconfig)),
+            cert_secret=args.cert_secret,
+            worker_selector=args.worker_selector,
+            wait_for_workers=args.wait_for_workers,
+        ).run()
+    except ApiError as error:
+        print(f"gpustack-operator cleanup: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    for name in deleted:
+        print(f"deleted {name}")
+    return EXIT_OK
+
+
 def _version(_: argparse.Namespace) -> int:
     print(f"gpustack-operator {__version__}")
     return EXIT_OK
 
 
 def parser() -> argparse.ArgumentParser:
+    common = _common_flags()
     top = argparse.ArgumentParser(
         prog="gpustack-operator",
+        parents=[common],
         allow_abbrev=False,  # `worker-gateway --v=4` (as the GPUStack server passes it) is not --version
         description="Make GPUs and NPUs schedulable on Kubernetes and run LLM inference on them.",
     )
     top.add_argument("--version", action="version", version=f"gpustack-operator {__version__}")
-    top.add_argument("-v", "--verbosity", type=int, default=0, help="log verbosity: 0-1 info, 2+ debug")
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
 
     worker = sub.add_parser(
         "worker",
         aliases=["w"],
+        parents=[common],
         help="serve the admission webhooks and run the controllers",
-        description="Serve the admission webhooks over HTTPS and (unless --webhooks-only) run the "
-        "controllers behind a Lease.  With --objects DIR the webhooks read cluster objects from "
-        "YAML files instead of the apiserver (local development and load tests).",
+        description="Install what the operator needs (CRDs, webhook configurations, Settings, the "
+        "NodeFeatureRule and AdmissionChecks), serve the admission webhooks over HTTPS and (unless "
+        "--webhooks-only) run the controllers behind a Lease.  With --objects DIR the webhooks read "
+        "cluster objects from YAML files instead of the apiserver (local development and load tests).",
     )
-    mode = worker.add_mutually_exclusive_group()
-    mode.add_argument("--webhooks-only", action="store_true", help="serve the webhooks, run no controller")
-    mode.add_argument("--controllers-only", action="store_true", help="run the controllers, serve no webhook")
-    worker.add_argument("--bind-address", default="0.0.0.0", help="address to serve on (default 0.0.0.0)")
-    worker.add_argument("--secure-port", type=int, default=31443, help="HTTPS port (default 31443)")
-    worker.add_argument("--tls-cert", help="serving certificate (PEM); reloaded when the file changes")
-    worker.add_argument("--tls-key", help="serving key (PEM); reloaded when the file changes")
-    worker.add_argument(
-        "--cert-dir", help="directory holding tls.crt and tls.key (instead of --tls-cert/--tls-key)"
-    )
-    worker.add_argument(
-        "--objects", metavar="DIR", help="answer lookups from YAML files in DIR, not the apiserver"
-    )
-    worker.add_argument(
-        "--kubeconfig", help="kubeconfig for the apiserver (default: in-cluster, then ~/.kube/config)"
-    )
-    worker.add_argument(
-        "--no-leader-election",
-        action="store_true",
-        help="reconcile without holding the worker.gpustack.ai Lease (one replica only)",
-    )
-    worker.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
-    worker.add_argument(
-        "--insecure", action="store_true", help="serve plain HTTP (tests and benchmarks only)"
-    )
-    worker.add_argument(
-        "--null-endpoint",
-        action="store_true",
-        help="also serve /null, an endpoint that decodes and allows (benchmarks)",
-    )
-    worker.add_argument(
-        "--log-denials",
-        action="store_true",
-        help="log every refused admission as a JSON line (retryable ones are always logged); off by "
-        "default because a line costs more than the decision, and /metrics counts denials",
-    )
-    worker.add_argument(
-        "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
-    )
-    worker.add_argument(
-        "--max-header-bytes",
-        type=int,
-        default=64 * 1024,
-        help="largest request line and headers of one request; more is answered 431 (default 65536)",
-    )
-    worker.add_argument(
-        "--max-headers",
-        type=int,
-        default=100,
-        help="most header fields in one request; more is 431 (default 100)",
-    )
-    worker.add_argument(
-        "--request-deadline",
-        type=float,
-        default=10.0,
-        help="seconds a connection has to deliver a whole request (TLS handshake, headers, body), "
-        "and to send its first one (default 10)",
-    )
-    worker.add_argument(
-        "--max-connections",
-        type=int,
-        default=0,
-        help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
-        "limit, raised to its hard limit, minus 64)",
-    )
-    worker.add_argument(
-        "--model-manager-service-account",
-        default="gpustack-system/gpustack-model-manager",
-        metavar="NAMESPACE/NAME",
-        help="the model-manager plugin's ServiceAccount: the only writer of NodeModelStore status",
-    )
+    from gpustack_operator import worker as worker_module
+
+    worker_module.add_arguments(worker)
     worker.set_defaults(func=_worker)
 
     admit = sub.add_parser(
@@ -312,11 +312,12 @@ def parser() -> argparse.ArgumentParser:
         description="Discover accelerators (NVML or a simulated profile) and RDMA interfaces, write the "
         "node's Devices ledger, and serve the kubelet device-plugin gRPC API.",
     )
-    _device_manager_commands(dm)
+    _device_manager_commands(dm, common)
 
     mm = sub.add_parser(
         "model-manager",
         aliases=["mm"],
+        parents=[common],
         help="node agent: the CSI plugin that caches and mounts model weights",
         description="Serve the model.csi.gpustack.ai CSI node plugin: download each model digest once per "
         "node, mount it read-only, keep NodeModelStore status, collect garbage by watermark.",
@@ -338,6 +339,29 @@ def parser() -> argparse.ArgumentParser:
     add_gateway_arguments(wg)
     wg.set_defaults(func=_worker_gateway)
 
+    cleanup = sub.add_parser(
+        "cleanup",
+        parents=[common],
+        help="remove what the worker created (the chart's post-delete hook with cleanupOnUninstall)",
+        description="Delete the webhook configurations first, then the AdmissionChecks, the pools' Kueue "
+        "objects, the NodeFeatureRule and NodeFeatures, the operator's finalizers and CRDs (with every "
+        "object of them, Settings included), the certificate Secret and the Lease.  Run it once no worker "
+        "runs: a running worker recreates its CRDs and webhook configurations.",
+    )
+    cleanup.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
+    cleanup.add_argument(
+        "--cert-secret", default="gpustack-operator-worker-certs", help="the worker's certificate Secret"
+    )
+    cleanup.add_argument(
+        "--worker-selector",
+        default="",
+        help="label selector of the worker Pods to wait out first (system namespace)",
+    )
+    cleanup.add_argument(
+        "--wait-for-workers", type=float, default=120.0, help="seconds to wait for them (default 120)"
+    )
+    cleanup.set_defaults(func=_cleanup)
+
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=_version)
     return top
@@ -348,10 +372,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser().print_help(sys.stderr)
         return EXIT_USAGE
+    if getattr(args, "command", "") in ("worker", "w"):
+        from gpustack_operator import worker
+
+        worker.finish_arguments(args, parser())
     from gpustack_operator import logs
 
     # worker-gateway also takes the GPUStack server's --v=N spelling of the verbosity.
-    logs.configure(max(args.verbosity or 0, getattr(args, "v", 0) or 0))
+    logs.configure(max(getattr(args, "verbosity", 0) or 0, getattr(args, "v", 0) or 0))
+    vmodule = getattr(args, "vmodule", "")
+    if vmodule:
+        try:
+            logs.apply_vmodule(vmodule)
+        except ValueError as error:
+            print(f"gpustack-operator: --vmodule: {error}", file=sys.stderr)
+            return EXIT_USAGE
+    if getattr(args, "print_cmdline", False):
+        import logging
+
+        logging.getLogger("cmdline").info("command line", extra={"argv": list(argv or sys.argv[1:])})
     return int(args.func(args) or 0)
 
 

@@ -37,6 +37,28 @@ def configure(verbosity: int = 0, stream: Any = None) -> None:
     handler.setFormatter(JSONFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO)
+    from kube import debug  # /debug/flags/v changes the level later through the same mapping
+
+    debug.set_verbosity(verbosity)
     for noisy in ("uvicorn.access", "kubernetes.client.rest", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def apply_vmodule(spec: str) -> dict[str, int]:
+    """``--vmodule=controllers.pools=4,webhooks.*=2``: per-logger verbosity (a trailing ``*`` or
+    ``.*`` names the logger and every one below it, as the logger tree does anyway)."""
+    levels: dict[str, int] = {}
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        pattern, sep, number = item.rpartition("=")
+        if not sep or not pattern:
+            raise ValueError(f"{item!r}: use pattern=N, e.g. controllers.pools=4")
+        try:
+            verbosity = int(number, 10)
+        except ValueError:
+            raise ValueError(f"{item!r}: the verbosity must be a number") from None
+        name = pattern.removesuffix("*").removesuffix(".")
+        logging.getLogger(name or None).setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO)
+        levels[name] = verbosity
+    return levels

@@ -1,12 +1,31 @@
-"""``gpustack-operator worker``: the webhook server (and, once built, the controllers)."""
+"""``gpustack-operator worker``: the worker's start-up, the webhook server and the controllers.
+
+Against a cluster, every replica (operations spec D.5, D.6):
+
+1. refuses to start on an invalid ``GPUSTACK_*`` Settings seed or deploy-time variable (one line);
+2. learns its own identity, creates the system namespace, takes its serving certificate from the
+   Secret it manages (or from ``--cert-dir``), then applies the CRDs, the webhook configurations
+   with the CA bundle and the missing Settings (``controllers.install.prepare``, steps 1-5);
+3. serves the webhooks, starts the absence ensurers, and runs the controllers behind the Lease;
+4. applies the NodeFeatureRule and both AdmissionChecks (steps 7-9) in the background, waiting up
+   to ``--startup-crd-wait`` for NFD's and Kueue's CRDs; ``/readyz`` is 503 and names the step
+   until they are done, and a CRD that never comes stops the worker with one line (exit 1).
+
+With ``--objects DIR`` it serves the webhooks over YAML files instead (no cluster, no start-up).
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
 import os
+import signal
 import sys
+import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 
@@ -23,6 +42,16 @@ ENV_KUBECONFIG = "GPUSTACK_WORKER_KUBECONFIG"
 ENV_NULL = "GPUSTACK_WORKER_NULL_ENDPOINT"
 ENV_MAX_BODY = "GPUSTACK_WORKER_MAX_BODY_BYTES"
 ENV_LOG_DENIALS = "GPUSTACK_WORKER_LOG_DENIALS"
+# Deploy-time booleans the worker (and the device managers beside it) read; checked at start.
+DEPLOY_BOOLEANS = (
+    ("GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS", True),
+    ("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", False),
+    ("GPUSTACK_NODE_CREDITS_CAPACITY", True),
+)
+
+
+class StartupError(Exception):
+    """A start-up refusal: printed as one line, exit status 2."""
 
 
 def lookups_from(objects: str | None, kubeconfig: str | None) -> Lookups:
@@ -43,96 +72,271 @@ def app_from_environment() -> Starlette:
     )
 
 
-def _tls_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    if args.insecure:
-        return None, None
+def _provided_tls_files(args: argparse.Namespace) -> tuple[str, str] | None:
+    """``--cert-dir`` / ``--tls-cert`` + ``--tls-key``: certificates someone else manages."""
     cert, key = args.tls_cert, args.tls_key
     if args.cert_dir:
         cert, key = str(Path(args.cert_dir) / "tls.crt"), str(Path(args.cert_dir) / "tls.key")
+    if not cert and not key:
+        return None
     if not cert or not key:
-        raise SystemExit(
-            "gpustack-operator worker: give --tls-cert and --tls-key, or --cert-dir (or --insecure)"
-        )
+        raise StartupError("give both --tls-cert and --tls-key, or --cert-dir")
     for path in (cert, key):
         if not Path(path).is_file():
-            raise SystemExit(f"gpustack-operator worker: {path}: no such file")
+            raise StartupError(f"{path}: no such file")
     return cert, key
 
 
-def start_controllers(kubeconfig: str | None, *, leader_election: bool = True) -> object:
-    """Start every registered controller behind the Lease; returns the running manager."""
-    from controllers.registry import CONTROLLERS
-    from kube.client import Client, load_api_client
-    from kube.manager import Manager
+def _url_names(url: str) -> tuple[list[str], list[str]]:
+    """The certificate names a webhook URL needs: its host, as a DNS name or an IP."""
+    import ipaddress
+    from urllib.parse import urlsplit
 
-    manager = Manager(Client(load_api_client(kubeconfig)), leader_election=leader_election)
-    for controller in CONTROLLERS:
-        manager.add(controller)
-    manager.start(wait=False)  # the webhooks beside it serve while the caches fill
-    log.info("controller manager started", extra={"controllers": [c.__name__ for c in CONTROLLERS]})
-    return manager
+    host = urlsplit(url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ([host] if host else []), []
+    return [], [host]
 
 
-def _run_controllers_only(args: argparse.Namespace) -> int:
-    import signal
-    import threading
+def check_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Every Setting's seed (refusing an invalid one) after the deploy-time booleans."""
+    from api.booleans import EnvironmentValueError, env_bool
+    from api.settings import SettingError, seed_all
 
-    manager = start_controllers(args.kubeconfig, leader_election=not args.no_leader_election)
-    stop = threading.Event()
+    source = dict(os.environ if env is None else env)
+    for name, default in DEPLOY_BOOLEANS:
+        try:
+            env_bool(name, default, source)
+        except EnvironmentValueError as error:
+            raise StartupError(str(error)) from None
+    try:
+        return seed_all(source)
+    except SettingError as error:
+        raise StartupError(f"{error}; fix or unset the variable") from None
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    stop.wait()
-    manager.stop()  # type: ignore[attr-defined]
-    return 0
 
 
-def _delivery_identities(args: argparse.Namespace) -> None:
-    """Who may write ModelArtifact and NodeModelStore status, for every webhook process (§3.2)."""
-    from webhooks import delivery_status
+class Worker:
+    """One replica against a cluster: start-up, certificates, ensurers, controllers."""
 
-    os.environ[delivery_status.ENV_MODEL_MANAGER_SA] = getattr(
-        args, "model_manager_service_account", delivery_status.DEFAULT_MODEL_MANAGER_SA
-    )
-    if args.objects:
-        return  # no apiserver: no status write can reach these webhooks
-    from gpustack_operator.identity import IdentityUnknown, learn
-    from kube.client import Client, load_api_client
+    def __init__(self, args: argparse.Namespace, seeds: dict[str, str]) -> None:
+        from api import constants
+        from controllers.install import plan, prepare
+        from kube.client import Client, load_api_client
 
-    try:
-        os.environ[delivery_status.ENV_WORKER_IDENTITY] = learn(Client(load_api_client(args.kubeconfig)))
-    except IdentityUnknown as error:
-        raise SystemExit(f"gpustack-operator worker: cannot learn its own identity: {error}") from None
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.controllers_only:
-        return _run_controllers_only(args)
-    manager = None
-    if not args.webhooks_only:
-        if args.objects:
-            print(
-                "gpustack-operator worker: --objects serves file lookups to the webhooks only; add --webhooks-only",
-                file=sys.stderr,
+        self.args = args
+        self.seeds = seeds
+        self.client = Client(load_api_client(args.kubeconfig), timeout=args.kube_conn_timeout)
+        self.stop = threading.Event()
+        self.exit_code = 0
+        self.startup = prepare.Startup()
+        self.endpoint = (
+            plan.WebhookEndpoint(url=args.webhook_url)
+            if args.webhook_url
+            else plan.WebhookEndpoint(
+                service=args.webhook_service,
+                namespace=constants.SYSTEM_NAMESPACE,
+                port=args.webhook_service_port,
             )
-            return 2
-        manager = start_controllers(args.kubeconfig, leader_election=not args.no_leader_election)
-    cert, key = _tls_files(args)
-    _delivery_identities(args)
+        )
+        self.identity = ""
+        self.keeper: Any = None
+        self.manager: Any = None
+        self.ensurer: Any = None
+        self.prepare: prepare.Prepare | None = None
+        self.tls: tuple[str, str] | None = None
+
+    # --- start-up ---------------------------------------------------------------------------------
+
+    def learn_identity(self) -> None:
+        from gpustack_operator.identity import IdentityUnknown, learn
+        from webhooks import delivery_status
+
+        os.environ[delivery_status.ENV_MODEL_MANAGER_SA] = self.args.model_manager_service_account
+        try:
+            self.identity = learn(self.client)
+        except IdentityUnknown as error:
+            raise StartupError(f"cannot learn its own identity: {error}") from None
+        os.environ[delivery_status.ENV_WORKER_IDENTITY] = self.identity
+        log.info("worker identity", extra={"identity": self.identity})
+
+    def certificates(self) -> None:
+        """The serving pair this replica serves and the CA the webhook configurations carry."""
+        from api import constants
+        from certs import issue
+        from certs.secret import Keeper
+
+        provided = _provided_tls_files(self.args)
+        if provided is not None:
+            directory = Path(provided[0]).parent
+            if not (directory / "ca.crt").is_file():
+                log.warning(
+                    "no ca.crt beside the provided certificate: the webhook configurations carry no "
+                    "caBundle, so the apiserver must already trust the serving certificate's issuer",
+                    extra={"cert": provided[0]},
+                )
+        else:
+            runtime = Path(self.args.cert_runtime_dir or tempfile.mkdtemp(prefix="gpustack-worker-certs-"))
+            directory = runtime
+            provided = (str(runtime / "tls.crt"), str(runtime / "tls.key"))
+        names, ips = (
+            _url_names(self.args.webhook_url)
+            if self.args.webhook_url
+            else (
+                issue.service_names(self.endpoint.service, self.endpoint.namespace),
+                [],
+            )
+        )
+        self.keeper = Keeper(
+            self.client,
+            directory,
+            name=self.args.cert_secret,
+            namespace=constants.SYSTEM_NAMESPACE,
+            dns_names=names + list(self.args.cert_dns),
+            ips=ips + list(self.args.cert_ip),
+            rotate_before=self.args.cert_rotate_before,
+            provided=self.args.cert_dir is not None or bool(self.args.tls_cert),
+            interval=self.args.cert_check_interval,
+            on_ca=self._ca_changed,
+        )
+        self._retry("serving certificate", self.keeper.check)
+        self.tls = provided
+
+    def _ca_changed(self, ca: bytes) -> None:
+        if self.prepare is not None:
+            self.prepare.webhook_configurations(ca)
+
+    def _retry(self, what: str, action: Any) -> None:
+        from kube.client import ApiError
+
+        delay = 0.5
+        while not self.stop.is_set():
+            try:
+                action()
+                return
+            except (ApiError, OSError) as error:
+                log.warning(f"{what} not ready; retrying", extra={"error": str(error)[:300]})
+            self.stop.wait(delay)
+            delay = min(delay * 2, 10.0)
+        raise SystemExit(0)
+
+    def build_prepare(self) -> None:
+        from controllers.install import prepare
+
+        self.prepare = prepare.Prepare(
+            self.client,
+            self.startup,
+            endpoint=self.endpoint,
+            ca_bundle=lambda: self.keeper.ca if self.keeper is not None else b"",
+            seeds=self.seeds,
+            worker_identity=self.identity,
+            vendor_ids=self.args.vendor_ids,
+            crd_wait=self.args.startup_crd_wait,
+            stop=self.stop,
+        )
+
+    def desired(self) -> dict[tuple[str, str], dict[str, Any]]:
+        from controllers.install import plan, prepare
+
+        bundle = self.keeper.ca if self.keeper is not None else b""
+        return prepare.desired_absent_only(
+            [
+                *plan.custom_resource_definitions(),
+                *plan.webhook_configurations(self.endpoint, bundle, self.identity),
+            ]
+        )
+
+    def start_ensurers(self) -> None:
+        from controllers.install.ensurers import AbsenceEnsurer
+
+        self.ensurer = AbsenceEnsurer(self.client, self.desired)
+        self.ensurer.start()
+
+    def start_controllers(self) -> None:
+        import uuid
+
+        from api import constants
+        from controllers.registry import CONTROLLERS
+        from kube.manager import Manager
+
+        pod = os.environ.get("KUBERNETES_POD_NAME", "")
+        self.manager = Manager(
+            self.client,
+            leader_election=self.args.kube_leader_election,
+            lease_name=self.args.kube_leader_election_id,
+            lease_namespace=constants.SYSTEM_NAMESPACE,
+            lease_duration=self.args.kube_leader_lease,
+            renew_deadline=self.args.kube_leader_renew_timeout,
+            resync=self.args.informer_cache_resync_period,
+            identity=f"{pod}_{uuid.uuid4().hex[:8]}" if pod else None,  # the Lease names the Pod
+        )
+        for controller in CONTROLLERS:
+            self.manager.add(controller)
+        self.manager.start(wait=False)  # the webhooks beside it serve while the caches fill
+        log.info("controller manager started", extra={"controllers": [c.__name__ for c in CONTROLLERS]})
+
+    def late_steps(self) -> None:
+        """Steps 7-9; a CRD that never comes ends the process (the Pod restarts and says why)."""
+        from controllers.install.prepare import StepFailed
+
+        assert self.prepare is not None
+        try:
+            self.prepare.kueue_and_nfd()
+        except StepFailed as error:
+            if self.stop.is_set():
+                return
+            print(f"gpustack-operator worker: {error}", file=sys.stderr, flush=True)
+            log.error("start-up failed", extra={"step": error.step, "error": str(error)})
+            self.exit_code = 1
+            self.stop.set()
+            os.kill(os.getpid(), signal.SIGTERM)  # ends the server; run() returns exit_code
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        lines = list(self.startup.report())
+        ok = self.startup.ready()
+        if self.ensurer is not None:
+            synced = self.ensurer.synced()
+            lines.append("[+]absence-ensurers watching" if synced else "[-]absence-ensurers not synced yet")
+            ok = ok and synced
+        return ok, lines
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        for part in (self.manager, self.ensurer, self.keeper):
+            if part is not None:
+                part.stop()
+
+
+def _serve(args: argparse.Namespace, worker: Worker | None) -> None:
+    cert, key = worker.tls if worker is not None and worker.tls else (None, None)
+    if args.objects:
+        provided = None if args.insecure else _provided_tls_files(args)
+        if not args.insecure and provided is None:
+            raise StartupError("give --tls-cert and --tls-key, or --cert-dir (or --insecure)")
+        cert, key = provided if provided else (None, None)
+    if args.insecure:
+        cert, key = None, None
     os.environ[ENV_OBJECTS] = str(Path(args.objects).resolve()) if args.objects else ""
     os.environ[ENV_KUBECONFIG] = args.kubeconfig or ""
     os.environ[ENV_NULL] = "1" if args.null_endpoint else ""
     os.environ[ENV_MAX_BODY] = str(args.max_body_bytes)
     os.environ[ENV_LOG_DENIALS] = "1" if args.log_denials else ""
-    if args.objects and not Path(args.objects).is_dir():
-        print(f"gpustack-operator worker: --objects {args.objects}: not a directory", file=sys.stderr)
-        return 2
-    if args.objects:
-        try:
-            FileLookups.from_directory(args.objects)
-        except documents.DocumentError as error:
-            print(f"gpustack-operator worker: --objects: {error}", file=sys.stderr)
-            return 2
-    app = "gpustack_operator.worker:app_from_environment" if args.workers > 1 else app_from_environment()
+    if args.workers > 1:
+        app: Any = "gpustack_operator.worker:app_from_environment"
+    else:
+        app = server.create_app(
+            lookups_from(os.environ[ENV_OBJECTS] or None, args.kubeconfig),
+            include_null=args.null_endpoint,
+            max_body=args.max_body_bytes,
+            log_denials=args.log_denials,
+            readiness=worker.readiness if worker is not None else None,
+        )
     log.info(
         "serving webhooks",
         extra={
@@ -142,22 +346,329 @@ def run(args: argparse.Namespace) -> int:
             "workers": args.workers,
         },
     )
-    try:
-        server.serve(
-            app,
-            host=args.bind_address,
-            port=args.secure_port,
-            cert_file=cert,
-            key_file=key,
-            workers=args.workers,
-            limits=ConnectionLimits(
-                max_header_bytes=args.max_header_bytes,
-                max_headers=args.max_headers,
-                request_deadline=args.request_deadline,
-                max_connections=args.max_connections,
-            ),
+    server.serve(
+        app,
+        host=args.bind_address,
+        port=args.secure_port,
+        cert_file=cert,
+        key_file=key,
+        workers=args.workers,
+        limits=ConnectionLimits(
+            max_header_bytes=args.max_header_bytes,
+            max_headers=args.max_headers,
+            request_deadline=args.request_deadline,
+            max_connections=args.max_connections,
+        ),
+    )
+
+
+def _run_files(args: argparse.Namespace) -> int:
+    if not args.webhooks_only:
+        print(
+            "gpustack-operator worker: --objects serves file lookups to the webhooks only; add --webhooks-only",
+            file=sys.stderr,
         )
-    finally:
-        if manager is not None:
-            manager.stop()  # type: ignore[attr-defined]
+        return 2
+    if not Path(args.objects).is_dir():
+        print(f"gpustack-operator worker: --objects {args.objects}: not a directory", file=sys.stderr)
+        return 2
+    try:
+        FileLookups.from_directory(args.objects)
+        _serve(args, None)
+    except documents.DocumentError as error:
+        print(f"gpustack-operator worker: --objects: {error}", file=sys.stderr)
+        return 2
+    except StartupError as error:
+        print(f"gpustack-operator worker: {error}", file=sys.stderr)
+        return 2
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.objects:
+        return _run_files(args)
+    left = applications_left(args)
+    if left:
+        print(
+            "gpustack-operator worker: installing applications from the worker (image mode) is not built; "
+            f"the chart deploys {', '.join(left)}: run with --disable-applications=*",
+            file=sys.stderr,
+        )
+        return 3
+    try:
+        seeds = check_environment()
+        if args.insecure:
+            raise StartupError(
+                "--insecure serves file lookups only (with --objects); the apiserver calls over TLS"
+            )
+        worker = Worker(args, seeds)
+    except StartupError as error:
+        print(f"gpustack-operator worker: {error}", file=sys.stderr)
+        return 2
+    try:
+        return _run_cluster(args, worker)
+    except StartupError as error:
+        print(f"gpustack-operator worker: {error}", file=sys.stderr)
+        return 2
+    finally:
+        worker.shutdown()
+
+
+def _run_cluster(args: argparse.Namespace, worker: Worker) -> int:
+    from controllers.install import prepare
+
+    if args.controllers_only:
+        _stop_on_signals(worker.stop)
+    worker.learn_identity()
+    worker.build_prepare()
+    assert worker.prepare is not None
+    # The Secret lives in the system namespace: create it first, then take the certificate.
+    worker._retry("system namespace", worker.prepare.namespace)
+    worker.certificates()
+    worker.prepare.core()
+    worker.keeper.start()
+    worker.start_ensurers()
+    if not args.webhooks_only:
+        worker.start_controllers()
+    late = threading.Thread(target=worker.late_steps, name="startup-late", daemon=True)
+    if args.workers > 1:
+        worker.late_steps()  # the serving processes cannot see this one's readiness: finish first
+    else:
+        late.start()
+    if args.controllers_only:
+        worker.stop.wait()
+        return worker.exit_code
+    log.info(
+        "start-up core steps done",
+        extra={"webhooks": worker.endpoint.describe(), "steps": list(prepare.STEPS)},
+    )
+    _serve(args, worker)
+    return worker.exit_code
+
+
+def parse_duration(text: str) -> float:
+    """Go's duration spelling (``15s``, ``5m``, ``1h30m``) or plain seconds, as seconds."""
+    from api.settings import parse_duration as go_duration
+
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return go_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 15s, 5m or 1h") from None
+
+
+def parse_bool_flag(text: str) -> bool:
+    from api.booleans import parse_bool
+
+    try:
+        return parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (true or false)") from None
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+def add_arguments(worker: argparse.ArgumentParser) -> None:
+    """The worker's flags (operations spec D.1 where they apply here, plus the install's own)."""
+    from api import constants
+    from controllers.install import plan
+
+    mode = worker.add_mutually_exclusive_group()
+    mode.add_argument("--webhooks-only", action="store_true", help="serve the webhooks, run no controller")
+    mode.add_argument("--controllers-only", action="store_true", help="run the controllers, serve no webhook")
+    worker.add_argument("--bind-address", default="0.0.0.0", help="address to serve on (default 0.0.0.0)")
+    worker.add_argument("--secure-port", type=int, default=31443, help="HTTPS port (default 31443)")
+    worker.add_argument("--tls-cert", help="serving certificate (PEM); reloaded when the file changes")
+    worker.add_argument("--tls-key", help="serving key (PEM); reloaded when the file changes")
+    worker.add_argument(
+        "--cert-dir",
+        help="directory holding tls.crt, tls.key and ca.crt that someone else manages (e.g. a cert-manager "
+        "Secret); without it the worker issues and rotates them in Secret --cert-secret",
+    )
+    worker.add_argument(
+        "--cert-secret",
+        default="gpustack-operator-worker-certs",
+        help="the Secret (system namespace) holding the CA and serving pair the worker manages",
+    )
+    worker.add_argument(
+        "--cert-dns", action="append", default=[], help="extra DNS name for the managed certificate"
+    )
+    worker.add_argument("--cert-ip", action="append", default=[], help="extra IP for the managed certificate")
+    worker.add_argument(
+        "--cert-rotate-before",
+        type=lambda t: dt.timedelta(seconds=parse_duration(t)),
+        default=dt.timedelta(hours=720),
+        help="re-issue the managed serving certificate when it expires sooner (default 720h)",
+    )
+    worker.add_argument(
+        "--cert-check-interval",
+        type=parse_duration,
+        default=30.0,
+        help="how often every replica re-reads the certificate Secret (default 30s)",
+    )
+    worker.add_argument(
+        "--cert-runtime-dir",
+        help="where the managed pair is written for the server (default: a new temp dir)",
+    )
+    worker.add_argument(
+        "--webhook-url",
+        default="",
+        help="register the webhooks at this URL (a worker outside the cluster: https://HOST:PORT); "
+        "default: the Service --webhook-service",
+    )
+    worker.add_argument(
+        "--webhook-service",
+        default="gpustack-operator-worker",
+        help="the worker's Service in the system namespace, which the webhook configurations name",
+    )
+    worker.add_argument("--webhook-service-port", type=int, default=443, help="that Service's port (443)")
+    worker.add_argument(
+        "--objects", metavar="DIR", help="answer lookups from YAML files in DIR, not the apiserver"
+    )
+    worker.add_argument(
+        "--kubeconfig", help="kubeconfig for the apiserver (default: in-cluster, then ~/.kube/config)"
+    )
+    worker.add_argument(
+        "--manufacturer",
+        type=_words,
+        action="extend",
+        default=None,
+        help="manufacturers managed (comma-separated or repeated; default all nine): their PCI vendor "
+        "IDs go into the gpustack-cpu-info NodeFeatureRule",
+    )
+    worker.add_argument(
+        "--disable-applications",
+        type=_words,
+        action="extend",
+        default=None,
+        help="applications the worker must not install: * or any of "
+        + ", ".join(plan.APPLICATIONS)
+        + " (default *: the chart deploys them; installing them from the worker, image mode, is not built)",
+    )
+    worker.add_argument(
+        "--kube-leader-election",
+        type=parse_bool_flag,
+        default=True,
+        help="reconcile only while holding the Lease (default true)",
+    )
+    worker.add_argument(
+        "--no-leader-election",
+        dest="kube_leader_election",
+        action="store_false",
+        help="same as --kube-leader-election=false (one replica only)",
+    )
+    worker.add_argument(
+        "--kube-leader-election-id", default=constants.LEADER_ELECTION_ID, help="the Lease's name"
+    )
+    worker.add_argument(
+        "--kube-leader-lease", type=parse_duration, default=15.0, help="lease duration (default 15s)"
+    )
+    worker.add_argument(
+        "--kube-leader-renew-timeout",
+        type=parse_duration,
+        default=10.0,
+        help="a leader that cannot renew for this long stops reconciling (default 10s)",
+    )
+    worker.add_argument(
+        "--kube-conn-timeout",
+        type=parse_duration,
+        default=300.0,
+        help="timeout of one apiserver request of the start-up and the controllers (default 5m)",
+    )
+    worker.add_argument(
+        "--informer-cache-resync-period",
+        type=parse_duration,
+        default=3600.0,
+        help="how often every cached object is reconciled again (default 1h)",
+    )
+    worker.add_argument(
+        "--startup-crd-wait",
+        type=parse_duration,
+        default=300.0,
+        help="how long start-up waits for NFD's and Kueue's CRDs before it gives up (default 5m)",
+    )
+    worker.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    worker.add_argument(
+        "--insecure", action="store_true", help="serve plain HTTP (with --objects: tests and benchmarks only)"
+    )
+    worker.add_argument(
+        "--null-endpoint",
+        action="store_true",
+        help="also serve /null, an endpoint that decodes and allows (benchmarks)",
+    )
+    worker.add_argument(
+        "--log-denials",
+        action="store_true",
+        help="log every refused admission as a JSON line (retryable ones are always logged); off by "
+        "default because a line costs more than the decision, and /metrics counts denials",
+    )
+    worker.add_argument(
+        "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"
+    )
+    worker.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=64 * 1024,
+        help="largest request line and headers of one request; more is answered 431 (default 65536)",
+    )
+    worker.add_argument(
+        "--max-headers",
+        type=int,
+        default=100,
+        help="most header fields in one request; more is 431 (default 100)",
+    )
+    worker.add_argument(
+        "--request-deadline",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to deliver a whole request (TLS handshake, headers, body), "
+        "and to send its first one (default 10)",
+    )
+    worker.add_argument(
+        "--max-connections",
+        type=int,
+        default=0,
+        help="most open connections; beyond it the oldest idle one is closed (default: the descriptor "
+        "limit, raised to its hard limit, minus 64)",
+    )
+    worker.add_argument(
+        "--model-manager-service-account",
+        default="gpustack-system/gpustack-model-manager",
+        metavar="NAMESPACE/NAME",
+        help="the model-manager plugin's ServiceAccount: the only writer of NodeModelStore status",
+    )
+
+
+def finish_arguments(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Checks that need several flags at once (argparse's ``error`` exits 2 with the usage)."""
+    from api import manufacturers
+    from controllers.install import plan
+
+    disabled = args.disable_applications if args.disable_applications is not None else ["*"]
+    unknown = plan.unknown_applications(disabled)
+    if unknown:
+        parser.error(
+            f"--disable-applications: unknown application(s) {', '.join(unknown)}; use * or "
+            + ", ".join(plan.APPLICATIONS)
+        )
+    args.disable_applications = disabled
+    names = args.manufacturer or [m.name for m in manufacturers.MANUFACTURERS]
+    wrong = sorted(set(names) - set(manufacturers.BY_NAME))
+    if wrong:
+        parser.error(
+            f"--manufacturer: unknown manufacturer(s) {', '.join(wrong)}; use any of "
+            + ", ".join(manufacturers.BY_NAME)
+        )
+    args.manufacturer = names
+    args.vendor_ids = [manufacturers.BY_NAME[n].pci_vendor_id for n in names]
+
+
+def applications_left(args: argparse.Namespace) -> list[str]:
+    from controllers.install import plan
+
+    return plan.enabled_applications(args.disable_applications)

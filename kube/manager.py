@@ -113,6 +113,8 @@ class Manager:
         lease_namespace: str = "gpustack-system",
         identity: str | None = None,
         resync: float = 3600.0,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
     ) -> None:
         self.client = client
         self.resync = resync
@@ -120,7 +122,16 @@ class Manager:
         self._indexes: dict[tuple[str, str, str], dict[str, IndexFunc]] = {}
         self.controllers: list[Controller] = []
         self.elector = (
-            LeaderElector(client, lease_name, lease_namespace, identity=identity) if leader_election else None
+            LeaderElector(
+                client,
+                lease_name,
+                lease_namespace,
+                identity=identity,
+                duration=lease_duration,
+                renew_deadline=renew_deadline,
+            )
+            if leader_election
+            else None
         )
         self._stop = threading.Event()
         self._workers_stop = threading.Event()

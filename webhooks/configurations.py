@@ -33,7 +33,11 @@ def _client_config(
     return config
 
 
-def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str]) -> Obj:
+def _cel_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str], worker_identity: str) -> Obj:
     selector: Obj = {}
     if webhook.exempts_system_namespaces:
         selector = {
@@ -61,8 +65,16 @@ def _entry(webhook: registry.Webhook, client_config: Obj, excluded: list[str]) -
         "namespaceSelector": selector,
         "objectSelector": webhook.object_selector or {},
     }
-    if webhook.match_conditions:
-        entry["matchConditions"] = [dict(condition) for condition in webhook.match_conditions]
+    conditions = [dict(condition) for condition in webhook.match_conditions]
+    if webhook.exempts_worker and worker_identity:
+        conditions.append(
+            {
+                "name": "not-the-worker",
+                "expression": f"request.userInfo.username != {_cel_string(worker_identity)}",
+            }
+        )
+    if conditions:
+        entry["matchConditions"] = conditions
     if webhook.mutating:
         entry["reinvocationPolicy"] = webhook.reinvocation
     return entry
@@ -75,9 +87,11 @@ def render(
     ca_bundle: bytes | None = None,
     system_namespace: str = constants.SYSTEM_NAMESPACE,
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
+    worker_identity: str = "",
 ) -> list[Obj]:
     """Both configuration objects.  Give ``url`` (``https://127.0.0.1:31443``) for a worker outside
-    the cluster, or ``service`` (``{"name", "namespace", "port"}``) for the chart's Service."""
+    the cluster, or ``service`` (``{"name", "namespace", "port"}``) for the chart's Service;
+    ``worker_identity`` (the worker's username) exempts its own writes where a webhook says so."""
     excluded = sorted({system_namespace, "kube-system"})
     objects = []
     for mutating, kind, name in (
@@ -85,7 +99,9 @@ def render(
         (False, "ValidatingWebhookConfiguration", registry.VALIDATING_CONFIGURATION),
     ):
         entries = [
-            _entry(w, _client_config(w, url=url, service=service, ca_bundle=ca_bundle), excluded)
+            _entry(
+                w, _client_config(w, url=url, service=service, ca_bundle=ca_bundle), excluded, worker_identity
+            )
             for w in webhooks
             if w.mutating == mutating
         ]

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from api import GROUP, constants
+from api import GROUP, SETTINGS_GROUP, constants
 from webhooks import (
     delivery_status,
     instance,
@@ -20,6 +20,7 @@ from webhooks import (
     modelartifact,
     modeldeployment,
     pod,
+    setting,
     shapes,
     topology_source,
     workload,
@@ -67,6 +68,9 @@ class Webhook:
     # Tells apart two webhooks of one kind and verb (the Pod gate and the KV-cache injection).
     feature: str = ""
     subresource: str = ""  # e.g. "status": the webhook admits writes of that subresource only
+    # The worker's own writes skip this webhook (a matchCondition on its identity): the Settings it
+    # seeds are validated in-process, so its start-up never waits on a webhook it serves itself.
+    exempts_worker: bool = False
 
     @property
     def rule_resource(self) -> str:
@@ -260,6 +264,18 @@ WEBHOOKS: tuple[Webhook, ...] = (
         "InstancePersistentVolume",
         instance_companions.validate_persistent_volume,
         scope="Namespaced",
+    ),
+    # Settings (operations spec D.8): registered names only, values by their validators, no delete.
+    Webhook(
+        False,
+        SETTINGS_GROUP,
+        "v1",
+        "settings",
+        "Setting",
+        setting.validate,
+        operations=("CREATE", "UPDATE", "DELETE"),
+        scope="Namespaced",
+        exempts_worker=True,
     ),
     # Topology sources (topology spec B.2): the eleven rules, CREATE and UPDATE alike.
     Webhook(

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import uvicorn
@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from certs import tls
+from kube import debug
 from webhooks import connections, registry
 from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
 from webhooks.lookups import LookupFailed, Lookups
@@ -190,8 +191,12 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     log_denials: bool = False,
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
+    readiness: Callable[[], tuple[bool, list[str]]] | None = None,
 ) -> Starlette:
-    """The ASGI app: ``/<webhook path>`` for each webhook, ``/healthz``, ``/readyz``, ``/metrics``."""
+    """The ASGI app: ``/<webhook path>`` for each webhook, ``/healthz``, ``/livez``, ``/readyz``,
+    ``/metrics`` and the loopback-only ``/debug/*`` endpoints.  ``readiness`` adds checks to
+    ``/readyz`` (the worker's start-up steps): ready only when every one passes, and the body lists
+    each, ``[+]`` or ``[-]`` with why."""
     routes: list[Route] = [
         Route(webhook.path, AdmissionEndpoint(webhook, lookups, max_body, log_denials), methods=None)
         for webhook in webhooks
@@ -203,14 +208,30 @@ def create_app(
         return PlainTextResponse("ok\n")
 
     async def readyz(_: Request) -> Response:
-        if lookups.synced():
-            return PlainTextResponse("ok\n")
-        return PlainTextResponse("lookups not synced yet\n", status_code=503)
+        synced = lookups.synced()
+        lines = ["[+]lookups synced" if synced else "[-]lookups not synced yet"]
+        ready = synced
+        if readiness is not None:
+            ok, extra = readiness()
+            ready, lines = ready and ok, lines + extra
+        lines.append("readyz check passed" if ready else "readyz check failed")
+        return PlainTextResponse("\n".join(lines) + "\n", status_code=200 if ready else 503)
+
+    async def debug_endpoint(request: Request) -> Response:
+        peer = request.client.host if request.client else None
+        status, text = debug.answer(request.method, request.url.path, peer, await request.body())
+        return PlainTextResponse(text, status_code=status)
 
     async def metrics(_: Request) -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    routes += [Route("/healthz", healthz), Route("/readyz", readyz), Route("/metrics", metrics)]
+    routes += [
+        Route("/healthz", healthz),
+        Route("/livez", healthz),
+        Route("/readyz", readyz),
+        Route("/metrics", metrics),
+        *(Route(path, debug_endpoint, methods=["GET", "PUT", "POST"]) for path in debug.PATHS),
+    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

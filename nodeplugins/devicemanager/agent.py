@@ -313,7 +313,25 @@ class DeviceManager:
 class _Handler(BaseHTTPRequestHandler):
     manager: DeviceManager
 
+    def _debug(self) -> None:
+        """``/debug/flags/v`` and ``/debug/threads`` (loopback only; operations spec D.2)."""
+        from kube import debug
+
+        length = int(self.headers.get("Content-Length") or 0)
+        status, text = debug.answer(self.command, self.path, self.client_address[0], self.rfile.read(length))
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        self._debug()
+
     def do_GET(self) -> None:
+        if self.path.startswith("/debug/"):
+            return self._debug()
         if self.path == "/metrics":
             body, status, kind = generate_latest(), 200, CONTENT_TYPE_LATEST
         elif self.path == "/livez":

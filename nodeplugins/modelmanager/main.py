@@ -31,7 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--node-name", default=os.environ.get("NODE_NAME", ""), help="this node's name (env NODE_NAME)"
     )
     parser.add_argument(
-        "--root-path", default="/var/lib/gpustack/models", help="the cache directory on the node"
+        "--root-path",
+        "--cache-root",
+        dest="root_path",
+        default="/var/lib/gpustack/models",
+        help="the cache directory on the node",
     )
     parser.add_argument("--kubelet-dir", default="/var/lib/kubelet", help="kubelet's root directory")
     parser.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
@@ -70,8 +74,21 @@ class _Side(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _debug(self) -> None:
+        """``/debug/flags/v`` and ``/debug/threads`` (loopback only; operations spec D.2)."""
+        from kube import debug
+
+        length = int(self.headers.get("Content-Length") or 0)
+        status, text = debug.answer(self.command, self.path, self.client_address[0], self.rfile.read(length))
+        self._send(status, text.encode(), "text/plain")
+
+    def do_PUT(self) -> None:
+        self._debug()
+
     def do_GET(self) -> None:
         agent = self.server.agent
+        if self.path.startswith("/debug/"):
+            return self._debug()
         if self.path == "/livez":
             return self._send(200, b"ok", "text/plain")
         if self.path == "/readyz":

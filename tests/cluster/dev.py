@@ -1,4 +1,5 @@
-"""``make dev`` / ``make dev-down``: the local control plane with simulated GPU nodes and the worker,
+"""``make dev`` / ``make dev-down``: the local control plane with simulated GPU nodes and the operator
+installed by its Helm chart (the worker running as the chart's ServiceAccount on the process node),
 for a newcomer to ``kubectl apply`` the examples against.
 
     .venv/bin/python tests/cluster/dev.py up      # idempotent: a running setup is left as is
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import contextlib
 
+import chart
 import gpustack
 import harness
 import mooncake
@@ -136,12 +138,18 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
+# The device managers run per node on the host against simulated hardware (nodes.py), and make dev
+# serves no CSI volumes, so the chart's DaemonSets stay off here; everything else is the chart's.
+DEV_VALUES = {"deviceManager": {"enabled": False}, "modelManager": {"enabled": False}}
+
+
 def up() -> int:
     started = time.monotonic()
     info = harness.start()
-    op = gpustack.install(info)
+    host = chart.start_host(info)
+    chart.install(info, chart.local_values(host, **DEV_VALUES))
+    workers = chart.wait_workers_ready(info, replicas=1)
     gpustack.ensure_namespace(info, TENANT)
-    gpustack.start_worker(info, op)
     for name, profile, slot, real in NODES:
         nodes.start_node(info, name, profile, slot=slot, real=real)
         # What a cloud provider would label the node with: examples/20-topologysource-cloud-zones.yaml
@@ -172,7 +180,11 @@ def up() -> int:
         f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on loopback, as an external backend"
     )
     print(f"  local hub (ModelArtifacts resolve against it): {hub}")
-    print(f"\n  worker log: {op.log_file}   cluster logs: {info.state_dir / 'logs'}")
+    logs = [p["log"] for p in host.workers() if p["name"] in workers]
+    print(f"\n  worker log: {', '.join(logs)}   cluster logs: {info.state_dir / 'logs'}")
+    print(
+        f"  the operator is Helm release {chart.RELEASE} in {chart.NAMESPACE} (helm --kubeconfig .dev/kubeconfig ...)"
+    )
     print(f"  node logs and recorded containers: {info.state_dir / 'nodes'}/<node>/")
     print("  make dev-down stops everything.")
     if not types:
@@ -183,8 +195,10 @@ def up() -> int:
 
 def down() -> int:
     state = harness.default_state_dir()
-    op = gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
-    gpustack.stop_worker(op)
+    chart.stop_host(chart.Host(state, chart.SERVICE_PORT, chart.PORT_BASE))
+    gpustack.stop_worker(
+        gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
+    )  # an older setup
     if HUB_PID.exists():
         import signal
 

@@ -1,12 +1,14 @@
-"""The operator on the local control plane: CRDs, webhook certificates and configurations, and
-the worker process — what the e2e tests and ``make dev`` both run.
+"""The worker as one process on 127.0.0.1, the way most e2e modules run it (``make dev`` and the
+install tests use the chart instead: ``chart.py``).
 
-The worker runs outside the cluster on 127.0.0.1, so the webhook configurations use
-``clientConfig.url`` with the CA ``certs`` issued; everything else is what the chart installs.
+The worker's own start-up applies its CRDs, its webhook configurations (``clientConfig.url`` at this
+process, with the CA that ``gpustack-operator certs`` issued into the state directory), the
+Settings, the NodeFeatureRule and both AdmissionChecks.  :func:`install` still applies the CRDs
+beforehand, because some modules write objects of our kinds before the worker starts.
 
     info = harness.start()
-    op = gpustack.install(info)        # CRDs, namespaces, certs, webhook configurations
-    gpustack.start_worker(info, op)    # gpustack-operator worker (webhooks + controllers)
+    op = gpustack.install(info)        # CRDs (for writes before the worker), namespace, certs
+    gpustack.start_worker(info, op)    # gpustack-operator worker (start-up, webhooks, controllers)
     ...
     gpustack.stop_worker(op); gpustack.uninstall_webhooks(info)
 """
@@ -79,17 +81,9 @@ def ensure_namespace(info: harness.ClusterInfo, name: str, timeout: float = 180)
     info.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
-def webhook_configurations(op: Operator) -> list[dict]:
-    """Rendered by the project's own generator (webhooks.configurations), pointed at the worker."""
-    code = (
-        "import json,sys; from webhooks import configurations; "
-        f"print(json.dumps(configurations.render(url={op.url!r}, ca_bundle=open({str(op.cert_dir / 'ca.crt')!r},'rb').read())))"
-    )
-    return json.loads(_python("-c", code).stdout)
-
-
 def install(info: harness.ClusterInfo, *, port: int = WORKER_PORT) -> Operator:
-    """CRDs, the operator namespace, certificates and webhook configurations; idempotent."""
+    """CRDs, the operator namespace and the serving certificate; idempotent.  The webhook
+    configurations are the worker's to apply (at its start-up)."""
     op = Operator(info.state_dir, port, info.state_dir / "operator-pki")
     install_crds(info)
     ensure_namespace(info, SYSTEM_NAMESPACE)
@@ -104,7 +98,6 @@ def install(info: harness.ClusterInfo, *, port: int = WORKER_PORT) -> Operator:
         "--dns",
         "localhost",
     )
-    info.apply(webhook_configurations(op))
     return op
 
 
@@ -126,6 +119,7 @@ def _pid(op: Operator) -> int | None:
 
 
 def worker_ready(op: Operator) -> bool:
+    """``/readyz``: 200 once the worker's start-up is done (every step) and its caches synced."""
     context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
     try:
         with urllib.request.urlopen(f"{op.url}/readyz", context=context, timeout=2) as response:
@@ -134,7 +128,7 @@ def worker_ready(op: Operator) -> bool:
         return False
 
 
-def start_worker(info: harness.ClusterInfo, op: Operator, *extra: str, timeout: float = 60) -> int:
+def start_worker(info: harness.ClusterInfo, op: Operator, *extra: str, timeout: float = 90) -> int:
     """Start ``gpustack-operator worker`` in the background (a no-op when it already runs)."""
     pid = _pid(op)
     if pid is not None and worker_ready(op):
@@ -156,6 +150,8 @@ def start_worker(info: harness.ClusterInfo, op: Operator, *extra: str, timeout: 
             "127.0.0.1",
             "--secure-port",
             str(op.port),
+            "--webhook-url",
+            op.url,
             *extra,
         ],
         cwd=REPO,

@@ -38,6 +38,9 @@ _E2E_PORTS = {
 }
 for _name, _port in _E2E_PORTS.items():
     os.environ.setdefault(f"GPUSTACK_{_name}_PORT", str(_port))
+# The process node's Service stand-in, and the ports it hands its Pods (tests/cluster/chart.py).
+os.environ.setdefault("GPUSTACK_HOST_SERVICE_PORT", "27745")
+os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", "27746")
 # Real kubelet nodes take three ports each from here (kubelet, its healthz, the device manager).
 os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", "27762")
 os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))

@@ -171,6 +171,17 @@ SAMPLES = {
         "v1",
         "instancepersistentvolumes",
     ),
+    "Setting": (
+        {
+            "apiVersion": "gpustack.ai/v1",
+            "kind": "Setting",
+            "metadata": {"name": "workload-fit-affinity", "namespace": "gpustack-system"},
+            "spec": {"value": "true"},
+        },
+        "gpustack.ai",
+        "v1",
+        "settings",
+    ),
 }
 
 # (path to set, value, field path expected in the refusal, type expected)
@@ -180,6 +191,7 @@ COMMON = [
     (("spec",), "x", "spec", "object"),
 ]
 SPECIFIC = {
+    "Setting": [(("spec", "value"), 5, "spec.value", "string")],
     "Pod": [
         (
             ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu"),

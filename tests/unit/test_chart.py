@@ -1,0 +1,268 @@
+"""The Helm chart (operations spec D.3, D.4 chart mode), rendered by the helm binary the cluster
+build makes (``tests/cluster/build.sh``): lint, the objects of the default values, the per-row
+fan-out, the Kueue configuration against ``api/kueue.py``, and the schema's refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api import kueue, manufacturers
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "gpustack-operator"
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+import harness  # noqa: E402
+
+HELM = Path(os.environ.get("GPUSTACK_HELM") or harness.bin_dir() / "helm")  # the cluster build's helm
+pytestmark = pytest.mark.skipif(
+    not HELM.is_file(), reason="no helm binary yet: tests/cluster/build.sh builds it (make cluster-binaries)"
+)
+NS = "gpustack-system"
+TEMPLATE = ("--kube-version", "1.36.3")  # helm template's default (1.20) is below the chart's kubeVersion
+
+
+def helm(*args: str, values: dict[str, Any] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    extra = ["--values", "-"] if values is not None else []
+    proc = subprocess.run(
+        [str(HELM), *args, *extra],
+        input=json.dumps(values) if values is not None else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(REPO / ".dev" / "helm-home")},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[dict[str, Any]]:
+    out = helm(
+        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", namespace, values=values or {}
+    )
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def container(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(workload: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container(workload).get("env") or []}
+
+
+def test_lint_is_clean() -> None:
+    out = helm("lint", "--strict", str(CHART), "--namespace", NS)
+    assert "0 chart(s) failed" in out.stdout, out.stdout
+
+
+def test_default_objects() -> None:
+    docs = render()
+    worker = by_kind(docs, "Deployment")["gpustack-operator-worker"]
+    args = container(worker)["args"]
+    assert args[0] == "worker" and "--disable-applications=*" in args
+    assert "--manufacturer=amd,ascend,cambricon,hygon,iluvatar,metax,mthreads,nvidia,thead" in args
+    assert (
+        "--webhook-service=gpustack-operator-worker" in args
+        and "--cert-secret=gpustack-operator-worker-certs" in args
+    )
+    assert worker["spec"]["replicas"] == 1 and worker["spec"]["template"]["spec"]["serviceAccountName"] == (
+        "gpustack-operator-worker"
+    )
+    assert "podAntiAffinity" in worker["spec"]["template"]["spec"]["affinity"]
+    env = env_of(worker)
+    assert env["GPUSTACK_NVIDIA_PCI_VENDOR_ID"] == "10de" and env["GPUSTACK_NVIDIA_PARTITION_KIND"] == "mig"
+    assert env["GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS"] == "true"
+    assert by_kind(docs, "Service")["gpustack-operator-worker"]["spec"]["ports"][0]["port"] == 443
+    assert "PodDisruptionBudget" not in {d["kind"] for d in docs}
+    daemonsets = by_kind(docs, "DaemonSet")
+    for maker in manufacturers.MANUFACTURERS:
+        ds = daemonsets[f"gpustack-operator-device-manager-{maker.name}"]
+        pod = ds["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {
+            f"feature.node.kubernetes.io/pci-{maker.pci_vendor_id}.present": "true"
+        }
+        assert container(ds)["args"][:2] == ["device-manager", "serve"]
+        assert f"--manufacturer={maker.name}" in container(ds)["args"] and "--v=2" in container(ds)["args"]
+        assert (pod.get("runtimeClassName") is not None) == (maker.name in ("nvidia", "mthreads"))
+    assert "gpustack-operator-model-manager" in daemonsets
+    assert set(by_kind(docs, "CSIDriver")) == {"model.csi.gpustack.ai"}
+    assert set(by_kind(docs, "RuntimeClass")) == {"nvidia", "ascend", "mthreads", "iluvatar"}
+    roles = by_kind(docs, "ClusterRole")
+    assert set(roles) == {
+        "gpustack-operator-worker",
+        "gpustack-operator-device-manager",
+        "gpustack-operator-model-manager",
+    }
+    dm_rules = roles["gpustack-operator-device-manager"]["rules"]
+    assert not any("*" in r["resources"] or "delete" in r["verbs"] for r in dm_rules)  # least privilege
+    assert not [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+
+
+def _resources(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    config_map = by_kind(docs, "ConfigMap")["gpustack-operator-kueue-manager-config"]
+    return yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
+
+
+def _normal(resources: dict[str, Any]) -> dict[str, Any]:
+    out = dict(resources)
+    out["transformations"] = sorted(resources["transformations"], key=lambda t: t["input"])
+    if "excludeResourcePrefixes" in out:
+        out["excludeResourcePrefixes"] = sorted(out["excludeResourcePrefixes"])
+    return out
+
+
+@pytest.mark.parametrize("strategy", [False, True])
+def test_kueue_configuration_is_what_api_kueue_states(strategy: bool) -> None:
+    config = _resources(render({"kueue": {"quotaCheckStrategy": strategy}}))
+    assert _normal(config["resources"]) == _normal(kueue.resources_config(quota_check_strategy=strategy))
+    assert config["featureGates"]["TopologyAwareScheduling"] is True
+    excluded = config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]
+    assert {"kube-system", "kueue-system", NS} <= set(excluded)
+    assert config["integrations"]["frameworks"] == ["pod", "batch/job", "deployment", "statefulset"]
+
+
+def test_a_row_set_to_null_is_gone_everywhere() -> None:
+    docs = render({"global": {"manufacturers": {"thead": None, "amd": None}}})
+    assert "gpustack-operator-device-manager-thead" not in by_kind(docs, "DaemonSet")
+    args = container(by_kind(docs, "Deployment")["gpustack-operator-worker"])["args"]
+    assert "--manufacturer=ascend,cambricon,hygon,iluvatar,metax,mthreads,nvidia" in args
+    inputs = {t["input"] for t in _resources(docs)["resources"]["transformations"]}
+    assert not any(i.startswith(("alibabacloud.com/", "amd.com/")) for i in inputs)
+
+
+def test_a_changed_row_reaches_the_worker_the_device_manager_and_kueue() -> None:
+    row = {"resourceName": "example.com/gpu", "runtimeInjectsDriver": False}  # merged over the default row
+    docs = render({"global": {"manufacturers": {"nvidia": row}}})
+    ds = by_kind(docs, "DaemonSet")["gpustack-operator-device-manager-nvidia"]
+    assert env_of(ds)["GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME"] == "example.com/gpu"
+    assert ds["spec"]["template"]["spec"].get("runtimeClassName") is None  # no runtimeInjectsDriver now
+    inputs = {t["input"] for t in _resources(docs)["resources"]["transformations"]}
+    assert "example.com/gpu.sliced.units" in inputs and "nvidia.com/gpu" not in inputs
+
+
+def test_replicas_budget_and_spread() -> None:
+    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}]
+    docs = render(
+        {
+            "worker": {
+                "replicas": 3,
+                "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
+                "topologySpreadConstraints": spread,
+            }
+        }
+    )
+    worker = by_kind(docs, "Deployment")["gpustack-operator-worker"]
+    assert worker["spec"]["replicas"] == 3
+    constraint = worker["spec"]["template"]["spec"]["topologySpreadConstraints"][0]
+    assert constraint["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    assert by_kind(docs, "PodDisruptionBudget")["gpustack-operator-worker"]["spec"]["minAvailable"] == 2
+
+
+def test_cert_manager_mode_mounts_the_provided_certificate() -> None:
+    docs = render({"global": {"certmanager": {"enabled": True}}})
+    assert {"gpustack-operator-worker-serving", "gpustack-operator-worker-ca"} <= set(
+        by_kind(docs, "Certificate")
+    )
+    worker = by_kind(docs, "Deployment")["gpustack-operator-worker"]
+    assert "--cert-dir=/etc/gpustack/certs" in container(worker)["args"]
+    assert not any(a.startswith("--cert-secret") for a in container(worker)["args"])
+    assert "Certificate" not in {d["kind"] for d in render({"global": {"certmanager": {"enabled": "auto"}}})}
+
+
+def test_cleanup_on_uninstall_renders_post_delete_hooks() -> None:
+    docs = render({"cleanupOnUninstall": True})
+    hooks = [d for d in docs if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "post-delete"]
+    assert {d["kind"] for d in hooks} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"}
+    job = next(d for d in hooks if d["kind"] == "Job")
+    assert container(job)["args"][0] == "cleanup"
+
+
+def test_disabled_components_render_nothing() -> None:
+    docs = render(
+        {"deviceManager": {"enabled": False}, "modelManager": {"enabled": False}, "kueue": {"enabled": False}}
+    )
+    kinds = {d["kind"] for d in docs}
+    assert "DaemonSet" not in kinds and "CSIDriver" not in kinds and "RuntimeClass" not in kinds
+    assert "gpustack-operator-kueue-manager-config" not in by_kind(docs, "ConfigMap")
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"worker": {"replicas": "two"}}, "at '/worker/replicas': got string, want integer"),
+        ({"deviceManager": {"securePort": "https"}}, "at '/deviceManager/securePort'"),
+        (
+            {"global": {"manufacturers": {"nvidia": {"pciVendorID": "10DE"}}}},
+            "at '/global/manufacturers/nvidia/pciVendorID': '10DE' does not match",
+        ),
+        ({"cleanupOnUninstall": "yes"}, "at '/cleanupOnUninstall': got string, want boolean"),
+        ({"worker": {"leaderElection": {"lease": "15 seconds"}}}, "at '/worker/leaderElection/lease'"),
+        ({"workers": {"replicas": 2}}, "additional properties 'workers' not allowed"),
+        ({"global": {"certmanager": {"enabled": "sometimes"}}}, "at '/global/certmanager/enabled'"),
+    ],
+)
+def test_the_schema_refuses_a_wrong_value_naming_it(values: dict[str, Any], said: str) -> None:
+    refused = helm(
+        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", NS, values=values, check=False
+    )
+    assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+
+
+def test_another_namespace_is_refused_with_the_command_to_use() -> None:
+    refused = helm(
+        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", "ops", values={}, check=False
+    )
+    assert (
+        refused.returncode != 0 and "gpustack-system" in refused.stderr and "helm install" in refused.stderr
+    )
+
+
+def test_values_carry_every_value_of_d3() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for path in (
+        "global.manufacturers.nvidia.pciVendorID",
+        "global.manufacturers.nvidia.runtimeInjectsDriver",
+        "global.manufacturers.ascend.runtimeInjectsDevices",
+        "global.manufacturers.thead.partitionKind",
+        "global.certmanager.enabled",
+        "worker.enabled",
+        "worker.replicas",
+        "worker.securePort",
+        "worker.podDisruptionBudget",
+        "worker.topologySpreadConstraints",
+        "worker.affinity",
+        "worker.disableApplications",
+        "deviceManager.enabled",
+        "deviceManager.securePort",
+        "deviceManager.env",
+        "deviceManager.createRuntimeClasses",
+        "deviceManager.networkPolicy.enabled",
+        "modelManager.enabled",
+        "modelManager.rootPath",
+        "modelManager.securePort",
+        "kueue.enabled",
+        "node-feature-discovery.enabled",
+        "csi-driver-nfs.enabled",
+        "csi-driver-s3.enabled",
+        "topograph.enabled",
+        "ledgerReleaseTerminatedPods",
+        "cleanupOnUninstall",
+    ):
+        node: Any = values
+        for part in path.split("."):
+            assert isinstance(node, dict) and part in node, path
+            node = node[part]
+    assert len(values["global"]["manufacturers"]) == len(manufacturers.MANUFACTURERS)
