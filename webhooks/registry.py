@@ -17,6 +17,7 @@ from webhooks import (
     instance,
     instance_companions,
     instance_type,
+    instance_type_flavor,
     modelartifact,
     modeldeployment,
     pod,
@@ -276,6 +277,19 @@ WEBHOOKS: tuple[Webhook, ...] = (
         operations=("CREATE", "UPDATE", "DELETE"),
         scope="Namespaced",
         exempts_worker=True,
+    ),
+    # The InstanceTypeFlavor catalog (§2.3): read-only but to the worker, which writes it.
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "instancetypeflavors",
+        "InstanceTypeFlavor",
+        instance_type_flavor.guard,
+        operations=("CREATE", "UPDATE", "DELETE"),
+        scope="Cluster",
+        exempts_worker=True,
+        handles_deletion=True,
     ),
     # Topology sources (topology spec B.2): the eleven rules, CREATE and UPDATE alike.
     Webhook(

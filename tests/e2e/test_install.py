@@ -280,6 +280,14 @@ def test_the_worker_reconciles_with_its_own_rbac(cluster, host, gpu_node):
         what="the device manager to publish as its ServiceAccount",
     )
     assert "sa.kubeconfig" in node_dm_log().splitlines()[0]
+    # The InstanceTypeFlavor catalog: written by the worker's account, read-only to everyone else.
+    harness.wait_for(
+        lambda: get(cluster, "instancetypeflavor", "gpustack--nvidia-a10g") is not None,
+        timeout=60,
+        what="the A10G catalog entry",
+    )
+    refused = cluster.kubectl("delete", "instancetypeflavor", "gpustack--nvidia-a10g", check=False)
+    assert refused.returncode != 0 and "read-only catalog" in refused.stderr, refused.stderr
     for name, log in (("worker", _worker_log(host)), ("device manager", node_dm_log())):
         denied = [line for line in log.splitlines() if "403" in line or "Forbidden" in line]
         assert denied == [], (name, denied[:5])

@@ -150,7 +150,9 @@ def test_the_configuration_exempts_only_the_worker_and_covers_delete():
             "'system:serviceaccount:gpustack-system:gpustack-operator-worker'",
         }
     ]
-    others = [e for e in validating["webhooks"] if e["name"] != hooks[0].name]
+    exempted = {w.name for w in webhook_registry.WEBHOOKS if w.exempts_worker}
+    assert exempted == {hooks[0].name, "validate.gpustack-worker.worker.gpustack.ai.v1.instancetypeflavor"}
+    others = [e for e in validating["webhooks"] if e["name"] not in exempted]
     assert all("not-the-worker" not in str(e.get("matchConditions")) for e in others)
 
 

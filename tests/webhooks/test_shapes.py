@@ -142,6 +142,17 @@ def _topology_source() -> dict:
 
 
 SAMPLES = {
+    "InstanceTypeFlavor": (
+        {
+            "apiVersion": "worker.gpustack.ai/v1",
+            "kind": "InstanceTypeFlavor",
+            "metadata": {"name": "gpustack--nvidia-a10g"},
+            "spec": {"acceleratable": True, "acceleratorGroup": "nvidia-a10g", "manufacturer": "nvidia"},
+        },
+        "worker.gpustack.ai",
+        "v1",
+        "instancetypeflavors",
+    ),
     "TopologySource": (_topology_source(), "worker.gpustack.ai", "v1", "topologysources"),
     "ModelArtifact": (_artifact(), "worker.gpustack.ai", "v1", "modelartifacts"),
     "NodeModelStore": (_node_store(), "worker.gpustack.ai", "v1", "nodemodelstores"),
