@@ -337,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/livez":
             body, status, kind = b"ok", 200, "text/plain"
         elif self.path == "/readyz":
-            ok = self.manager.ready and (self.manager.link is None or self.manager.link.registrations > 0)
+            ok = self.manager.ready and (self.manager.link is None or self.manager.link.listed())
             body, status, kind = (b"ok", 200, "text/plain") if ok else (b"not ready", 503, "text/plain")
         else:
             body, status, kind = b"not found", 404, "text/plain"

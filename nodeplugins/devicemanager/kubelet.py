@@ -77,6 +77,11 @@ class Served(Protocol):
 
     def options(self) -> Any: ...
 
+    @property
+    def listed(self) -> threading.Event:
+        """Set once this servicer's ListAndWatch stream has handed the kubelet its device list."""
+        ...
+
 
 class KubeletLink:
     def __init__(self, plugins: Sequence[Served], kubelet_socket: str | Path, *, poll: float = 1.0) -> None:
@@ -130,8 +135,16 @@ class KubeletLink:
             server.stop(grace=0.5)
         self._servers = []
 
+    def listed(self) -> bool:
+        """Registered, and every resource's device list is with the kubelet: until then the kubelet
+        counts the resource's devices unhealthy and refuses a Pod that asks for one
+        (``UnexpectedAdmissionError``), so ``/readyz`` waits for this."""
+        return self.registrations > 0 and all(p.listed.is_set() for p in self.plugins)
+
     def _serve_and_register(self) -> None:
         self._stop_servers()
+        for plugin in self.plugins:
+            plugin.listed.clear()  # the kubelet opens a new stream after this round's Register
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         for plugin in self.plugins:
             path = self.plugin_dir / plugin.resource.socket

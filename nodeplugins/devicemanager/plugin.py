@@ -89,6 +89,7 @@ class DevicePlugin(_Servicer):
         self.backend = backend
         self.record = record
         self.watchers = watchers
+        self.listed = threading.Event()  # the kubelet has this stream's first device list
 
     def options(self) -> Any:
         return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
@@ -124,6 +125,7 @@ class DevicePlugin(_Servicer):
                 if summary != last:
                     last = summary
                     yield pb.ListAndWatchResponse(devices=devices)
+                    self.listed.set()
             self.watchers.wait(seen, 5.0)
 
     def GetPreferredAllocation(self, request: Any, context: Any) -> Any:

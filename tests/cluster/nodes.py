@@ -279,10 +279,34 @@ def _dm_argv(info: harness.ClusterInfo, node: Node) -> list[str]:
 
 
 def start_device_manager(info: harness.ClusterInfo, node: Node) -> int:
-    if (pid := _alive(node, "device-manager")) is not None:
-        return pid
-    env = {k: v for k, v in info.env().items() if k.lower() not in ("http_proxy", "https_proxy")}
-    return _launch(node, "device-manager", _dm_argv(info, node), env)
+    """Start the node's device manager (unless it runs) and wait for its ``/readyz``: on a kubelet
+    node that means every resource registered and its device list with the kubelet, which until
+    then refuses a Pod asking for one (``UnexpectedAdmissionError``, for good)."""
+    if (pid := _alive(node, "device-manager")) is None:
+        env = {k: v for k, v in info.env().items() if k.lower() not in ("http_proxy", "https_proxy")}
+        pid = _launch(node, "device-manager", _dm_argv(info, node), env)
+    harness.wait_for(
+        lambda: device_manager_ready(node), timeout=90, what=f"the device manager of {node.name} ready"
+    )
+    return pid
+
+
+def device_manager_ready(node: Node) -> bool:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE  # its own self-signed serving certificate
+    direct = urllib.request.build_opener(  # loopback: never through a proxy from the environment
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=insecure)
+    )
+    try:
+        with direct.open(f"https://127.0.0.1:{node.dm_port}/readyz", timeout=2) as answer:
+            return answer.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:

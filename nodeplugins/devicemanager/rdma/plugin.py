@@ -12,6 +12,7 @@ token that names no endpoint, or an endpoint without a verbs device, is ``FAILED
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class RdmaPlugin(_Servicer):
         self.sysfs = sysfs
         self.dev_root = dev_root
         self.watchers = watchers
+        self.listed = threading.Event()  # the kubelet has this stream's first device list
 
     def options(self) -> Any:
         return pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=False)
@@ -69,6 +71,7 @@ class RdmaPlugin(_Servicer):
                 if summary != last:
                     last = summary
                     yield pb.ListAndWatchResponse(devices=devices)
+                    self.listed.set()
             self.watchers.wait(seen, 5.0)
 
     def Allocate(self, request: Any, context: Any) -> Any:

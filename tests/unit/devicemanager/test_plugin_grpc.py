@@ -150,6 +150,39 @@ def test_a_restarted_kubelet_gets_every_plugin_registered_again(setup):
     channel.close()
 
 
+def test_listed_waits_for_every_device_list_and_again_after_a_kubelet_restart(setup):
+    """Registered is not enough: the kubelet counts a resource's devices unhealthy (and refuses a
+    Pod asking for one) until that resource's ListAndWatch has sent its list, so ``listed()``
+    (what ``/readyz`` answers) is true only once every stream has, and false again after the
+    kubelet comes back until it has read them anew."""
+    kubelet, _allocator, plugins, link, _recorded, plugin_dir = setup
+
+    def read_every_list() -> list:
+        opened = []
+        for plugin in plugins:
+            channel, dp = stub(plugin_dir, plugin.resource)
+            stream = dp.ListAndWatch(pb.Empty())
+            next(stream)  # a list, empty where the node has no such device
+            opened.append((channel, stream))
+        return opened
+
+    wait(lambda: link.registrations >= 1)
+    assert not link.listed()
+    opened = read_every_list()
+    wait(link.listed)
+    kubelet.restart()
+    wait(lambda: link.registrations >= 2)
+    assert not link.listed()
+    for channel, stream in opened:
+        stream.cancel()
+        channel.close()
+    wait(lambda: all((plugin_dir / p.resource.socket).exists() for p in plugins))
+    for channel, stream in read_every_list():
+        wait(link.listed)
+        stream.cancel()
+        channel.close()
+
+
 def test_a_kubelet_that_refuses_registration_is_retried(short_dir):
     plugin_dir = short_dir
 
