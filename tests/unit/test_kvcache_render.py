@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from controllers.kvcache import backend_render as br
+from controllers.kvcache import leader_render as lr
 from controllers.kvcache import members_render as mr
 from tests.webhooks.kvcache_objects import backend
 
@@ -40,7 +41,9 @@ def test_leader_service_and_endpoints() -> None:
 
 
 def test_leader_deployment() -> None:
-    deployment = br.leader_deployment(managed(extraArgs=["-default_kv_lease_ttl=15m"]), NS, IMAGE)
+    deployment = lr.leader_deployment(
+        managed(extraArgs=["-default_kv_lease_ttl=15m"], electionBackend="None"), NS, IMAGE
+    )
     spec = deployment["spec"]
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
     leader = spec["template"]["spec"]["containers"][0]
@@ -62,25 +65,23 @@ def test_leader_deployment() -> None:
     seed = next(v for v in pod["volumes"] if v["name"] == "quota-policy-seed")
     assert seed["configMap"] == {"name": "mooncake-dram-quota-policy", "optional": True}
     assert "tenants: []" in pod["initContainers"][0]["command"][2]
+    assert "serviceAccountName" not in pod and leader["env"] == []  # no election: no identity, no account
 
 
 def test_leader_variants() -> None:
-    single = br.leader_args(
-        managed(multiTenancy=False, allocationStrategy="Random")["spec"]["connection"]["managed"]
-    )
+    single = lr.leader_args(managed(multiTenancy=False, allocationStrategy="Random"), NS)
     assert not [a for a in single if "multi_tenants" in a or "tenant_quota" in a]
     assert "-allocation_strategy=random" in single
     tiered = managed(group(localDisks=[{"path": "/mnt/kv", "capacity": "4Ti"}]))
-    assert {"-enable_offload=true", "-offload_on_evict=true"} <= set(
-        br.leader_args(tiered["spec"]["connection"]["managed"])
-    )
-    ha = br.leader_deployment(managed(replicas=3), NS, IMAGE)["spec"]
+    assert {"-enable_offload=true", "-offload_on_evict=true"} <= set(lr.leader_args(tiered, NS))
+    assert not [a for a in lr.leader_args(managed(), NS) if "offload" in a]
+    ha = lr.leader_deployment(managed(replicas=3), NS, IMAGE)["spec"]
     assert ha["replicas"] == 3 and ha["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 3},
     }
     assert (
-        br.leader_deployment(managed(replicas=3, electionBackend="None"), NS, IMAGE)["spec"]["replicas"] == 1
+        lr.leader_deployment(managed(replicas=3, electionBackend="None"), NS, IMAGE)["spec"]["replicas"] == 1
     )
 
 

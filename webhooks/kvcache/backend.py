@@ -33,6 +33,7 @@ LEADER_DERIVED_FLAGS = frozenset(
         "enable_ha",
         "ha_backend_type",
         "ha_backend_connstring",
+        "cluster_id",
         "pod_name",
         "pod_namespace",
     }
@@ -72,7 +73,7 @@ MEMBER_DERIVED_KEYS = frozenset(
         "ssd_offload_path",
     }
 )
-LEADER_RENDERED_ENV = frozenset({"POD_NAME", "POD_NAMESPACE"})
+LEADER_RENDERED_ENV = frozenset({kv.ENV_POD_NAME, kv.ENV_POD_NAMESPACE, kv.ENV_POD_IP})
 MEMBER_RENDERED_ENV = frozenset(
     {
         kv.ENV_LOCAL_HOSTNAME,
@@ -87,9 +88,9 @@ MEMBER_RENDERED_ENV = frozenset(
 OFFLOAD_ENV_PREFIX = "MOONCAKE_OFFLOAD_"
 FABRIC_PROTOCOLS = ("RDMA", "EFA")
 INFINIBAND = "/dev/infiniband"
-# B11: the tier's bucket, chosen by the operator (spec §9 leaves it open).
-TIER_BUCKET_BYTES = 256 * 1024 * 1024
-TIER_BUCKET_KEYS = 1024
+# B11: the tier's bucket, chosen by the operator (spec §9 leaves it open) and rendered by it.
+TIER_BUCKET_BYTES = kv.TIER_BUCKET_BYTES
+TIER_BUCKET_KEYS = kv.TIER_BUCKET_KEYS
 
 
 @dataclass
