@@ -139,9 +139,12 @@ LEASE_MASTER_SCHEME = "k8s://"  # MOONCAKE_MASTER under Lease addressing: k8s://
 
 # --- The disk tier (§5.1 step 7) ----------------------------------------------------------------
 # The bucket the tier is written in, chosen by the operator (spec §9 leaves it open); rule B11 floors
-# capacityPerMember, capacity and keyLimit at one bucket.
-TIER_BUCKET_BYTES = 256 * 1024 * 1024
-TIER_BUCKET_KEYS = 1024
+# capacityPerMember, capacity and keyLimit at one bucket.  512 objects is the most one bucket of the
+# 0.3.13.post1 member can hold and still be written (at 513 every bucket write fails with
+# FILE_WRITE_FAIL, whatever its bytes: docs/mooncake-master.md); 64 MiB closes a bucket once a member
+# has evicted that much, with 512 objects of 128 KiB reaching both bounds together.
+TIER_BUCKET_BYTES = 64 * 1024 * 1024
+TIER_BUCKET_KEYS = 512
 ENV_OFFLOAD_ENABLED = "MOONCAKE_OFFLOAD_ENABLED"
 ENV_OFFLOAD_PATH = "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"
 ENV_OFFLOAD_BUCKET_BYTES = "MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES"

@@ -52,8 +52,8 @@ def test_the_documented_tier_renders_the_store_variables() -> None:
     assert offload == [
         ("MOONCAKE_OFFLOAD_ENABLED", "true"),
         ("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "/var/lib/kvcache"),
-        ("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", str(256 << 20)),
-        ("MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT", "1024"),
+        ("MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES", str(64 << 20)),
+        ("MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT", "512"),
         ("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES", str(4 << 40)),
         ("MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE", str(4 << 40)),
         ("MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT", "10000000"),

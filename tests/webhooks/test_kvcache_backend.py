@@ -233,6 +233,20 @@ def test_b11_eviction() -> None:
     assert not run(rules.validate, with_members(group(localDisks=[uncapped]))).allowed
 
 
+def test_b11_bucket_floors() -> None:
+    at_floor = group(capacityPerMember="64Mi", localDisks=[tier(capacity="64Mi", keyLimit=512)])
+    assert run(rules.validate, with_members(at_floor)).allowed
+    below = group(capacityPerMember="63Mi", localDisks=[tier(capacity="32Mi", keyLimit=511)])
+    decision = run(rules.validate, with_members(below))
+    assert set(paths(decision)) == {
+        f"{MEMBERS}[0].capacityPerMember",
+        f"{MEMBERS}[0].localDisks[0].capacity",
+        f"{MEMBERS}[0].localDisks[0].keyLimit",
+    }
+    assert "64Mi bucket" in decision.message and "512 keys" in decision.message
+    assert run(rules.validate, with_members(group(capacityPerMember="32Mi"))).allowed  # no tier, no floor
+
+
 # B12
 def test_b12_host_paths_and_fabric_count_warning() -> None:
     ok = group(hostPaths=[{"path": "/usr/local/Ascend/driver", "mountPath": "/usr/local/Ascend/driver"}])

@@ -91,6 +91,7 @@ INFINIBAND = "/dev/infiniband"
 # B11: the tier's bucket, chosen by the operator (spec §9 leaves it open) and rendered by it.
 TIER_BUCKET_BYTES = kv.TIER_BUCKET_BYTES
 TIER_BUCKET_KEYS = kv.TIER_BUCKET_KEYS
+TIER_BUCKET = f"{TIER_BUCKET_BYTES >> 20}Mi"
 
 
 @dataclass
@@ -237,13 +238,19 @@ def _tier(group: dict[str, Any], at: str, v: Verdict) -> None:
         capacity = quantity_bytes(disk.get("capacity")) if disk.get("capacity") is not None else None
         if capacity is not None and capacity < TIER_BUCKET_BYTES:
             v.errors.append(
-                invalid(f"{where}.capacity", disk.get("capacity"), "must hold at least one 256Mi bucket")
+                invalid(
+                    f"{where}.capacity",
+                    disk.get("capacity"),
+                    f"must hold at least one {TIER_BUCKET} bucket (the unit the tier is written in); raise it",
+                )
             )
         limit = disk.get("keyLimit")
         if isinstance(limit, int) and 0 < limit < TIER_BUCKET_KEYS:
             v.errors.append(
                 invalid(
-                    f"{where}.keyLimit", limit, f"must allow at least one bucket ({TIER_BUCKET_KEYS} keys)"
+                    f"{where}.keyLimit",
+                    limit,
+                    f"must allow at least one bucket ({TIER_BUCKET_KEYS} keys); raise it or leave it unset",
                 )
             )
     if disks:
@@ -253,7 +260,8 @@ def _tier(group: dict[str, Any], at: str, v: Verdict) -> None:
                 invalid(
                     f"{at}.capacityPerMember",
                     group.get("capacityPerMember"),
-                    "a tiered group holds at least one 256Mi bucket in memory",
+                    f"a tiered group holds at least one {TIER_BUCKET} bucket in memory before it reaches the "
+                    "disk; raise capacityPerMember",
                 )
             )
 
