@@ -179,3 +179,29 @@ def test_fingerprint_ignores_the_node_selector() -> None:
 def test_ownership() -> None:
     assert br.owned_by(br.leader_service(managed(), NS), "mooncake-dram")
     assert not br.owned_by({"metadata": {"name": "mooncake-dram-leader"}}, "mooncake-dram")
+
+
+def test_only_host_fabrics_take_privileges_and_devices() -> None:
+    """§5.1 step 6: RDMA and EFA take the host network, IPC_LOCK + SYS_RESOURCE and a device; every
+    other protocol takes none of them, and an unset interface count renders as a written 1."""
+    for protocol in ("Auto", "TCP", "CANN", "ROCM", "MUSA", "MACA"):
+        (ds,) = mr.member_daemonsets(managed(group(transport={"protocol": protocol})), NS, IMAGE)
+        pod = ds["spec"]["template"]["spec"]
+        member = pod["containers"][0]
+        assert "hostNetwork" not in pod and "securityContext" not in member, protocol
+        assert set(member["resources"]["requests"]) == {"memory"} and "limits" not in member["resources"]
+    backend_wide = managed(group(), group(nodeSelector={"tcp": "1"}, transport={"protocol": "TCP"}))
+    backend_wide["spec"]["transport"] = {"protocol": "RDMA"}
+    rdma, tcp = mr.member_daemonsets(backend_wide, NS, IMAGE)  # a group's own protocol wins
+    assert rdma["spec"]["template"]["spec"]["hostNetwork"] is True
+    assert "hostNetwork" not in tcp["spec"]["template"]["spec"]
+    assert env(tcp["spec"]["template"]["spec"]["containers"][0])["MOONCAKE_PROTOCOL"] == "tcp"
+    unset = mr.member_daemonsets(managed(group(transport={"protocol": "RDMA"})), NS, IMAGE)[0]
+    one = mr.member_daemonsets(
+        managed(group(transport={"protocol": "RDMA"}, fabricInterfaceCount=1)), NS, IMAGE
+    )[0]
+    assert unset["spec"]["template"] == one["spec"]["template"]
+    privileged = group(transport={"protocol": "EFA"}, securityContext={"privileged": True})
+    (ds,) = mr.member_daemonsets(managed(privileged), NS, IMAGE)
+    context = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert context == {"capabilities": {"add": ["IPC_LOCK", "SYS_RESOURCE"]}, "privileged": True}
