@@ -153,9 +153,6 @@ class KVCacheBackendReconciler(Controller):
         return [dict(e) for e in external.get("endpoints") or [] if isinstance(e, dict)]
 
     def _apply_ledger(self, backend: Obj, name: str, key: str, text: str) -> None:
-        current = self._owned_one("ConfigMap", changes.name_of(backend), name)
-        if ((current or {}).get("data") or {}).get(key) == text:
-            return
         self.client.apply(
             tr.ledger_config_map(backend, self.namespace, name, key, text),
             field_manager=kv.FIELD_MANAGER_BACKEND,
@@ -207,7 +204,8 @@ class KVCacheBackendReconciler(Controller):
             p for p in members if ((p.get("metadata") or {}).get("labels") or {}).get(kv.LABEL_GROUP) == index
         ]
         ledger_name = kv.tier_survey_name(name)
-        before = tier_status.load(self._owned_one("ConfigMap", name, ledger_name))
+        stored = self.client.get("ConfigMap", ledger_name, self.namespace)  # past the cache: first Pods only
+        before = tier_status.load(stored if backend_render.owned_by(stored, name) else None)
         ledger = tier_status.track(before, pods)
         if ledger != before:
             self._apply_ledger(backend, ledger_name, tier_status.LEDGER_KEY, tier_status.dump(ledger))
@@ -257,6 +255,12 @@ class KVCacheBackendReconciler(Controller):
     # -- deletion ---------------------------------------------------------------------------------
     def _delete(self, backend: Obj) -> float | None:
         name = changes.name_of(backend)
+        # Read past the cache: a pass queued before the finalizer came off must not run the
+        # teardown again for a backend that is gone (it would re-create cleanup Pods and ledgers).
+        current = self.client.get(kv.KIND_BACKEND, name)
+        if current is None:
+            return None
+        backend = current
         meta = backend.get("metadata") or {}
         if kv.FINALIZER_BACKEND not in (meta.get("finalizers") or []):
             return None
@@ -304,7 +308,10 @@ class KVCacheBackendReconciler(Controller):
         """One pass of ``cleanAfterDelete``; the nodes whose cleanup is still under way."""
         name = changes.name_of(backend)
         ledger_name = kv.tier_cleanup_name(name)
-        before = tier_cleanup.load(self._owned_one("ConfigMap", name, ledger_name))
+        stored = self.client.get(
+            "ConfigMap", ledger_name, self.namespace
+        )  # past the cache: a node settles once
+        before = tier_cleanup.load(stored if backend_render.owned_by(stored, name) else None)
         plan = tier_cleanup.plan(
             backend,
             self.namespace,
