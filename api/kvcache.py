@@ -35,6 +35,9 @@ LABEL_ROLE = "kvcache.gpustack.ai/component"  # leader | member
 LABEL_GROUP = "kvcache.gpustack.ai/group"  # the member group index
 ROLE_LEADER = "leader"
 ROLE_MEMBER = "member"
+ROLE_TIER_CLEAN = "tier-clean"  # the cleanup Pods of cleanAfterDelete
+ROLE_TIER_LEDGER = "tier-ledger"  # the ConfigMaps the tier survey and cleanup keep their ledgers in
+ANNOTATION_NODE = "kvcache.gpustack.ai/node"  # the node a cleanup Pod empties
 ANNOTATION_POD_SPEC_HASH = "kvcache.gpustack.ai/pod-spec-hash"
 FIELD_MANAGER_BACKEND = "worker.gpustack.ai/kv-cache-backend"
 FIELD_MANAGER_POOL = "worker.gpustack.ai/kv-cache-pool"
@@ -123,6 +126,46 @@ POLICY_SEED_KEY = "tenant_quotas.yaml"
 EMPTY_POLICY = "version: 1\ntenants: []\n"
 DEFAULT_LOCAL_BUFFER_SIZE = "1Gi"  # the store's own default, rendered so the request counts it
 ALLOCATION_STRATEGY = MappingProxyType({"FreeRatioFirst": "free_ratio_first", "Random": "random"})
+
+# --- Election (§5.1 step 4): the leader campaigns for a Lease; the store's spelling is "HA" ---------
+ELECTION_KUBERNETES = "Kubernetes"
+ELECTION_NONE = "None"
+MEMBER_ADDRESSING_LEASE = "Lease"
+HA_BACKEND = "k8s"  # -ha_backend_type: the Kubernetes Lease backend of the store
+ENV_POD_NAME = "POD_NAME"
+ENV_POD_NAMESPACE = "POD_NAMESPACE"
+ENV_POD_IP = "POD_IP"
+LEASE_MASTER_SCHEME = "k8s://"  # MOONCAKE_MASTER under Lease addressing: k8s://<namespace>/<lease>
+
+# --- The disk tier (§5.1 step 7) ----------------------------------------------------------------
+# The bucket the tier is written in, chosen by the operator (spec §9 leaves it open); rule B11 floors
+# capacityPerMember, capacity and keyLimit at one bucket.  512 objects is the most one bucket of the
+# 0.3.13.post1 member can hold and still be written (at 513 every bucket write fails with
+# FILE_WRITE_FAIL, whatever its bytes: docs/mooncake-master.md); 64 MiB closes a bucket once a member
+# has evicted that much, with 512 objects of 128 KiB reaching both bounds together.
+TIER_BUCKET_BYTES = 64 * 1024 * 1024
+TIER_BUCKET_KEYS = 512
+ENV_OFFLOAD_ENABLED = "MOONCAKE_OFFLOAD_ENABLED"
+ENV_OFFLOAD_PATH = "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"
+ENV_OFFLOAD_BUCKET_BYTES = "MOONCAKE_OFFLOAD_BUCKET_SIZE_LIMIT_BYTES"
+ENV_OFFLOAD_BUCKET_KEYS = "MOONCAKE_OFFLOAD_BUCKET_KEYS_LIMIT"
+ENV_OFFLOAD_TOTAL_BYTES = "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES"
+ENV_OFFLOAD_BUCKET_MAX_TOTAL = "MOONCAKE_OFFLOAD_BUCKET_MAX_TOTAL_SIZE"
+ENV_OFFLOAD_TOTAL_KEYS = "MOONCAKE_OFFLOAD_TOTAL_KEYS_LIMIT"
+ENV_OFFLOAD_EVICTION = "MOONCAKE_OFFLOAD_ENABLE_EVICTION"
+ENV_OFFLOAD_EVICTION_POLICY = "MOONCAKE_OFFLOAD_BUCKET_EVICTION_POLICY"
+ENV_OFFLOAD_WATERMARK = "MOONCAKE_OFFLOAD_ENABLE_DISK_WATERMARK_EVICTION"
+ENV_OFFLOAD_HIGH = "MOONCAKE_OFFLOAD_DISK_EVICTION_HIGH_WATERMARK_RATIO"
+ENV_OFFLOAD_LOW = "MOONCAKE_OFFLOAD_DISK_EVICTION_LOW_WATERMARK_RATIO"
+# The store compares the policy byte for byte and reads anything else as "never evict".
+EVICTION_POLICY = MappingProxyType({"FIFO": "fifo", "LRU": "lru"})
+TIER_VOLUME = "tier"
+TIER_SURVEY_CONTAINER = "tier-survey"
+TIER_SURVEY_MOUNT = "/tier"
+TIER_CLEAN_MOUNT = "/tier"
+TIER_UNMOUNT_PATH = "/api/unmount_local_disk"  # the member's own deregistration, held for the grace
+TIER_GRACE_SLACK_S = 60  # a tier group's Pod grace = scaleIn.gracePeriodSeconds + this
+TIER_CLEAN_DEADLINE_S = 300  # per node, from that node's cleanup Pod
 # Vendor visibility variables a DRAM member blanks (it contributes host memory, never a device).
 VISIBILITY_VARIABLES = (
     "NVIDIA_VISIBLE_DEVICES",
@@ -138,8 +181,23 @@ VISIBILITY_VARIABLES = (
 
 
 def leader_name(backend: str) -> str:
-    """The leader Deployment, Service (and Lease) of a backend."""
+    """The leader Deployment, Service, Lease, and the leader's ServiceAccount, Role and RoleBinding."""
     return f"{backend}-leader"
+
+
+def member_account_name(backend: str) -> str:
+    """The members' ServiceAccount, Role and RoleBinding (under election)."""
+    return f"{backend}-member"
+
+
+def tier_survey_name(backend: str) -> str:
+    """The ConfigMap recording each node's first tier survey (the ledger behind TierWasEmpty)."""
+    return f"{backend}-tier-survey"
+
+
+def tier_cleanup_name(backend: str) -> str:
+    """The ConfigMap recording each node's cleanAfterDelete outcome while the backend is deleted."""
+    return f"{backend}-tier-cleanup"
 
 
 def member_name(backend: str, index: int) -> str:
@@ -165,6 +223,9 @@ COND_MEMBERS_MOUNTED = "MembersMounted"
 COND_CAPACITY_OBSERVED = "CapacityObserved"
 COND_POOL_WRITES = "PoolWrites"
 COND_DELETABLE = "Deletable"
+COND_ROLLOUT_COMPLETE = "RolloutComplete"
+COND_ELECTION_OBSERVED = "ElectionObserved"
+COND_TIER_WAS_EMPTY = "TierWasEmpty"
 COND_QUOTA_WITHIN_TOTAL = "QuotaWithinTotal"
 COND_QUOTA_LEDGER_AVAILABLE = "QuotaLedgerAvailable"
 COND_QUOTA_POLICY_WRITABLE = "QuotaPolicyWritable"
@@ -186,6 +247,20 @@ REASON_LEDGER_NOT_RELEASED = "LedgerNotReleased"
 REASON_LEDGER_REQUEST_FAILED = "LedgerRequestFailed"
 REASON_HELD_BY_WORKLOADS = "HeldByWorkloads"
 REASON_UNENFORCED = "Unenforced"
+REASON_ROLLOUT_DONE = "Complete"
+REASON_REPLICAS_PENDING = "ReplicasPending"
+REASON_ELECTED = "Elected"
+REASON_LEASE_NOT_FOUND = "LeaseNotFound"
+REASON_NO_HOLDER = "NoHolder"
+REASON_HOLDER_EXPIRED = "HolderExpired"
+REASON_TIER_EMPTY = "TierEmpty"
+REASON_TIER_NOT_EMPTY = "TierNotEmpty"
+
+# --- Events of the disk tier's cleanup (on the Node: the backend is about to be gone) -------------
+EVENT_TIER_NOT_CLEANED = "KVCacheTierNotCleaned"
+EVENT_TIER_SHARED_PATH = "KVCacheTierSharedPath"
+EVENT_TIER_PARTLY_EMPTIED = "KVCacheTierPartlyEmptied"
+EVENT_TIER_NOT_EMPTY = "KVCacheTierNotEmpty"  # on the backend, beside TierWasEmpty=False
 
 # --- The ModelDeployment side (model-deployment spec §10) ----------------------------------------
 COND_DOMAIN_REGISTERED = "DomainRegistered"

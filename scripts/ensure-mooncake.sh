@@ -11,7 +11,10 @@
 #   lib/   Debian's libibverbs1 (and libnl-3-200, libnl-route-3-200 it needs), unpacked from the
 #          .deb (apt-get download; nothing is installed system-wide): the binaries link libibverbs
 #          even when they only ever speak TCP.
-#   bin/   mooncake_master, mooncake_client, python: wrappers that point LD_LIBRARY_PATH at lib/.
+#   bin/   mooncake_master, mooncake_client, python: wrappers that point LD_LIBRARY_PATH at lib/;
+#          mc_store_rest_server: the member program the backend image runs (the wheel's
+#          mooncake.mooncake_store_service), with aiohttp, its one dependency, added to the venv
+#          (stamp .member-program, so a cache finished before it gains it on the next run).
 # The version is the store of the default backend image (Setting kv-cache-backend-image,
 # gpustack/mirrored-mooncake:0.3.13.post1-cpu), so the tests speak to the master users run.
 set -euo pipefail
@@ -24,7 +27,24 @@ if [ "${1:-}" = "--bin-dir" ]; then
   echo "$CACHE/bin"
   exit 0
 fi
-if [ -f "$CACHE/.complete" ]; then
+AIOHTTP=${GPUSTACK_MOONCAKE_AIOHTTP:-aiohttp==3.14.5}
+
+# The member program: mc_store_rest_server, as the image names it (under the lock, idempotent).
+member_program() {
+  if [ ! -f "$CACHE/.member-program" ]; then
+    "$CACHE/venv/bin/python" -m pip install -q --disable-pip-version-check "$AIOHTTP" >&2
+    cat >"$CACHE/bin/mc_store_rest_server" <<WRAPPER
+#!/usr/bin/env bash
+export LD_LIBRARY_PATH="$CACHE/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+exec "$CACHE/venv/bin/python" -m mooncake.mooncake_store_service "\$@"
+WRAPPER
+    chmod +x "$CACHE/bin/mc_store_rest_server"
+    "$CACHE/bin/python" -c 'import aiohttp, mooncake.mooncake_store_service' >&2
+    touch "$CACHE/.member-program"
+  fi
+}
+
+if [ -f "$CACHE/.complete" ] && [ -f "$CACHE/.member-program" ]; then
   echo "$CACHE/bin"
   exit 0
 fi
@@ -32,7 +52,8 @@ fi
 mkdir -p "$CACHE"
 exec 9>"$CACHE/.lock"
 flock 9
-if [ -f "$CACHE/.complete" ]; then  # another run finished it while this one waited
+if [ -f "$CACHE/.complete" ]; then  # finished by another run (or before the member program existed)
+  member_program
   echo "$CACHE/bin"
   exit 0
 fi
@@ -81,4 +102,5 @@ done
 "$CACHE/bin/python" -c 'import mooncake.store' >&2
 "$CACHE/bin/mooncake_master" --version >/dev/null 2>&1 || true
 touch "$CACHE/.complete"
+member_program
 echo "$CACHE/bin"

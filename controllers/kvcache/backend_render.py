@@ -1,11 +1,12 @@
-"""What a managed ``KVCacheBackend`` runs (kv-cache spec §5.1 steps 2, 3, 5, 6): the leader
-Deployment and Service, and one member DaemonSet per group.  Pure: the backend object, the
-operator namespace and the Setting's image in; Kubernetes objects out.
+"""What every part of a managed ``KVCacheBackend``'s rendering shares (kv-cache spec §5.1): its
+names, labels and ownership annotation, image and pull policy, the leader Service and the
+addresses it publishes, and each group's effective transport.  The leader Deployment is
+``leader_render``, the member DaemonSets ``members_render``, the election ``election_render`` and
+the disk tier ``tier_render``.  Pure: the backend object, the operator namespace and the Setting's
+image in; Kubernetes objects out.
 
 Every object carries the ownership annotation ``kvcache.gpustack.ai/backend: <name>``, the key
-deletion finds and judges by.  Member DaemonSets are ``OnDelete`` and carry a fingerprint of the
-Pod template *without* its nodeSelector, so widening a group restarts nothing; the controller
-replaces member Pods whose fingerprint differs.
+deletion finds and judges by.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from api import kvcache as kv
+from api import manufacturers
 from api.objects import Obj
 
+# §5.1 step 6: the host fabrics, and the device each grants (the RDMA names derived from the device
+# manager's own keys, never spelled here).
 FABRIC = ("RDMA", "EFA")
-RDMA_SHARED = "device.gpustack.ai/rdma.shared"
-RDMA_EXCLUSIVE = "device.gpustack.ai/rdma"
-EFA = "vpc.amazonaws.com/efa"
+RDMA_EXCLUSIVE = f"{manufacturers.DEVICE_DOMAIN}/rdma"
+RDMA_SHARED = RDMA_EXCLUSIVE + manufacturers.SUFFIX_SHARED
+EFA = manufacturers.EFA_KEY
 MEMBER_COMMAND = "mc_store_rest_server"
 LEADER_COMMAND = "mooncake_master"
 
@@ -98,42 +102,6 @@ def has_tier(spec_managed: Obj) -> bool:
     return any(_list(_dict(g).get("localDisks")) for g in _list(spec_managed.get("members")))
 
 
-def leader_args(spec_managed: Obj) -> list[str]:
-    """The master's argv after the command: derived flags, then the user's (which may override the
-    lease TTL and metrics host, and nothing the operator relies on: rule B6)."""
-    leader = _dict(spec_managed.get("leader"))
-    strategy = kv.ALLOCATION_STRATEGY.get(
-        str(leader.get("allocationStrategy") or "FreeRatioFirst"), "free_ratio_first"
-    )
-    args = [
-        f"-rpc_port={kv.CLIENT_PORT}",
-        f"-metrics_port={kv.ADMIN_PORT}",
-        f"-default_kv_lease_ttl={kv.DEFAULT_KV_LEASE_TTL}",
-        f"-allocation_strategy={strategy}",
-    ]
-    if leader.get("multiTenancy") is not False:
-        args += [
-            "-enable_multi_tenants=true",
-            "-tenant_quota_connector_type=file",
-            f"-tenant_quota_connector_uri={kv.POLICY_FILE}",
-        ]
-    if has_tier(spec_managed):
-        args += ["-enable_offload=true", "-offload_on_evict=true"]
-    return args + [a for a in _list(leader.get("extraArgs")) if isinstance(a, str)]
-
-
-def _env(entries: Any) -> list[Obj]:
-    return [dict(e) for e in _list(entries) if isinstance(e, dict) and isinstance(e.get("name"), str)]
-
-
-def _seed_script() -> str:
-    return (
-        f"if [ -s {kv.POLICY_SEED_DIR}/{kv.POLICY_SEED_KEY} ]; then "
-        f"cp {kv.POLICY_SEED_DIR}/{kv.POLICY_SEED_KEY} {kv.POLICY_FILE}; "
-        f"else printf 'version: 1\\ntenants: []\\n' > {kv.POLICY_FILE}; fi"
-    )
-
-
 def leader_service(backend: Obj, namespace: str) -> Obj:
     name = name_of(backend)
     return {
@@ -147,85 +115,6 @@ def leader_service(backend: Obj, namespace: str) -> Obj:
                 {"name": "client", "port": kv.CLIENT_PORT, "targetPort": kv.CLIENT_PORT, "protocol": "TCP"},
                 {"name": "admin", "port": kv.ADMIN_PORT, "targetPort": kv.ADMIN_PORT, "protocol": "TCP"},
             ],
-        },
-    }
-
-
-def leader_deployment(backend: Obj, namespace: str, setting_image: str) -> Obj:
-    name = name_of(backend)
-    spec_managed = managed(backend) or {}
-    leader = _dict(spec_managed.get("leader"))
-    replicas = leader.get("replicas") if isinstance(leader.get("replicas"), int) else 1
-    if leader.get("electionBackend") == "None":
-        replicas = 1  # without election only one master may run
-    image = image_of(backend, setting_image)
-    policy = pull_policy(backend, image)
-    pod_labels = labels(name, kv.ROLE_LEADER)
-    strategy: Obj = (
-        {"type": "Recreate"}
-        if replicas == 1
-        else {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": replicas}}
-    )
-    probe_port = kv.ADMIN_PORT
-    pod_spec: Obj = {
-        "initContainers": [
-            {
-                "name": "quota-policy",
-                "image": image,
-                "imagePullPolicy": policy,
-                "command": ["sh", "-c", _seed_script()],
-                "volumeMounts": [
-                    {"name": "quota-policy", "mountPath": kv.POLICY_DIR},
-                    {"name": "quota-policy-seed", "mountPath": kv.POLICY_SEED_DIR, "readOnly": True},
-                ],
-            }
-        ],
-        "containers": [
-            {
-                "name": "leader",
-                "image": image,
-                "imagePullPolicy": policy,
-                "command": [LEADER_COMMAND],
-                "args": leader_args(spec_managed),
-                "env": _env(leader.get("extraEnv")),
-                "ports": [
-                    {"name": "client", "containerPort": kv.CLIENT_PORT, "protocol": "TCP"},
-                    {"name": "admin", "containerPort": kv.ADMIN_PORT, "protocol": "TCP"},
-                ],
-                # Readiness: the segment listing answers 503 until the service is active.  Liveness:
-                # /health, never gated, so a starting master is not killed.
-                "readinessProbe": {
-                    "httpGet": {"path": "/get_all_segments", "port": probe_port},
-                    "periodSeconds": 5,
-                },
-                "livenessProbe": {
-                    "httpGet": {"path": "/health", "port": probe_port},
-                    "periodSeconds": 10,
-                    "failureThreshold": 6,
-                },
-                "volumeMounts": [{"name": "quota-policy", "mountPath": kv.POLICY_DIR}],
-            }
-        ],
-        "volumes": [
-            {"name": "quota-policy", "emptyDir": {}},
-            {
-                "name": "quota-policy-seed",
-                "configMap": {"name": kv.policy_seed_name(name), "optional": True},
-            },
-        ],
-    }
-    secrets = pull_secrets(backend)
-    if secrets:
-        pod_spec["imagePullSecrets"] = secrets
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta(kv.leader_name(name), namespace, name, pod_labels),
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": pod_labels},
-            "strategy": strategy,
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec},
         },
     }
 

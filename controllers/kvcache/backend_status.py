@@ -14,7 +14,7 @@ from typing import Any
 from api import kvcache as kv
 from api.objects import Obj
 from controllers.kvcache import admin
-from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict, render
+from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict, find, render
 from controllers.kvcache.figures import to_quantity
 
 MAX_LISTING = 1000  # rows status.members may carry before the listing is withheld, never truncated
@@ -232,7 +232,13 @@ def _claimants(used_by: list[Any]) -> list[str]:
 
 
 def _phase(
-    backend: Obj, seen: Observation, is_managed: bool, pods: list[Obj], members: Membership, cap: Obj | None
+    backend: Obj,
+    seen: Observation,
+    is_managed: bool,
+    pods: list[Obj],
+    members: Membership,
+    cap: Obj | None,
+    deleting: str | None,
 ) -> tuple[str, str]:
     meta = _dict(backend.get("metadata"))
     claimants = _claimants(_list(_dict(backend.get("status")).get("usedBy")))
@@ -240,7 +246,7 @@ def _phase(
         held = (
             f"held while claimed by {', '.join(claimants)}"
             if claimants
-            else "removing the leader and members"
+            else deleting or "removing the leader and members"
         )
         return kv.PHASE_DELETING, held
     if seen.health is None:
@@ -268,8 +274,23 @@ def _phase(
     return kv.PHASE_READY, ""
 
 
-def derive(backend: Obj, seen: Observation, *, endpoints: list[Obj], pods: list[Obj], stamp: str) -> Obj:
-    """The backend's status (everything but ``usedBy``, which its consumers write)."""
+def derive(
+    backend: Obj,
+    seen: Observation,
+    *,
+    endpoints: list[Obj],
+    pods: list[Obj],
+    stamp: str,
+    extra: tuple[Verdict, ...] = (),
+    tier: Verdict | None = None,
+    deleting: str | None = None,
+) -> Obj:
+    """The backend's status (everything but ``usedBy``, which its consumers write).
+
+    ``extra`` are the managed backend's ``RolloutComplete`` and ``ElectionObserved``; ``tier`` is a
+    ``TierWasEmpty`` verdict, written once: a condition already in status is carried unchanged while
+    the backend has a tier.  ``deleting`` says what a teardown past its claims is doing.  None of the
+    three moves the phase."""
     spec = _dict(backend.get("spec"))
     spec_managed = _dict(_dict(spec.get("connection")).get("managed"))
     is_managed = bool(spec_managed)
@@ -293,14 +314,21 @@ def derive(backend: Obj, seen: Observation, *, endpoints: list[Obj], pods: list[
         Verdict(kv.COND_DELETABLE, FALSE, "Claimed", f"claimed by {', '.join(claimants)}")
         if claimants
         else Verdict(kv.COND_DELETABLE, TRUE, "Unclaimed", "no consumer claims this backend"),
+        *extra,
     ]
-    phase, message = _phase(backend, seen, is_managed, pods, members, cap)
+    phase, message = _phase(backend, seen, is_managed, pods, members, cap, deleting)
+    generation = _dict(backend.get("metadata")).get("generation")
+    conditions = render(verdicts, old.get("conditions"), generation, stamp)
+    if any(_list(_dict(g).get("localDisks")) for g in groups):
+        written = find(old.get("conditions"), kv.COND_TIER_WAS_EMPTY)
+        if written is not None:
+            conditions.append(written)
+        elif tier is not None:
+            conditions += render([tier], None, generation, stamp)
     status: Obj = {
         "phase": phase,
         "phaseMessage": message,
-        "conditions": render(
-            verdicts, old.get("conditions"), _dict(backend.get("metadata")).get("generation"), stamp
-        ),
+        "conditions": conditions,
         "endpoints": endpoints,
         "members": members.rows if members.rows is not None else _list(old.get("members")),
     }

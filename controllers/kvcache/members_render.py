@@ -1,10 +1,21 @@
-"""One member DaemonSet per group of a managed backend (kv-cache spec §5.1 steps 5–6).
+"""One member DaemonSet per group of a managed backend (kv-cache spec §5.1 steps 4–7).
 
 A member is ``mc_store_rest_server``: its whole configuration is ``MOONCAKE_*`` variables (note
 ``META_DATA``; ``MOONCAKE_DEVICE`` never set), its ``extraArgs`` become ``-D key=value``, and it
 serves HTTP on ``8080 + index``, which readiness probes (the entrypoint mounts the segment before it
 serves).  A DRAM group requests ``capacityPerMember + localBufferSize`` of memory and blanks every
 vendor's visibility variable; a VRAM group requests the buffer only and no accelerator.
+
+Fabrics follow the group's effective protocol: ``RDMA``/``EFA`` take the host network, add
+``IPC_LOCK`` and ``SYS_RESOURCE`` (never ``privileged``; a declared ``securityContext`` is merged
+over them with ``capabilities.add`` unioned) and request the fabric's device — RDMA one interface
+as ``device.gpustack.ai/rdma.shared``, N as N exclusive ``device.gpustack.ai/rdma``, EFA N
+``vpc.amazonaws.com/efa``; ``/dev/infiniband`` is never mounted (the plugin injects what it grants).
+Under an election members run as the member ServiceAccount, and follow the Lease under Lease
+addressing (``election_render``).  A group's disk tier is ``tier_render``.
+
+DaemonSets are ``OnDelete`` and carry a fingerprint of the Pod template *without* its nodeSelector,
+so widening a group restarts nothing; the controller replaces member Pods whose fingerprint differs.
 """
 
 from __future__ import annotations
@@ -17,6 +28,8 @@ from typing import Any
 from api import kvcache as kv
 from api.objects import Obj
 from controllers.kvcache import backend_render as br
+from controllers.kvcache import election_render as er
+from controllers.kvcache import tier_render as tr
 from controllers.kvcache.figures import to_bytes, to_quantity
 
 FABRIC_CAPABILITIES = ("IPC_LOCK", "SYS_RESOURCE")
@@ -39,12 +52,11 @@ def fingerprint(template: Obj) -> str:
 
 
 def _member_env(backend: Obj, namespace: str, group: Obj) -> list[Obj]:
-    name = br.name_of(backend)
     buffer = to_bytes(group.get("localBufferSize") or kv.DEFAULT_LOCAL_BUFFER_SIZE) or 0
     env: list[Obj] = [
         {"name": kv.ENV_LOCAL_HOSTNAME, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": kv.ENV_METADATA_SERVER, "value": kv.METADATA_SERVER},
-        {"name": kv.ENV_MASTER, "value": br.client_address(name, namespace)},
+        {"name": kv.ENV_MASTER, "value": er.member_master(backend, namespace)},
         {"name": kv.ENV_PROTOCOL, "value": kv.store_protocol(br.effective_protocol(backend, group))},
         {"name": kv.ENV_GLOBAL_SEGMENT_SIZE, "value": str(to_bytes(group.get("capacityPerMember")) or 0)},
         {"name": kv.ENV_LOCAL_BUFFER_SIZE, "value": str(buffer)},
@@ -142,6 +154,9 @@ def member_template(backend: Obj, namespace: str, setting_image: str, index: int
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     if group.get("runtimeClassName"):
         spec["runtimeClassName"] = group["runtimeClassName"]
+    if er.elected(br.managed(backend) or {}):
+        spec["serviceAccountName"] = kv.member_account_name(name)
+    tr.apply_tier(backend, index, group, image, br.pull_policy(backend, image), spec)
     secrets = br.pull_secrets(backend)
     if secrets:
         spec["imagePullSecrets"] = secrets

@@ -11,6 +11,9 @@ all import it.  The binaries come from ``scripts/ensure-mooncake.sh`` (the PyPI 
     mooncake.tenant_write(master, "team-a", ["k0"], size=1 << 20)
     master.stop(); member.stop()
 
+    rest = mooncake.RestMember(state_dir, argv=["--port", "28414"], env={"MOONCAKE_MASTER": ...})
+    rest.start()                         # the backend image's member program, as a DaemonSet runs it
+
 Nothing here writes what one of the operator's components is responsible for: the master keeps
 its own ledger, the member mounts its own segment; tests only read them back through the admin API.
 """
@@ -182,14 +185,15 @@ class Master(_Process):
             argv += ["-enable_multi_tenants=true", f"-tenant_quota_connector_uri={self.policy_file}"]
         return argv + list(self.extra_args)
 
-    def start(self, *, fresh_policy: bool = False) -> None:
-        """Start (or restart) the master; the policy file survives restarts unless ``fresh_policy``."""
+    def start(self, *, fresh_policy: bool = False, ready: bool = True) -> None:
+        """Start (or restart) the master; the policy file survives restarts unless ``fresh_policy``.
+        With ``ready=False`` it returns once ``/health`` answers (a standby never gets ready)."""
         bin_dir = ensure_installed()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if fresh_policy or not self.policy_file.exists():
             self.policy_file.write_text(EMPTY_POLICY)
         self._spawn(self.argv(bin_dir))
-        self.wait_ready()
+        self.wait_ready(ready=ready)
 
     def health(self) -> dict | None:
         try:
@@ -198,16 +202,31 @@ class Master(_Process):
             return None
         return json.loads(body) if status == 200 else None
 
-    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+    def wait_ready(self, timeout: float = START_TIMEOUT_S, *, ready: bool = True) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running():
                 raise StoreError(f"mooncake_master exited:\n{self.log_tail()}")
             doc = self.health()
-            if doc and doc.get("service_ready"):
+            if doc and (doc.get("service_ready") or not ready):
                 return
             time.sleep(0.1)
         raise StoreError(f"mooncake_master not service_ready after {timeout}s:\n{self.log_tail()}")
+
+    def metrics(self) -> dict[str, float]:
+        """The master's unlabelled Prometheus gauges and counters."""
+        status, body = http_get(f"{self.admin_url}/metrics")
+        if status != 200:
+            raise StoreError(f"GET /metrics: {status} {body[:200]}")
+        out = {}
+        for line in body.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and not line.startswith("#") and "{" not in parts[0]:
+                try:
+                    out[parts[0]] = float(parts[1])
+                except ValueError:
+                    continue
+        return out
 
     def tenant_quotas(self) -> dict[str, dict]:
         """The master's own ledger, read back through its admin API: tenant id → snapshot."""
@@ -260,6 +279,94 @@ class Member(_Process):
                 return
             time.sleep(0.1)
         raise StoreError(f"mooncake_client mounted no segment in {timeout}s:\n{self.log_tail()}")
+
+
+@dataclass
+class RestMember(_Process):
+    """``mc_store_rest_server``, the member program of the backend image (the wheel's
+    ``mooncake.mooncake_store_service``), run with the argv and environment a member DaemonSet's
+    container would get: the test hands it what the operator rendered."""
+
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    name: str = "mooncake-rest-member"
+
+    @property
+    def port(self) -> int:
+        return int(self.argv[self.argv.index("--port") + 1]) if "--port" in self.argv else 8080
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start it and wait until its REST port answers (it serves only once its segment and tier
+        are mounted, which is what a member's readiness probe relies on)."""
+        bin_dir = ensure_installed()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.stop()
+        log = self.log_file.open("ab")
+        self.proc = subprocess.Popen(
+            [str(bin_dir / "mc_store_rest_server"), *self.argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **self.env},
+        )
+        log.close()
+        self.pid_file.write_text(str(self.proc.pid))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise StoreError(f"mc_store_rest_server exited:\n{self.log_tail()}")
+            try:
+                status, _ = http_get(f"http://127.0.0.1:{self.port}/api/exist/probe", timeout=2)
+            except OSError:
+                status = 0
+            if status:
+                return
+            time.sleep(0.2)
+        raise StoreError(f"mc_store_rest_server served nothing in {timeout}s:\n{self.log_tail()}")
+
+
+@dataclass
+class Etcd(_Process):
+    """A single-member etcd on loopback (the binary the local control plane builds), for the store's
+    own etcd election backend."""
+
+    binary: Path | None = None
+    client_port: int = 0
+    peer_port: int = 0
+    name: str = "mooncake-etcd"
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        assert self.binary is not None
+        data = self.state_dir / "etcd-data"
+        self._spawn(
+            [
+                str(self.binary),
+                "--name=mooncake-ha",
+                f"--data-dir={data}",
+                f"--listen-client-urls=http://{self.endpoint}",
+                f"--advertise-client-urls=http://{self.endpoint}",
+                f"--listen-peer-urls=http://127.0.0.1:{self.peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{self.peer_port}",
+                f"--initial-cluster=mooncake-ha=http://127.0.0.1:{self.peer_port}",
+            ]
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise StoreError(f"etcd exited:\n{self.log_tail()}")
+            try:
+                status, _ = http_get(f"http://{self.endpoint}/health", timeout=2)
+            except OSError:
+                status = 0
+            if status == 200:
+                return
+            time.sleep(0.2)
+        raise StoreError(f"etcd not healthy after {timeout}s:\n{self.log_tail()}")
 
 
 _WRITER = """

@@ -1,7 +1,9 @@
 """The real Mooncake master on loopback (tests/cluster/mooncake.py), for the admin-API reader.
 
 Ports come from ``GPUSTACK_MOONCAKE_<NAME>_PORT`` (RPC, ADMIN, MEMBER, MEMBER_HTTP, SPARE_RPC,
-SPARE_ADMIN); the defaults sit beside the e2e block.  The binaries are installed on first use by
+SPARE_ADMIN; the disk tier's TIER_RPC, TIER_ADMIN, TIER_MEMBER_HTTP and TIER_LIMIT_{RPC,ADMIN,
+MEMBER_HTTP}; the election's HA_ETCD,
+HA_ETCD_PEER, HA_A_RPC, HA_A_ADMIN, HA_B_RPC, HA_B_ADMIN); the defaults sit beside the e2e block.  The binaries are installed on first use by
 ``scripts/ensure-mooncake.sh`` (cached under ~/.cache).
 """
 
@@ -23,6 +25,18 @@ DEFAULTS = {
     "MEMBER_HTTP": 27773,
     "SPARE_RPC": 27774,
     "SPARE_ADMIN": 27775,
+    "TIER_RPC": 27784,
+    "TIER_ADMIN": 27785,
+    "TIER_MEMBER_HTTP": 27786,
+    "TIER_LIMIT_RPC": 27797,
+    "TIER_LIMIT_ADMIN": 27798,
+    "TIER_LIMIT_MEMBER_HTTP": 27799,
+    "HA_ETCD": 27787,
+    "HA_ETCD_PEER": 27788,
+    "HA_A_RPC": 27789,
+    "HA_A_ADMIN": 27794,
+    "HA_B_RPC": 27795,
+    "HA_B_ADMIN": 27796,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from controllers.kvcache import backend_render as br
+from controllers.kvcache import leader_render as lr
 from controllers.kvcache import members_render as mr
 from tests.webhooks.kvcache_objects import backend
 
@@ -40,7 +41,9 @@ def test_leader_service_and_endpoints() -> None:
 
 
 def test_leader_deployment() -> None:
-    deployment = br.leader_deployment(managed(extraArgs=["-default_kv_lease_ttl=15m"]), NS, IMAGE)
+    deployment = lr.leader_deployment(
+        managed(extraArgs=["-default_kv_lease_ttl=15m"], electionBackend="None"), NS, IMAGE
+    )
     spec = deployment["spec"]
     assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
     leader = spec["template"]["spec"]["containers"][0]
@@ -62,25 +65,23 @@ def test_leader_deployment() -> None:
     seed = next(v for v in pod["volumes"] if v["name"] == "quota-policy-seed")
     assert seed["configMap"] == {"name": "mooncake-dram-quota-policy", "optional": True}
     assert "tenants: []" in pod["initContainers"][0]["command"][2]
+    assert "serviceAccountName" not in pod and leader["env"] == []  # no election: no identity, no account
 
 
 def test_leader_variants() -> None:
-    single = br.leader_args(
-        managed(multiTenancy=False, allocationStrategy="Random")["spec"]["connection"]["managed"]
-    )
+    single = lr.leader_args(managed(multiTenancy=False, allocationStrategy="Random"), NS)
     assert not [a for a in single if "multi_tenants" in a or "tenant_quota" in a]
     assert "-allocation_strategy=random" in single
     tiered = managed(group(localDisks=[{"path": "/mnt/kv", "capacity": "4Ti"}]))
-    assert {"-enable_offload=true", "-offload_on_evict=true"} <= set(
-        br.leader_args(tiered["spec"]["connection"]["managed"])
-    )
-    ha = br.leader_deployment(managed(replicas=3), NS, IMAGE)["spec"]
+    assert {"-enable_offload=true", "-offload_on_evict=true"} <= set(lr.leader_args(tiered, NS))
+    assert not [a for a in lr.leader_args(managed(), NS) if "offload" in a]
+    ha = lr.leader_deployment(managed(replicas=3), NS, IMAGE)["spec"]
     assert ha["replicas"] == 3 and ha["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 3},
     }
     assert (
-        br.leader_deployment(managed(replicas=3, electionBackend="None"), NS, IMAGE)["spec"]["replicas"] == 1
+        lr.leader_deployment(managed(replicas=3, electionBackend="None"), NS, IMAGE)["spec"]["replicas"] == 1
     )
 
 
@@ -178,3 +179,29 @@ def test_fingerprint_ignores_the_node_selector() -> None:
 def test_ownership() -> None:
     assert br.owned_by(br.leader_service(managed(), NS), "mooncake-dram")
     assert not br.owned_by({"metadata": {"name": "mooncake-dram-leader"}}, "mooncake-dram")
+
+
+def test_only_host_fabrics_take_privileges_and_devices() -> None:
+    """§5.1 step 6: RDMA and EFA take the host network, IPC_LOCK + SYS_RESOURCE and a device; every
+    other protocol takes none of them, and an unset interface count renders as a written 1."""
+    for protocol in ("Auto", "TCP", "CANN", "ROCM", "MUSA", "MACA"):
+        (ds,) = mr.member_daemonsets(managed(group(transport={"protocol": protocol})), NS, IMAGE)
+        pod = ds["spec"]["template"]["spec"]
+        member = pod["containers"][0]
+        assert "hostNetwork" not in pod and "securityContext" not in member, protocol
+        assert set(member["resources"]["requests"]) == {"memory"} and "limits" not in member["resources"]
+    backend_wide = managed(group(), group(nodeSelector={"tcp": "1"}, transport={"protocol": "TCP"}))
+    backend_wide["spec"]["transport"] = {"protocol": "RDMA"}
+    rdma, tcp = mr.member_daemonsets(backend_wide, NS, IMAGE)  # a group's own protocol wins
+    assert rdma["spec"]["template"]["spec"]["hostNetwork"] is True
+    assert "hostNetwork" not in tcp["spec"]["template"]["spec"]
+    assert env(tcp["spec"]["template"]["spec"]["containers"][0])["MOONCAKE_PROTOCOL"] == "tcp"
+    unset = mr.member_daemonsets(managed(group(transport={"protocol": "RDMA"})), NS, IMAGE)[0]
+    one = mr.member_daemonsets(
+        managed(group(transport={"protocol": "RDMA"}, fabricInterfaceCount=1)), NS, IMAGE
+    )[0]
+    assert unset["spec"]["template"] == one["spec"]["template"]
+    privileged = group(transport={"protocol": "EFA"}, securityContext={"privileged": True})
+    (ds,) = mr.member_daemonsets(managed(privileged), NS, IMAGE)
+    context = ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert context == {"capabilities": {"add": ["IPC_LOCK", "SYS_RESOURCE"]}, "privileged": True}

@@ -125,6 +125,12 @@ def test_b6_allowed_leader_args(arg) -> None:
         "-flagfile=/etc/x",
         "-metrics_host=127.0.0.1",
         "not-a-flag",
+        # the election's group, which the operator renders together or not at all
+        "-enable_ha=true",
+        "-ha_backend_connstring=x/y",
+        "-cluster_id=shared",
+        "-rpc_address=10.0.0.1",
+        "-pod_name=x",
     ],
 )
 def test_b6_refused_leader_args(arg) -> None:
@@ -140,8 +146,9 @@ def test_b7_member_env_and_args() -> None:
     assert paths(decision) == [f"{MEMBERS}[0].extraEnv[0].name"]
     decision = run(rules.validate, with_members(group(extraArgs=["-global_segment_size=1"])))
     assert paths(decision) == [f"{MEMBERS}[0].extraArgs[0]"]
-    decision = run(rules.validate, with_members(group(), extraEnv=[{"name": "POD_NAME", "value": "x"}]))
-    assert paths(decision) == [f"{LEADER}.extraEnv[0].name"]
+    for rendered in ("POD_NAME", "POD_NAMESPACE", "POD_IP"):  # the election's identity variables
+        decision = run(rules.validate, with_members(group(), extraEnv=[{"name": rendered, "value": "x"}]))
+        assert paths(decision) == [f"{LEADER}.extraEnv[0].name"]
 
 
 def test_b7_visibility_variables_are_rendered_on_dram_only() -> None:
@@ -224,6 +231,20 @@ def test_b11_eviction() -> None:
     assert not run(rules.validate, with_members(group(localDisks=[off]))).allowed
     uncapped = {"path": "/mnt/kv", "eviction": {"watermark": {"high": 90, "low": 80}}}
     assert not run(rules.validate, with_members(group(localDisks=[uncapped]))).allowed
+
+
+def test_b11_bucket_floors() -> None:
+    at_floor = group(capacityPerMember="64Mi", localDisks=[tier(capacity="64Mi", keyLimit=512)])
+    assert run(rules.validate, with_members(at_floor)).allowed
+    below = group(capacityPerMember="63Mi", localDisks=[tier(capacity="32Mi", keyLimit=511)])
+    decision = run(rules.validate, with_members(below))
+    assert set(paths(decision)) == {
+        f"{MEMBERS}[0].capacityPerMember",
+        f"{MEMBERS}[0].localDisks[0].capacity",
+        f"{MEMBERS}[0].localDisks[0].keyLimit",
+    }
+    assert "64Mi bucket" in decision.message and "512 keys" in decision.message
+    assert run(rules.validate, with_members(group(capacityPerMember="32Mi"))).allowed  # no tier, no floor
 
 
 # B12

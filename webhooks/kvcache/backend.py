@@ -33,6 +33,7 @@ LEADER_DERIVED_FLAGS = frozenset(
         "enable_ha",
         "ha_backend_type",
         "ha_backend_connstring",
+        "cluster_id",
         "pod_name",
         "pod_namespace",
     }
@@ -72,7 +73,7 @@ MEMBER_DERIVED_KEYS = frozenset(
         "ssd_offload_path",
     }
 )
-LEADER_RENDERED_ENV = frozenset({"POD_NAME", "POD_NAMESPACE"})
+LEADER_RENDERED_ENV = frozenset({kv.ENV_POD_NAME, kv.ENV_POD_NAMESPACE, kv.ENV_POD_IP})
 MEMBER_RENDERED_ENV = frozenset(
     {
         kv.ENV_LOCAL_HOSTNAME,
@@ -87,9 +88,10 @@ MEMBER_RENDERED_ENV = frozenset(
 OFFLOAD_ENV_PREFIX = "MOONCAKE_OFFLOAD_"
 FABRIC_PROTOCOLS = ("RDMA", "EFA")
 INFINIBAND = "/dev/infiniband"
-# B11: the tier's bucket, chosen by the operator (spec §9 leaves it open).
-TIER_BUCKET_BYTES = 256 * 1024 * 1024
-TIER_BUCKET_KEYS = 1024
+# B11: the tier's bucket, chosen by the operator (spec §9 leaves it open) and rendered by it.
+TIER_BUCKET_BYTES = kv.TIER_BUCKET_BYTES
+TIER_BUCKET_KEYS = kv.TIER_BUCKET_KEYS
+TIER_BUCKET = f"{TIER_BUCKET_BYTES >> 20}Mi"
 
 
 @dataclass
@@ -236,13 +238,19 @@ def _tier(group: dict[str, Any], at: str, v: Verdict) -> None:
         capacity = quantity_bytes(disk.get("capacity")) if disk.get("capacity") is not None else None
         if capacity is not None and capacity < TIER_BUCKET_BYTES:
             v.errors.append(
-                invalid(f"{where}.capacity", disk.get("capacity"), "must hold at least one 256Mi bucket")
+                invalid(
+                    f"{where}.capacity",
+                    disk.get("capacity"),
+                    f"must hold at least one {TIER_BUCKET} bucket (the unit the tier is written in); raise it",
+                )
             )
         limit = disk.get("keyLimit")
         if isinstance(limit, int) and 0 < limit < TIER_BUCKET_KEYS:
             v.errors.append(
                 invalid(
-                    f"{where}.keyLimit", limit, f"must allow at least one bucket ({TIER_BUCKET_KEYS} keys)"
+                    f"{where}.keyLimit",
+                    limit,
+                    f"must allow at least one bucket ({TIER_BUCKET_KEYS} keys); raise it or leave it unset",
                 )
             )
     if disks:
@@ -252,7 +260,8 @@ def _tier(group: dict[str, Any], at: str, v: Verdict) -> None:
                 invalid(
                     f"{at}.capacityPerMember",
                     group.get("capacityPerMember"),
-                    "a tiered group holds at least one 256Mi bucket in memory",
+                    f"a tiered group holds at least one {TIER_BUCKET} bucket in memory before it reaches the "
+                    "disk; raise capacityPerMember",
                 )
             )
 
