@@ -11,7 +11,8 @@ Under the cache root (chart ``modelManager.rootPath``, ``/var/lib/gpustack/model
         model/                   files written in byte order, each a verified prefix
         state/<sha1(path)>.json  per-file checkpoint: offset, saved hash state, done
     v1/scratch/                trees being removed (renamed here first, then deleted)
-    v1/ledger.json             references, last use, failures and asks (see ledger)
+    v1/ledger.json             references, last use, failures and asks (see ledger): the snapshot
+    v1/ledger.journal          one line per change since the snapshot
 
 Publication syncs every file, writes the manifest and the marker, syncs them, removes ``state/``
 and renames ``partial/<hex>`` to ``trees/<hex>`` in one step; a tree is mounted only when its marker
@@ -69,6 +70,7 @@ class Layout:
         self.root = Path(root)
         self.base = self.root / "v1"
         self.trees = self.base / "trees"
+        self._trees = str(self.trees)
         self.partials = self.base / "partial"
         self.scratch = self.base / "scratch"
         self.ledger = self.base / "ledger.json"
@@ -86,9 +88,10 @@ class Layout:
         return self.tree(digest) / "model"
 
     def published(self, digest: str) -> bool:
-        """One stat and one small read: the marker names this digest."""
+        """One open and one small read: the marker names this digest."""
         try:
-            return (self.tree(digest) / MARKER).read_text() == digest + "\n"
+            with open(f"{self._trees}/{hex_of(digest)}/{MARKER}", "rb") as f:
+                return f.read(80) == digest.encode() + b"\n"
         except (OSError, LayoutError):
             return False
 

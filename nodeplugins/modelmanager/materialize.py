@@ -230,6 +230,9 @@ class Materializer:
             with self._lock:
                 self._running.pop(digest, None)
                 self._threads.pop(digest, None)
+                idle = not self._running
+            if idle:
+                self.limits.pieces.clear()  # no download runs: the piece buffers go back
             self.on_change()
 
     def _fail(self, attempt: Attempt, reason: str, message: str, detail: str) -> None:
