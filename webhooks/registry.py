@@ -19,6 +19,9 @@ from webhooks import (
     instance_type,
     modelartifact,
     modeldeployment,
+    modelprefetch,
+    modelstore,
+    modelstorebinding,
     pod,
     shapes,
     topology_source,
@@ -299,6 +302,26 @@ WEBHOOKS: tuple[Webhook, ...] = (
         scope="Cluster",
         handles_deletion=True,
         subresource="status",
+    ),
+    # The pool and warming kinds (model-delivery spec §2.3, §3.5); updates during deletion pass.
+    Webhook(False, GROUP, "v1", "modelstores", "ModelStore", modelstore.validate, scope="Cluster"),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelstorebindings",
+        "ModelStoreBinding",
+        modelstorebinding.validate,
+        scope="Namespaced",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelprefetches",
+        "ModelPrefetch",
+        modelprefetch.validate,
+        scope="Namespaced",
     ),
 )
 
