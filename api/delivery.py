@@ -144,6 +144,8 @@ FIELD_MANAGER_BINDINGS: Final = "gpustack-operator/model-store-bindings"
 # --- Peer sync (§4.10) ------------------------------------------------------------------------------------
 SETTING_PEER_SYNC: Final = "model-store-peer-sync"
 PEER_AUDIENCE: Final = "gpustack-model-peer"
+# The plugins' ServiceAccount, the only user a peer request may authenticate as (chart default).
+PEER_DEFAULT_USER: Final = "system:serviceaccount:gpustack-system:gpustack-model-manager"
 PEER_TREES_PATH: Final = "/peer/v1/trees/"
 SOURCE_HUB: Final = "Hub"
 SOURCE_PEER: Final = "Peer"

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import http.client
 import re
+import ssl
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 from api import delivery as d
-from modelhub.connection import HubConnection
 
 REDIRECTS = (301, 302, 303, 307, 308)
 MAX_REDIRECTS = 5
@@ -37,11 +38,24 @@ class FetchError(Exception):
         self.detail = detail
 
 
+class Origin(Protocol):
+    """How a source is reached: the hub's connection (``modelhub.connection.HubConnection``) or a
+    peer's (``nodeplugins.modelmanager.peers.PeerConnection``)."""
+
+    @property
+    def base(self) -> str: ...
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext: ...
+
+    def proxy_for(self, url: str) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Source:
     """Where one file comes from, and the credential of the artifact that asked for it."""
 
-    connection: HubConnection
+    connection: Origin
     url: str
     token: str | None = None
 
@@ -55,7 +69,7 @@ def _origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _connect(url: str, connection: HubConnection, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+def _connect(url: str, connection: Origin, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     """A connection for ``url`` and the request target to send on it."""
     scheme, host, port = _origin(url)
     parts = urlsplit(url)
@@ -133,14 +147,17 @@ def _status_error(status: int) -> FetchError:
     return FetchError(d.SOURCE_UNAVAILABLE, f"the hub answered HTTP {status}", retryable=retry)
 
 
-def open_range(source: Source, start: int, end: int, size: int, *, timeout: float) -> Body:
-    """GET bytes ``[start, end)`` of a file of ``size`` bytes; the returned body is exactly that span."""
+def open_range(
+    source: Source, start: int, end: int, size: int, *, timeout: float, whole: bool = False
+) -> Body:
+    """GET bytes ``[start, end)`` of a file of ``size`` bytes; the returned body is exactly that span.
+    ``whole``: GET the whole body, whatever its length (a listing whose size is not known)."""
     url = source.url
     home = _origin(source.connection.base)
     send_credential = source.token is not None
     for _ in range(MAX_REDIRECTS + 1):
         headers = {"User-Agent": "gpustack-model-manager", "Accept-Encoding": "identity"}
-        if not (start == 0 and end == size):
+        if not whole and not (start == 0 and end == size):
             headers["Range"] = f"bytes={start}-{end - 1}"
         if send_credential and _origin(url) == home:
             headers["Authorization"] = f"Bearer {source.token}"
@@ -166,6 +183,8 @@ def open_range(source: Source, start: int, end: int, size: int, *, timeout: floa
                 send_credential = False
             url = following
             continue
+        if whole and response.status == 200:
+            return Body(conn, response, 0, -1)
         if response.status in (200, 206):
             return _checked_body(conn, response, start, end, size)
         response.read()

@@ -4,7 +4,8 @@ Under the cache root (chart ``modelManager.rootPath``, ``/var/lib/gpustack/model
 
     v1/trees/<hex>/            a published digest
         .gpustack-tree           the marker: "sha256:<hex>\\n", written and synced last
-        manifest                 the manifest text (§4.2)
+        manifest                 the manifest text (§4.2), which peers serve as the tree's listing
+        source                   "Hub" or "Peer": where most of its bytes came from (absent on older trees)
         model/                   the files; this directory is what Pods mount
     v1/partial/<hex>/          a digest being (or once) materialized
         manifest
@@ -33,6 +34,7 @@ from pathlib import Path
 from api.manifest import DIGEST_PATTERN, Manifest
 
 MARKER = ".gpustack-tree"
+SOURCE = "source"
 
 
 class LayoutError(ValueError):
@@ -108,6 +110,14 @@ class Layout:
         except (OSError, ValueError):
             return None
 
+    def tree_source(self, digest: str) -> str | None:
+        """``Hub`` or ``Peer``: where a published tree's bytes came from; None on older trees."""
+        try:
+            value = (self.tree(digest) / SOURCE).read_text().strip()
+        except (OSError, LayoutError):
+            return None
+        return value if value in ("Hub", "Peer") else None
+
     def marker_time(self, digest: str) -> float:
         try:
             return (self.tree(digest) / MARKER).stat().st_mtime
@@ -144,7 +154,9 @@ class Layout:
     def partial_bytes(self, digest: str) -> int:
         return _apparent_size(self.partial_model(digest))
 
-    def publish(self, digest: str, manifest: Manifest) -> None:
+    def publish(self, digest: str, manifest: Manifest, *, source: str = "") -> None:
+        """Sync every file, store the manifest (and where the bytes came from), write the marker
+        last, and rename the tree to its published name in one step."""
         part = self.partial(digest)
         model = part / "model"
         for entry in manifest.files:
@@ -156,6 +168,8 @@ class Layout:
         for directory in {(model / e.path).parent for e in manifest.files}:
             _fsync_dir(directory)
         _write_synced(part / "manifest", manifest.text)
+        if source:
+            _write_synced(part / SOURCE, (source + "\n").encode())
         _write_synced(part / MARKER, (digest + "\n").encode())
         shutil.rmtree(part / "state", ignore_errors=True)
         _fsync_dir(part)

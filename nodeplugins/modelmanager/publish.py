@@ -182,14 +182,16 @@ class NodeService:
         if hub is None:
             raise CsiError(INTERNAL, "this plugin downloads Hugging Face sources only")
         spec = artifact.get("spec") or {}
+        resolved = (artifact.get("status") or {}).get("resolved") or {}
         outcome = self.materializer.ensure(
             Request(
                 digest,
                 hub.get("repository", ""),
-                ((artifact.get("status") or {}).get("resolved") or {}).get("revision", ""),
+                resolved.get("revision", ""),
                 tuple(spec.get("allowPatterns") or ()),
                 tuple(spec.get("ignorePatterns") or ()),
                 request.secrets.get(d.SECRET_TOKEN_KEY) or None,
+                anchored=resolved.get("digestSource") == d.DIGEST_SOURCE_EXPECTED,
             )
         )
         if isinstance(outcome, Published):
