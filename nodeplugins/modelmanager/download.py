@@ -29,7 +29,7 @@ from typing import cast
 
 from api import delivery as d
 from api.manifest import ManifestFile
-from nodeplugins.modelmanager.fetch import FetchError, Source, open_range
+from nodeplugins.modelmanager.fetch import Body, FetchError, Landing, Source, open_range
 from nodeplugins.modelmanager.hashing import ResumableHash
 from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
 
@@ -115,6 +115,7 @@ class FileDownload:
         self.cancelled = cancelled
         self._abandon = False
         self._fd = -1
+        self._landing: Landing | None = None  # where the first request's redirects led
 
     # --- checkpoints ---------------------------------------------------------------------------------
 
@@ -305,9 +306,7 @@ class FileDownload:
                 with self.limits.requests.slot(cancelled) as got:
                     if not got:
                         raise _cancel_error()
-                    body = open_range(
-                        self.source, position, end, self.entry.size, timeout=self.tuning.stall_timeout
-                    )
+                    body = self._open(position, end)
                     with body:
                         while position < end:
                             if cancelled():
@@ -328,6 +327,24 @@ class FileDownload:
                     raise FetchError(
                         d.SOURCE_UNAVAILABLE, f"a file's byte ranges keep failing ({error.message})"
                     ) from None
+
+    def _open(self, start: int, end: int) -> Body:
+        """One range, starting where the file's redirects led before (a signed URL the hub already
+        issued, so each further range costs one request, not two); a landing that is refused
+        (expired) is forgotten and the range asked of the source again."""
+        landing = self._landing
+        try:
+            body = open_range(
+                self.source, start, end, self.entry.size, timeout=self.tuning.stall_timeout, landing=landing
+            )
+        except FetchError as error:
+            if landing is None or error.reason != d.ACCESS_DENIED:
+                raise
+            self._landing = None
+            body = open_range(self.source, start, end, self.entry.size, timeout=self.tuning.stall_timeout)
+        if body.landing is not None:
+            self._landing = body.landing
+        return body
 
     def _should_stop(self) -> bool:
         return self._abandon or self.cancelled()
