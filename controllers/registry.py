@@ -4,7 +4,9 @@ from ``worker`` to each reconciler can be followed by reading."""
 from __future__ import annotations
 
 from controllers.delivery.artifacts import ModelArtifactReconciler
+from controllers.delivery.model_stores import ModelStoreBindingReconciler, ModelStoreReconciler
 from controllers.delivery.node_stores import NodeModelStoreWriter
+from controllers.delivery.prefetches import ModelPrefetchReconciler
 from controllers.install.settings import SettingStatusReconciler
 from controllers.instance.backing import (
     ImagePullSecretReconciler,
@@ -60,9 +62,13 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     ImagePullSecretReconciler,
     PersistentVolumeReconciler,
     InstanceReconciler,
-    # Model delivery: artifacts resolved once, and each plugin node's NodeModelStore spec.
+    # Model delivery: artifacts resolved once, and each plugin node's NodeModelStore spec; the pool
+    # layer's status, the grants' accounting, and warming with its pins.
     ModelArtifactReconciler,
     NodeModelStoreWriter,
+    ModelStoreReconciler,
+    ModelStoreBindingReconciler,
+    ModelPrefetchReconciler,
     # ModelDeployments: the joint AdmissionCheck, then the deployments' Pods, Services and status.
     JointAdmissionCheck,
     ModelDeploymentReconciler,

@@ -5,8 +5,10 @@
 1. **Download throughput** from the local hub (``tests.hub``) through the plugin's materializer —
    node-wide request limit, parallel ranges, sha256 / git-blob verification while streaming,
    checkpoints, fsync and atomic publication — as a ratio to a plain single-stream copy of the same
-   bytes from the same hub on the same machine (one GET per file, written to disk, nothing
-   verified). Rounds alternate the two and the medians are compared (target ≥ 0.8).
+   bytes from the same hub on the same machine (one GET per file, written to disk and synced,
+   nothing verified). Rounds alternate the two and the medians are compared (target ≥ 0.8); each
+   round's own ratio, the CPU seconds per GiB of each path and the load average are printed too,
+   since on a shared machine the wall ratio follows whatever else runs.
 2. **Cached NodePublishVolume**: the time of ``publish`` for a published digest — authorization,
    one stat, the reference recorded (and synced) before the bind, bind + read-only remount — in a
    private mount namespace (``unshare -m``; skipped with a reason when that is not permitted).
@@ -21,6 +23,7 @@ import argparse
 import http.client
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -126,8 +129,17 @@ def materialize(hub: HubServer, root: Path, request: Request, concurrency: int) 
     return elapsed
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def bench_download(size_mib: int, files: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    """Rounds alternate the plain copy and the materialization; wall medians give the ratio, and
+    the process's CPU seconds per GiB (the hub serves from this process too, for both) say how
+    much of a busy machine each path needs."""
     work = Path(tempfile.mkdtemp(prefix="bench-delivery-"))
+    load_before = os.getloadavg()[0]
     try:
         with HubServer(work / "hub") as hub:
             build_repo(hub, work, size_mib, files)
@@ -135,19 +147,23 @@ def bench_download(size_mib: int, files: int, rounds: int, concurrency: int) -> 
             request = Request(resolution.manifest.digest, REPO_ID, resolution.commit)
             paths = [f.path for f in resolution.manifest.files]
             size = resolution.manifest.size
-            plain, verified = [], []
+            plain, verified, plain_cpu, verified_cpu = [], [], [], []
             for index in range(rounds):
                 target = work / f"plain-{index}"
-                started = time.perf_counter()
+                cpu, started = _cpu(), time.perf_counter()
                 copied = plain_copy(hub, resolution.commit, paths, target)
                 plain.append(time.perf_counter() - started)
+                plain_cpu.append(_cpu() - cpu)
                 assert copied == size
                 shutil.rmtree(target)
                 root = work / f"cache-{index}"
+                cpu = _cpu()
                 verified.append(materialize(hub, root, request, concurrency))
+                verified_cpu.append(_cpu() - cpu)
                 shutil.rmtree(root)
         plain_rate = size / statistics.median(plain) / (1 << 20)
         verified_rate = size / statistics.median(verified) / (1 << 20)
+        per_gib = (1 << 30) / size
         return {
             "bench": "delivery_download",
             "bytes": size,
@@ -157,8 +173,13 @@ def bench_download(size_mib: int, files: int, rounds: int, concurrency: int) -> 
             "plain_mib_per_s": round(plain_rate, 1),
             "verified_mib_per_s": round(verified_rate, 1),
             "ratio": round(verified_rate / plain_rate, 3),
+            "round_ratios": [round(p / v, 3) for p, v in zip(plain, verified, strict=True)],
             "target_ratio": 0.8,
+            "plain_cpu_s_per_gib": round(statistics.median(plain_cpu) * per_gib, 2),
+            "verified_cpu_s_per_gib": round(statistics.median(verified_cpu) * per_gib, 2),
             "cpus": os.cpu_count(),
+            "load_before": round(load_before, 2),
+            "load_after": round(os.getloadavg()[0], 2),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -238,6 +259,8 @@ def bench_cached_publish(count: int) -> dict[str, Any]:
         record["skipped"] = "unshare(1) is not installed"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    record["cpus"] = os.cpu_count()
+    record["load"] = round(os.getloadavg()[0], 2)
     return record
 
 

@@ -20,6 +20,9 @@ from webhooks import (
     instance_type_flavor,
     modelartifact,
     modeldeployment,
+    modelprefetch,
+    modelstore,
+    modelstorebinding,
     pod,
     setting,
     shapes,
@@ -329,6 +332,26 @@ WEBHOOKS: tuple[Webhook, ...] = (
         scope="Cluster",
         handles_deletion=True,
         subresource="status",
+    ),
+    # The pool and warming kinds (model-delivery spec §2.3, §3.5); updates during deletion pass.
+    Webhook(False, GROUP, "v1", "modelstores", "ModelStore", modelstore.validate, scope="Cluster"),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelstorebindings",
+        "ModelStoreBinding",
+        modelstorebinding.validate,
+        scope="Namespaced",
+    ),
+    Webhook(
+        False,
+        GROUP,
+        "v1",
+        "modelprefetches",
+        "ModelPrefetch",
+        modelprefetch.validate,
+        scope="Namespaced",
     ),
 )
 

@@ -8,6 +8,10 @@ ModelStoreBinding grants a namespace a byte budget on stores; a ModelPrefetch wa
 
 Added from the model-delivery spec (§2.2, newer than the stored types): ``NodeModelStore.spec.store``
 (the winning ModelStore), ``spec.pinned`` (digests pinned by prefetches) and the ``Peer`` source.
+Ours, for peer sync (§4.10, which names no carrier): ``spec.peerSync`` carries the Setting
+``model-store-peer-sync`` to the plugin (which reads its configuration from its spec alone), and
+``status.peerAddress`` is where a plugin serves its trees, so a cold node finds the peers that hold
+a digest from the NodeModelStores it already watches.
 Frozen by CEL: a ModelStoreBinding's ``storeRefs``, and ``allowPinned`` may only go false to true.
 """
 
@@ -72,6 +76,12 @@ class NodeModelStoreSpec(Schema):
     kubelet: NodeModelStoreKubelet | None = None
     store: str | None = field(doc="The ModelStore whose policy applies, if any.")
     pinned: list[str] | None = field(list_type="atomic", doc="Digests pinned against collection.")
+    peer_sync: bool | None = field(
+        alias="peerSync",
+        pointer=True,
+        doc="Whether the plugin may pull published trees from other nodes' plugins before the hub "
+        "(Setting model-store-peer-sync); absent reads as true.",
+    )
 
 
 class NodeModelStoreCapacity(Schema):
@@ -105,6 +115,12 @@ class NodeModelStoreSummary(Schema):
 
 class NodeModelStoreStatus(Schema):
     observed_generation: Int64 | None = field(alias="observedGeneration")
+    peer_address: str | None = field(
+        alias="peerAddress",
+        max_length=261,
+        doc="host:port where this node's plugin serves its published trees to the other nodes' plugins; "
+        "absent when it serves none.",
+    )
     capacity: NodeModelStoreCapacity | None = None
     models: list[NodeModelStoreModel] | None = field(list_type="map", map_keys=("digest",), max_length=256)
     conditions: list[Condition] | None = conditions_field()

@@ -36,6 +36,7 @@ from nodeplugins.modelmanager.config import PluginConfig, parse_config
 from nodeplugins.modelmanager.download import Limits, Tuning
 from nodeplugins.modelmanager.layout import Layout
 from nodeplugins.modelmanager.materialize import Materializer
+from nodeplugins.modelmanager.peers import Peers
 from nodeplugins.modelmanager.publish import MountOps, NodeService
 from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
 
@@ -53,6 +54,13 @@ class AgentOptions:
     tuning: Tuning = field(default_factory=Tuning)
     tick: float = 1.0
     unreferenced_grace: float = collect.UNREFERENCED_GRACE
+    # Peer sync (§4.10): the address this node's peer endpoints answer on ("" is off: no serving
+    # advertised and no pulling), the projected token presented to peers, how peers are reached.
+    peer_address: str = ""
+    peer_token_file: Path | None = None
+    peer_tls: bool = True
+    peer_ca_file: str = ""
+    peer_streams_per_source: int = 4
 
 
 class Agent:
@@ -76,8 +84,27 @@ class Agent:
         self._stop = threading.Event()
         self._throttle = status.Throttle()
         self._thread: threading.Thread | None = None
+        self.peers = (
+            Peers(
+                self.stores,
+                options.node_name,
+                options.peer_token_file,
+                tls=options.peer_tls,
+                ca_file=options.peer_ca_file,
+                streams_per_source=options.peer_streams_per_source,
+                timeout=options.tuning.stall_timeout,
+            )
+            if options.peer_address
+            else None
+        )
         self.materializer = Materializer(
-            self.cache, self.limits, lambda: self._config, self, tuning=options.tuning, on_change=self.poke
+            self.cache,
+            self.limits,
+            lambda: self._config,
+            self,
+            tuning=options.tuning,
+            on_change=self.poke,
+            peers=self.peers,
         )
         self.service = NodeService(
             self.cache,
@@ -214,9 +241,14 @@ class Agent:
         trees = {}
         for held in self.cache.held(set()):
             if held.kind == "tree":
-                trees[held.digest] = status.Tree(held.bytes, held.last_used, held.digest in referenced)
+                trees[held.digest] = status.Tree(
+                    held.bytes,
+                    held.last_used,
+                    held.digest in referenced,
+                    self.layout.tree_source(held.digest),
+                )
         downloads = {
-            digest: status.Download(attempt.total, attempt.received)
+            digest: status.Download(attempt.total, attempt.received, attempt.source)
             for digest, attempt in self.materializer.running().items()
         }
         stored = sum(t.size for t in trees.values()) + sum(
@@ -233,6 +265,7 @@ class Agent:
             config_problem=self._config_problem,
             notes=notes,
             nothing_to_remove=self._nothing_to_remove,
+            peer_address=self.options.peer_address or None,
         )
 
     def report(self, *, now: float | None = None) -> bool:

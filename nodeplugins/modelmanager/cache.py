@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Set
+from dataclasses import asdict
 
 from nodeplugins.modelmanager import collect, metrics
 from nodeplugins.modelmanager.capacity import Usage
@@ -43,23 +44,19 @@ class NodeCache:
 
     def add_reference(self, target: str, digest: str) -> None:
         """Record (and persist) that ``target`` mounts ``digest``; call with :attr:`lock` held."""
-        self.ledger.references[target] = digest
-        self.ledger.last_used[digest] = self.clock()
-        self._save()
+        self.ledger.record("ref", t=target, d=digest, at=self.clock())
 
     def drop_reference(self, target: str) -> str | None:
         with self.lock:
-            digest = self.ledger.references.pop(target, None)
+            digest = self.ledger.references.get(target)
             if digest is not None:
-                self.ledger.last_used[digest] = self.clock()
-                self._save()
+                self.ledger.record("unref", t=target, at=self.clock())
             return digest
 
     def mark_used(self, digest: str) -> None:
         """A publication counts as a use: a tree no mount ever referenced still ages from it."""
         with self.lock:
-            self.ledger.last_used[digest] = self.clock()
-            self._save()
+            self.ledger.record("used", d=digest, at=self.clock())
 
     def replace_references(self, references: dict[str, str]) -> None:
         """After a restart: the references the node's mounts prove, and nothing else."""
@@ -73,8 +70,7 @@ class NodeCache:
         with self.lock:
             now = self.clock()
             if now - self.ledger.asked.get(digest, 0.0) >= ASK_PERSIST_EVERY:
-                self.ledger.asked[digest] = now
-                self._save()
+                self.ledger.record("asked", d=digest, at=now)
             else:
                 self.ledger.asked[digest] = now
 
@@ -85,14 +81,13 @@ class NodeCache:
             count = (previous.count if previous else 0) + (1 if back_off else 0)
             retry_at = now + backoff(count) if back_off else None
             failure = Failure(reason, message, retry_at, count, now)
-            self.ledger.failures[digest] = failure
-            self._save()
+            self.ledger.record("fail", d=digest, f=asdict(failure))
             return failure
 
     def clear_failure(self, digest: str) -> None:
         with self.lock:
-            if self.ledger.failures.pop(digest, None) is not None:
-                self._save()
+            if digest in self.ledger.failures:
+                self.ledger.record("unfail", d=digest)
 
     def blocked(self, digest: str) -> Failure | None:
         """The failure whose retry time has not come yet, or None."""

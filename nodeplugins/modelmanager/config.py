@@ -22,6 +22,7 @@ class PluginConfig:
     connection: HubConnection
     kubelet: Mapping[str, Any] | None = None
     pinned: frozenset[str] = field(default_factory=frozenset)
+    peer_sync: bool = True  # spec.peerSync (the Setting model-store-peer-sync); absent reads as true
 
 
 def _int(value: Any, path: str, low: int, high: int | None) -> int:
@@ -79,6 +80,11 @@ def parse_config(nms: Mapping[str, Any], ca_bundle: str | None) -> PluginConfig:
         isinstance(p, str) and DIGEST_PATTERN.fullmatch(p) for p in pinned
     ):
         raise ValueError("spec.pinned must be a list of sha256 digests")
+    peer_sync = spec.get("peerSync", True)
+    if peer_sync is None:
+        peer_sync = True
+    if not isinstance(peer_sync, bool):
+        raise ValueError("spec.peerSync must be true or false")
     kubelet = spec.get("kubelet")
     generation = (nms.get("metadata") or {}).get("generation") or 0
     return PluginConfig(
@@ -90,4 +96,5 @@ def parse_config(nms: Mapping[str, Any], ca_bundle: str | None) -> PluginConfig:
         connection=connection,
         kubelet=kubelet if isinstance(kubelet, Mapping) else None,
         pinned=frozenset(pinned),
+        peer_sync=peer_sync,
     )

@@ -18,15 +18,18 @@ from __future__ import annotations
 import base64
 import errno
 import json
+import mmap
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from api import delivery as d
 from api.manifest import ManifestFile
-from nodeplugins.modelmanager.fetch import FetchError, Source, open_range
+from nodeplugins.modelmanager.fetch import Body, FetchError, Landing, Source, open_range
 from nodeplugins.modelmanager.hashing import ResumableHash
 from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
 
@@ -45,10 +48,39 @@ class Tuning:
     retries: int = 5
 
 
+class PiecePool:
+    """Reusable piece buffers, so a large download maps (and the kernel zeroes) a piece's memory
+    once per buffer rather than once per piece. Buffers are anonymous mappings: no user-space
+    zeroing, and their memory goes back to the system when dropped. At most ``keep`` idle buffers
+    are held; :meth:`clear` lets them go when the node's downloads end."""
+
+    def __init__(self, keep: int = 16) -> None:
+        self.keep = keep
+        self._free: list[mmap.mmap] = []
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> mmap.mmap:
+        with self._lock:
+            for index, buf in enumerate(self._free):
+                if len(buf) == size:
+                    return self._free.pop(index)
+        return mmap.mmap(-1, size)
+
+    def give(self, buf: mmap.mmap) -> None:
+        with self._lock:
+            if len(self._free) < self.keep:
+                self._free.append(buf)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
 @dataclass
 class Limits:
     requests: RequestLimit
     rate: ByteRate
+    pieces: PiecePool = field(default_factory=PiecePool)
 
 
 class Canceled(Exception):
@@ -83,6 +115,7 @@ class FileDownload:
         self.cancelled = cancelled
         self._abandon = False
         self._fd = -1
+        self._landing: Landing | None = None  # where the first request's redirects led
 
     # --- checkpoints ---------------------------------------------------------------------------------
 
@@ -130,7 +163,9 @@ class FileDownload:
         if state is not None:
             record["hash"] = base64.b64encode(state).decode()
         if durable or done:
-            os.fdatasync(fd)
+            # A finished file is synced whole, once (its inode too, so publication's own sync of
+            # it finds nothing left to write); a mid-file checkpoint needs its data only.
+            (os.fsync if done else os.fdatasync)(fd)
             record["durable_offset"], record["durable_hash"] = offset, record.get("hash", "")
         elif previous.get("boot") == _boot_id() or "durable_offset" in previous:
             for key in ("durable_offset", "durable_hash"):
@@ -139,7 +174,9 @@ class FileDownload:
         tmp = self.state.with_name(self.state.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(record, f)
-            if durable or done:
+            # A finished file's record is not synced: lost in a crash, the file resumes from its
+            # last durable checkpoint; publication follows at once and removes it anyway.
+            if durable and not done:
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, self.state)
@@ -181,70 +218,86 @@ class FileDownload:
                 self.discard()
                 raise FetchError(d.INTEGRITY_MISMATCH, "a file's hash or size does not match the manifest")
             self._checkpoint(fd, writer.position, hasher, done=True)
-            os.fsync(fd)
         finally:
             if fd >= 0:
                 os.close(fd)
 
     def _stream(self, writer: _Writer, offset: int) -> None:
         """One request for the whole remainder, written as it arrives; retried from the last byte."""
-        buf = bytearray(self.tuning.chunk)
-        view = memoryview(buf)
+        chunk = memoryview(bytearray(self.tuning.chunk))
 
         def consume(data: memoryview) -> None:
             writer.write(data)
 
-        self._fetch(offset, self.entry.size, view, consume)
+        self._fetch(offset, self.entry.size, lambda at, n: chunk[:n], consume)
 
     def _pieces(self, writer: _Writer, offset: int) -> None:
+        """Parallel byte ranges of ``piece_size``, at most ``window`` at once. Each piece writes its
+        chunks at their offsets as they arrive (while they are still in the CPU's caches) and keeps
+        them in its buffer until the hash, which runs in byte order here, reaches them."""
         size, piece = self.entry.size, self.tuning.piece_size
         spans = [(a, min(a + piece, size)) for a in range(offset, size, piece)]
-        futures: dict[int, Future[bytearray]] = {}
-        with ThreadPoolExecutor(self.tuning.window, thread_name_prefix="model-piece") as pool:
+        futures: dict[int, Future[memoryview]] = {}
+        pool = self.limits.pieces
+        with ThreadPoolExecutor(self.tuning.window, thread_name_prefix="model-piece") as executor:
             try:
                 for i in range(min(self.tuning.window, len(spans))):
-                    futures[i] = pool.submit(self._piece, *spans[i])
+                    futures[i] = executor.submit(self._piece, *spans[i])
                 for i in range(len(spans)):
                     data = futures.pop(i).result()
                     following = i + self.tuning.window
                     if following < len(spans):
-                        futures[following] = pool.submit(self._piece, *spans[following])
-                    writer.write(memoryview(data), written=True)
+                        futures[following] = executor.submit(self._piece, *spans[following])
+                    writer.write(data, written=True)
+                    buf = data.obj
+                    data.release()
+                    pool.give(cast(mmap.mmap, buf))
             except BaseException:
                 self._abandon = True  # running pieces stop at their next chunk
                 for future in futures.values():
                     future.cancel()
                 raise
 
-    def _piece(self, start: int, end: int) -> bytearray:
-        buf = bytearray(end - start)
-        view = memoryview(buf)
+    def _piece(self, start: int, end: int) -> memoryview:
+        """Receive ``[start, end)`` into a pool buffer (taken once the first request may start),
+        writing each chunk at its offset; returns the received bytes."""
+        held: list[memoryview] = []
         filled = 0
+
+        def target(at: int, n: int) -> memoryview:
+            if not held:
+                held.append(memoryview(self.limits.pieces.take(self.tuning.piece_size))[: end - start])
+            return held[0][at - start : at - start + n]
 
         def consume(data: memoryview) -> None:
             nonlocal filled
+            _write_at(self._fd, data, start + filled)  # in parallel with the other pieces
             filled += data.nbytes
 
-        self._fetch(start, end, view, consume, fill=True)
-        if filled != end - start:
-            raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
-        _write_at(self._fd, view, start)  # in parallel with the other pieces; hashed in order later
-        return buf
+        try:
+            self._fetch(start, end, target, consume)
+            if filled != end - start:
+                raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
+        except BaseException:
+            for view in held:
+                view.release()
+            raise
+        return held[0]
 
     def _fetch(
         self,
         start: int,
         end: int,
-        view: memoryview,
+        target: Callable[[int, int], memoryview],
         consume: Callable[[memoryview], None],
-        *,
-        fill: bool = False,
     ) -> None:
-        """Receive ``[start, end)``; ``fill`` reads into ``view`` at the span's offsets (a piece),
-        otherwise into ``view`` reused as a chunk buffer handed to ``consume``."""
+        """Receive ``[start, end)`` in chunks: ``target(offset, n)`` is where the bytes at ``offset``
+        (at most ``n``) are read into, and ``consume`` is handed each chunk received, in order."""
         position = start
         failures = 0
         cancelled = self._should_stop
+        chunk = self.tuning.chunk
+        rate = self.limits.rate
         while position < end:
             if cancelled():
                 raise _cancel_error()
@@ -253,23 +306,16 @@ class FileDownload:
                 with self.limits.requests.slot(cancelled) as got:
                     if not got:
                         raise _cancel_error()
-                    body = open_range(
-                        self.source, position, end, self.entry.size, timeout=self.tuning.stall_timeout
-                    )
+                    body = self._open(position, end)
                     with body:
                         while position < end:
                             if cancelled():
                                 raise _cancel_error()
-                            if fill:
-                                window = view[
-                                    position - start : min(end, position + self.tuning.chunk) - start
-                                ]
-                            else:
-                                window = view[: min(self.tuning.chunk, end - position)]
+                            window = target(position, min(chunk, end - position))
                             n = body.readinto(window)
                             if n == 0:
                                 raise FetchError(d.SOURCE_UNAVAILABLE, "the body ended early", retryable=True)
-                            self.limits.rate.take(n, cancelled)
+                            rate.take(n, cancelled)
                             consume(window[:n])
                             position += n
                             progressed = True
@@ -281,6 +327,24 @@ class FileDownload:
                     raise FetchError(
                         d.SOURCE_UNAVAILABLE, f"a file's byte ranges keep failing ({error.message})"
                     ) from None
+
+    def _open(self, start: int, end: int) -> Body:
+        """One range, starting where the file's redirects led before (a signed URL the hub already
+        issued, so each further range costs one request, not two); a landing that is refused
+        (expired) is forgotten and the range asked of the source again."""
+        landing = self._landing
+        try:
+            body = open_range(
+                self.source, start, end, self.entry.size, timeout=self.tuning.stall_timeout, landing=landing
+            )
+        except FetchError as error:
+            if landing is None or error.reason != d.ACCESS_DENIED:
+                raise
+            self._landing = None
+            body = open_range(self.source, start, end, self.entry.size, timeout=self.tuning.stall_timeout)
+        if body.landing is not None:
+            self._landing = body.landing
+        return body
 
     def _should_stop(self) -> bool:
         return self._abandon or self.cancelled()

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import http.client
 import re
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 from api import delivery as d
-from modelhub.connection import HubConnection
 
 REDIRECTS = (301, 302, 303, 307, 308)
 MAX_REDIRECTS = 5
@@ -37,11 +38,24 @@ class FetchError(Exception):
         self.detail = detail
 
 
+class Origin(Protocol):
+    """How a source is reached: the hub's connection (``modelhub.connection.HubConnection``) or a
+    peer's (``nodeplugins.modelmanager.peers.PeerConnection``)."""
+
+    @property
+    def base(self) -> str: ...
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext: ...
+
+    def proxy_for(self, url: str) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class Source:
     """Where one file comes from, and the credential of the artifact that asked for it."""
 
-    connection: HubConnection
+    connection: Origin
     url: str
     token: str | None = None
 
@@ -55,7 +69,7 @@ def _origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
-def _connect(url: str, connection: HubConnection, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+def _connect(url: str, connection: Origin, timeout: float) -> tuple[http.client.HTTPConnection, str]:
     """A connection for ``url`` and the request target to send on it."""
     scheme, host, port = _origin(url)
     parts = urlsplit(url)
@@ -88,16 +102,33 @@ def _connect(url: str, connection: HubConnection, timeout: float) -> tuple[http.
     return plain, f"{scheme}://{parts.netloc}{target}"
 
 
+@dataclass(frozen=True)
+class Landing:
+    """Where a source's redirects led (a signed CDN URL, say), and whether the credential still
+    goes there: the next range of the same file starts here instead of asking the hub again. Kept
+    in memory for one file's download only; never logged."""
+
+    url: str = field(repr=False)
+    credential: bool
+
+
 class Body:
-    """An open response body of ``length`` bytes starting at file offset ``start``."""
+    """An open response body of ``length`` bytes starting at file offset ``start``; ``landing`` is
+    where redirects led, when they did."""
 
     def __init__(
-        self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, start: int, length: int
+        self,
+        conn: http.client.HTTPConnection,
+        response: http.client.HTTPResponse,
+        start: int,
+        length: int,
+        landing: Landing | None = None,
     ):
         self._conn = conn
         self.response = response
         self.start = start
         self.length = length
+        self.landing = landing
 
     def readinto(self, view: memoryview) -> int:
         """Bytes read into ``view``; 0 at the end (early when the server cut the body short)."""
@@ -133,14 +164,26 @@ def _status_error(status: int) -> FetchError:
     return FetchError(d.SOURCE_UNAVAILABLE, f"the hub answered HTTP {status}", retryable=retry)
 
 
-def open_range(source: Source, start: int, end: int, size: int, *, timeout: float) -> Body:
-    """GET bytes ``[start, end)`` of a file of ``size`` bytes; the returned body is exactly that span."""
-    url = source.url
+def open_range(
+    source: Source,
+    start: int,
+    end: int,
+    size: int,
+    *,
+    timeout: float,
+    whole: bool = False,
+    landing: Landing | None = None,
+) -> Body:
+    """GET bytes ``[start, end)`` of a file of ``size`` bytes; the returned body is exactly that span.
+    ``whole``: GET the whole body, whatever its length (a listing whose size is not known).
+    ``landing``: start where an earlier request's redirects led (its credential rule with it)."""
+    url = source.url if landing is None else landing.url
     home = _origin(source.connection.base)
-    send_credential = source.token is not None
+    send_credential = source.token is not None and (landing is None or landing.credential)
+    redirected = landing is not None
     for _ in range(MAX_REDIRECTS + 1):
         headers = {"User-Agent": "gpustack-model-manager", "Accept-Encoding": "identity"}
-        if not (start == 0 and end == size):
+        if not whole and not (start == 0 and end == size):
             headers["Range"] = f"bytes={start}-{end - 1}"
         if send_credential and _origin(url) == home:
             headers["Authorization"] = f"Bearer {source.token}"
@@ -165,9 +208,13 @@ def open_range(source: Source, start: int, end: int, size: int, *, timeout: floa
             ):
                 send_credential = False
             url = following
+            redirected = True
             continue
+        landed = Landing(url, send_credential) if redirected else None
+        if whole and response.status == 200:
+            return Body(conn, response, 0, -1, landed)
         if response.status in (200, 206):
-            return _checked_body(conn, response, start, end, size)
+            return _checked_body(conn, response, start, end, size, landed)
         response.read()
         conn.close()
         raise _status_error(response.status)
@@ -180,6 +227,7 @@ def _checked_body(
     start: int,
     end: int,
     size: int,
+    landing: Landing | None = None,
 ) -> Body:
     def refuse(reason: str, message: str, retryable: bool = False) -> FetchError:
         response.close()
@@ -197,4 +245,4 @@ def _checked_body(
         raise refuse(d.SOURCE_UNAVAILABLE, "the hub ignored a byte range request")
     elif length is not None and int(length) != size:
         raise refuse(d.INTEGRITY_MISMATCH, "the hub's file size differs from the manifest's")
-    return Body(conn, response, start, end - start)
+    return Body(conn, response, start, end - start, landing)

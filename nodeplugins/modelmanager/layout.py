@@ -4,14 +4,16 @@ Under the cache root (chart ``modelManager.rootPath``, ``/var/lib/gpustack/model
 
     v1/trees/<hex>/            a published digest
         .gpustack-tree           the marker: "sha256:<hex>\\n", written and synced last
-        manifest                 the manifest text (§4.2)
+        manifest                 the manifest text (§4.2), which peers serve as the tree's listing
+        source                   "Hub" or "Peer": where most of its bytes came from (absent on older trees)
         model/                   the files; this directory is what Pods mount
     v1/partial/<hex>/          a digest being (or once) materialized
         manifest
         model/                   files written in byte order, each a verified prefix
         state/<sha1(path)>.json  per-file checkpoint: offset, saved hash state, done
     v1/scratch/                trees being removed (renamed here first, then deleted)
-    v1/ledger.json             references, last use, failures and asks (see ledger)
+    v1/ledger.json             references, last use, failures and asks (see ledger): the snapshot
+    v1/ledger.journal          one line per change since the snapshot
 
 Publication syncs every file, writes the manifest and the marker, syncs them, removes ``state/``
 and renames ``partial/<hex>`` to ``trees/<hex>`` in one step; a tree is mounted only when its marker
@@ -32,6 +34,7 @@ from pathlib import Path
 from api.manifest import DIGEST_PATTERN, Manifest
 
 MARKER = ".gpustack-tree"
+SOURCE = "source"
 
 
 class LayoutError(ValueError):
@@ -69,6 +72,7 @@ class Layout:
         self.root = Path(root)
         self.base = self.root / "v1"
         self.trees = self.base / "trees"
+        self._trees = str(self.trees)
         self.partials = self.base / "partial"
         self.scratch = self.base / "scratch"
         self.ledger = self.base / "ledger.json"
@@ -86,9 +90,10 @@ class Layout:
         return self.tree(digest) / "model"
 
     def published(self, digest: str) -> bool:
-        """One stat and one small read: the marker names this digest."""
+        """One open and one small read: the marker names this digest."""
         try:
-            return (self.tree(digest) / MARKER).read_text() == digest + "\n"
+            with open(f"{self._trees}/{hex_of(digest)}/{MARKER}", "rb") as f:
+                return f.read(80) == digest.encode() + b"\n"
         except (OSError, LayoutError):
             return False
 
@@ -104,6 +109,14 @@ class Layout:
             return Manifest.parse((self.tree(digest) / "manifest").read_bytes())
         except (OSError, ValueError):
             return None
+
+    def tree_source(self, digest: str) -> str | None:
+        """``Hub`` or ``Peer``: where a published tree's bytes came from; None on older trees."""
+        try:
+            value = (self.tree(digest) / SOURCE).read_text().strip()
+        except (OSError, LayoutError):
+            return None
+        return value if value in ("Hub", "Peer") else None
 
     def marker_time(self, digest: str) -> float:
         try:
@@ -141,7 +154,9 @@ class Layout:
     def partial_bytes(self, digest: str) -> int:
         return _apparent_size(self.partial_model(digest))
 
-    def publish(self, digest: str, manifest: Manifest) -> None:
+    def publish(self, digest: str, manifest: Manifest, *, source: str = "") -> None:
+        """Sync every file, store the manifest (and where the bytes came from), write the marker
+        last, and rename the tree to its published name in one step."""
         part = self.partial(digest)
         model = part / "model"
         for entry in manifest.files:
@@ -153,6 +168,8 @@ class Layout:
         for directory in {(model / e.path).parent for e in manifest.files}:
             _fsync_dir(directory)
         _write_synced(part / "manifest", manifest.text)
+        if source:
+            _write_synced(part / SOURCE, (source + "\n").encode())
         _write_synced(part / MARKER, (digest + "\n").encode())
         shutil.rmtree(part / "state", ignore_errors=True)
         _fsync_dir(part)

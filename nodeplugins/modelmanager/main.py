@@ -3,7 +3,8 @@
 It serves the CSI Identity and Node services and kubelet plugin registration on unix sockets under
 the kubelet directory, runs the node agent (configuration, materialization, collection, status),
 and answers on a side port: ``/livez``, ``/readyz``, ``/metrics`` and ``GET /model/downloads``
-(node-local download progress by digest). The side port is HTTPS with the given certificate, or a
+(node-local download progress by digest). With ``--peer-port`` it also serves its published trees
+to the other nodes' plugins and pulls from them before the hub (:mod:`.peers`). The side port is HTTPS with the given certificate, or a
 self-signed one made at start; ``--insecure`` serves plain HTTP (tests).
 """
 
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.delivery import PEER_DEFAULT_USER
 
 log = logging.getLogger("modelmanager")
 
@@ -53,6 +56,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint-mib", type=int, default=64, help="MiB between two resume checkpoints of one file"
     )
+    peers = parser.add_argument_group("peer sync (model-delivery spec 4.10)")
+    peers.add_argument(
+        "--peer-port",
+        type=int,
+        default=0,
+        help="TCP port the peer endpoints answer on (chart modelManager.port); 0 is off: no serving, no pulling",
+    )
+    peers.add_argument(
+        "--peer-address",
+        default=os.environ.get("POD_IP", ""),
+        help="the host other nodes' plugins reach this one at (env POD_IP); advertised with --peer-port",
+    )
+    peers.add_argument(
+        "--peer-token-file",
+        default="/var/run/secrets/gpustack.ai/peer/token",
+        help="the projected ServiceAccount token (audience gpustack-model-peer) presented to peers",
+    )
+    peers.add_argument(
+        "--peer-user",
+        default=PEER_DEFAULT_USER,
+        help="the ServiceAccount user a peer's token must authenticate as",
+    )
+    peers.add_argument("--peer-ca-file", default="", help="CA that peers' certificates are verified against")
+    peers.add_argument("--peer-max-serving-streams", type=int, default=8, help="file answers served at once")
+    peers.add_argument("--peer-streams-per-source", type=int, default=4, help="requests at once to one peer")
     parser.add_argument(
         "--unreferenced-grace",
         type=float,
@@ -132,11 +160,17 @@ def run(args: argparse.Namespace) -> int:
     from nodeplugins.modelmanager.agent import Agent, AgentOptions
     from nodeplugins.modelmanager.download import Tuning
     from nodeplugins.modelmanager.grpc_server import Servers
+    from nodeplugins.modelmanager.peers import PeerAuth, PeerServer
 
     kubelet_dir = Path(args.kubelet_dir)
     root = Path(args.root_path)
     root.mkdir(parents=True, exist_ok=True)
     client = Client(load_api_client(args.kubeconfig))
+    advertised = ""
+    if args.peer_port:
+        host = args.peer_address or "127.0.0.1"
+        advertised = f"[{host}]:{args.peer_port}" if ":" in host else f"{host}:{args.peer_port}"
+    tls = None if args.insecure else _tls_context(args)
     agent = Agent(
         AgentOptions(
             args.node_name,
@@ -146,13 +180,28 @@ def run(args: argparse.Namespace) -> int:
                 stall_timeout=args.stall_timeout, checkpoint_bytes=max(args.checkpoint_mib, 1) << 20
             ),
             unreferenced_grace=args.unreferenced_grace,
+            peer_address=advertised,
+            peer_token_file=Path(args.peer_token_file) if args.peer_token_file else None,
+            peer_tls=tls is not None,
+            peer_ca_file=args.peer_ca_file,
+            peer_streams_per_source=args.peer_streams_per_source,
         ),
         client,
     )
+    peer_server = None
+    if args.peer_port:
+        peer_server = PeerServer(
+            (args.bind_address, args.peer_port),
+            agent.layout,
+            PeerAuth.over(client, args.peer_user),
+            max_streams=args.peer_max_serving_streams,
+            tls=tls,
+        )
+        peer_server.start()
     serving = threading.Event()
     side = _SideServer((args.bind_address, args.secure_port), agent, serving)
-    if not args.insecure:
-        side.socket = _tls_context(args).wrap_socket(side.socket, server_side=True)
+    if tls is not None:
+        side.socket = tls.wrap_socket(side.socket, server_side=True)
     threading.Thread(target=side.serve_forever, name="side-port", daemon=True).start()
     agent.start()
     servers = Servers(agent.service, args.node_name, kubelet_dir, agent.artifacts.synced)
@@ -167,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     stop.wait()
     servers.stop()
+    if peer_server is not None:
+        peer_server.shutdown()
     agent.stop()
     side.shutdown()
     return 0

@@ -13,6 +13,7 @@ Nothing here logs or records a token, a repository or an artifact: log lines nam
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -33,11 +34,15 @@ from nodeplugins.modelmanager.config import PluginConfig
 from nodeplugins.modelmanager.download import FileDownload, Limits, Tuning
 from nodeplugins.modelmanager.fetch import FetchError, Source
 from nodeplugins.modelmanager.ledger import Failure
+from nodeplugins.modelmanager.peers import Peer, Peers
+from nodeplugins.modelmanager.throttle import RequestLimit
 
 log = logging.getLogger("modelmanager.materialize")
 
 CANCEL_AFTER = 300.0
 NO_BACKOFF = (d.INVALID_REQUEST, d.CANCELED)
+# Failures that belong to one source (the next may succeed); a full disk or a cancel ends the attempt.
+SOURCE_FAULTS = (d.SOURCE_UNAVAILABLE, d.INTEGRITY_MISMATCH, d.ACCESS_DENIED)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Request:
     allow: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False, compare=False)
+    anchored: bool = False  # digestSource Expected: no commit to list; peers are the only source
 
 
 class Capacity(Protocol):
@@ -97,14 +103,22 @@ class Attempt:
         self.started = now
         self.received = 0
         self.total: int | None = None
+        self.source = d.SOURCE_HUB  # where the bytes come from now
+        self.by_source: dict[str, int] = {}
         self.cancel = threading.Event()  # idle: no mount asked for five minutes
         self.abort = threading.Event()  # another file failed: stop the rest
         self._lock = threading.Lock()
 
-    def add(self, n: int) -> None:
+    def add(self, n: int, source: str = d.SOURCE_HUB) -> None:
         with self._lock:
             self.received += n
-        metrics.DOWNLOAD_BYTES.labels("hub").inc(n)
+            self.by_source[source] = self.by_source.get(source, 0) + n
+        metrics.DOWNLOAD_BYTES.labels(source.lower()).inc(n)
+
+    def majority(self) -> str:
+        """``Peer`` when peers delivered more of this attempt's bytes than the hub, else ``Hub``."""
+        peer = self.by_source.get(d.SOURCE_PEER, 0)
+        return d.SOURCE_PEER if peer > self.by_source.get(d.SOURCE_HUB, 0) else d.SOURCE_HUB
 
     def remaining(self) -> int:
         return 0 if self.total is None else max(self.total - self.received, 0)
@@ -127,7 +141,9 @@ class Materializer:
         tuning: Tuning | None = None,
         on_change: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
+        peers: Peers | None = None,
     ) -> None:
+        self.peers = peers
         self.cache = cache
         self.limits = limits
         self.config = config
@@ -204,21 +220,25 @@ class Materializer:
             config = self.config()
             if config is None:
                 raise FetchError(d.INVALID_REQUEST, "the node's configuration is missing or invalid")
-            manifest = self._manifest(config, attempt.request)
+            manifest, peers, token = self._listing(config, attempt.request)
             attempt.total = manifest.size
             self.cache.layout.begin(digest, manifest)
-            jobs = self._jobs(config, attempt, manifest)
-            attempt.received = sum(job.verified() for job in jobs)
+            resumed = self._jobs(config, attempt, manifest, None, None)
+            attempt.received = sum(job.verified() for job in resumed)
             self.on_change()
             self._reserve(attempt)
-            self._download(attempt, jobs, config)
+            chain: list[Peer | None] = [*peers] + ([] if attempt.request.anchored else [None])
+            self._download_chain(attempt, manifest, chain, config, token)
             with self.cache.lock:
-                self.cache.layout.publish(digest, manifest)
+                self.cache.layout.publish(digest, manifest, source=attempt.majority())
                 self.cache.mark_used(digest)
             self.cache.clear_failure(digest)
             metrics.MATERIALIZATIONS.labels("published").inc()
             metrics.PUBLISH_SECONDS.observe(max(self.clock() - attempt.started, 0.0))
-            log.info("materialization published", extra={"digest": digest, "bytes": manifest.size})
+            log.info(
+                "materialization published",
+                extra={"digest": digest, "bytes": manifest.size, "source": attempt.majority()},
+            )
         except FetchError as error:
             self._fail(attempt, error.reason, error.message, error.detail)
         except Exception as error:  # a local fault: reported, never a crash of the plugin
@@ -230,7 +250,72 @@ class Materializer:
             with self._lock:
                 self._running.pop(digest, None)
                 self._threads.pop(digest, None)
+                idle = not self._running
+            if idle:
+                self.limits.pieces.clear()  # no download runs: the piece buffers go back
             self.on_change()
+
+    def _listing(self, config: PluginConfig, request: Request) -> tuple[Manifest, list[Peer], str | None]:
+        """The manifest, from the first peer whose listing binds to the digest (peer sync on), else
+        from the hub; and the peers left to pull from, in order."""
+        peers: list[Peer] = []
+        token = None
+        source = self.peers
+        if source is not None and config.peer_sync:
+            peers = source.candidates(request.digest)
+            token = source.token() if peers else None
+        while peers and source is not None:
+            try:
+                return source.manifest(peers[0], request.digest, token), peers, token
+            except FetchError as error:
+                log.info(
+                    "peer listing refused",
+                    extra={"digest": request.digest, "peer": peers[0].node, "reason": error.message},
+                )
+                peers.pop(0)
+        if request.anchored:
+            raise FetchError(
+                d.SOURCE_UNAVAILABLE,
+                "no node holds this anchored model's digest: it resolved without the hub, so peers are its "
+                "only source",
+            )
+        return self._manifest(config, request), [], token
+
+    def _download_chain(
+        self,
+        attempt: Attempt,
+        manifest: Manifest,
+        chain: list[Peer | None],
+        config: PluginConfig,
+        token: str | None,
+    ) -> None:
+        """One source at a time (each peer, then the hub): every file not yet verified, resumed from
+        its checkpoint, so a source that fails leaves the next only the bytes after it."""
+        last: FetchError | None = None
+        for peer in chain:
+            jobs = [job for job in self._jobs(config, attempt, manifest, peer, token) if not job.done()]
+            if not jobs:
+                return
+            attempt.source = d.SOURCE_HUB if peer is None else d.SOURCE_PEER
+            attempt.abort.clear()
+            try:
+                self._download(attempt, jobs, config, fallback=peer is not None)
+                return
+            except FetchError as error:
+                if error.reason not in SOURCE_FAULTS or attempt.cancel.is_set():
+                    raise
+                last = error
+                log.info(
+                    "source failed; trying the next",
+                    extra={
+                        "digest": attempt.request.digest,
+                        "source": "hub" if peer is None else f"peer {peer.node}",
+                        "reason": error.reason,
+                        "detail": error.detail,
+                    },
+                )
+        if last is not None:
+            raise last
 
     def _fail(self, attempt: Attempt, reason: str, message: str, detail: str) -> None:
         digest = attempt.request.digest
@@ -261,19 +346,41 @@ class Materializer:
             raise FetchError(d.INTEGRITY_MISMATCH, "the listed files do not match the manifest digest")
         return manifest
 
-    def _jobs(self, config: PluginConfig, attempt: Attempt, manifest: Manifest) -> list[FileDownload]:
+    def _jobs(
+        self,
+        config: PluginConfig,
+        attempt: Attempt,
+        manifest: Manifest,
+        peer: Peer | None,
+        token: str | None,
+    ) -> list[FileDownload]:
+        """One job per file, from ``peer`` (with this plugin's peer token) or the hub (with the
+        mount's credential) when ``peer`` is None."""
         request, layout = attempt.request, self.cache.layout
-        base = f"{config.connection.base}/{request.repository}/resolve/{request.commit}/"
         model = layout.partial_model(request.digest)
+        base = f"{config.connection.base}/{request.repository}/resolve/{request.commit}/"
+        limits = self.limits
+        kind = d.SOURCE_HUB
+        if peer is not None:
+            assert self.peers is not None
+            limits = Limits(RequestLimit(self.peers.streams_per_source), self.limits.rate, self.limits.pieces)
+            kind = d.SOURCE_PEER
+
+        def source(path: str) -> Source:
+            if peer is None:
+                return Source(config.connection, base + quote(path), request.token)
+            assert self.peers is not None
+            return self.peers.source(peer, request.digest, path, token)
+
         return [
             FileDownload(
                 entry,
                 model / entry.path,
                 layout.state_file(request.digest, entry.path),
-                Source(config.connection, base + quote(entry.path), request.token),
-                self.limits,
+                source(entry.path),
+                limits,
                 self.tuning,
-                attempt.add,
+                functools.partial(attempt.add, source=kind),
                 attempt.stopping,
             )
             for entry in sorted(manifest.files, key=lambda f: -f.size)
@@ -295,7 +402,12 @@ class Materializer:
                 "after collection",
             )
 
-    def _download(self, attempt: Attempt, jobs: list[FileDownload], config: PluginConfig) -> None:
+    def _download(
+        self, attempt: Attempt, jobs: list[FileDownload], config: PluginConfig, *, fallback: bool = False
+    ) -> None:
+        """Run the jobs; the first failure stops the rest, unless another source follows
+        (``fallback``) and the failure is the source's own: then the other files finish here and
+        only the failed ones move on."""
         errors: list[FetchError] = []
         with ThreadPoolExecutor(max(1, config.concurrency), thread_name_prefix="model-file") as pool:
             futures = [pool.submit(job.run) for job in jobs if not job.done()]
@@ -304,7 +416,8 @@ class Materializer:
                     future.result()
                 except FetchError as error:
                     errors.append(error)
-                    attempt.abort.set()
+                    if not (fallback and error.reason in SOURCE_FAULTS):
+                        attempt.abort.set()
                 except Exception:
                     attempt.abort.set()
                     raise

@@ -26,3 +26,7 @@ PUBLISH_SECONDS = Histogram(
 GC_REMOVED_BYTES = Counter("gpustack_model_manager_gc_removed_bytes_total", "Bytes collection removed.")
 STORED_BYTES = Gauge("gpustack_model_manager_stored_bytes", "Published and partial bytes in the cache.")
 CAPACITY_BYTES = Gauge("gpustack_model_manager_capacity_bytes", "Size of the cache filesystem.")
+PEER_SERVED_BYTES = Counter(
+    "gpustack_model_manager_peer_served_bytes_total",
+    "Bytes this node's plugin served to other nodes' plugins.",
+)

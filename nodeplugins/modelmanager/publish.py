@@ -88,6 +88,7 @@ class NodeService:
         self.materializer = materializer
         self.artifacts = artifacts
         self.kubelet_dir = Path(os.path.normpath(kubelet_dir))
+        self._under_kubelet = str(self.kubelet_dir).rstrip("/") + "/"
         self.ops = ops or MountOps()
         self.on_change = on_change
         self.cache_device = mounts.device_of(cache.layout.root)
@@ -97,12 +98,12 @@ class NodeService:
     def _target(self, raw: str) -> Path:
         if not raw:
             raise CsiError(INVALID_ARGUMENT, "target_path is required")
-        target = Path(os.path.normpath(raw))
-        if not raw.startswith("/") or ".." in Path(raw).parts or self.kubelet_dir not in target.parents:
+        normal = os.path.normpath(raw)
+        if not raw.startswith("/") or ".." in raw.split("/") or not normal.startswith(self._under_kubelet):
             raise CsiError(
                 INVALID_ARGUMENT, f"target_path must be under the kubelet directory {self.kubelet_dir}"
             )
-        return target
+        return Path(normal)
 
     def validate(self, request: PublishRequest) -> tuple[Path, str, str, str]:
         if not request.volume_id:
@@ -181,14 +182,16 @@ class NodeService:
         if hub is None:
             raise CsiError(INTERNAL, "this plugin downloads Hugging Face sources only")
         spec = artifact.get("spec") or {}
+        resolved = (artifact.get("status") or {}).get("resolved") or {}
         outcome = self.materializer.ensure(
             Request(
                 digest,
                 hub.get("repository", ""),
-                ((artifact.get("status") or {}).get("resolved") or {}).get("revision", ""),
+                resolved.get("revision", ""),
                 tuple(spec.get("allowPatterns") or ()),
                 tuple(spec.get("ignorePatterns") or ()),
                 request.secrets.get(d.SECRET_TOKEN_KEY) or None,
+                anchored=resolved.get("digestSource") == d.DIGEST_SOURCE_EXPECTED,
             )
         )
         if isinstance(outcome, Published):
@@ -217,7 +220,7 @@ class NodeService:
             except OSError as error:
                 raise CsiError(INTERNAL, f"the reference could not be recorded: {error.strerror}") from None
             try:
-                target.mkdir(parents=True, exist_ok=True)
+                _make_target(target)
                 self.ops.bind(self.cache.layout.tree_model(digest), target)
             except OSError as error:
                 self.cache.drop_reference(str(target))
@@ -249,3 +252,13 @@ class NodeService:
         except OSError as error:
             raise CsiError(INTERNAL, f"the target directory could not be removed: {error.strerror}") from None
         self.on_change()
+
+
+def _make_target(target: Path) -> None:
+    """The mount point, created when kubelet did not (one mkdir when its parent exists)."""
+    try:
+        os.mkdir(target)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        target.mkdir(parents=True, exist_ok=True)

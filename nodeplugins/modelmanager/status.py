@@ -39,12 +39,14 @@ class Tree:
     size: int
     last_used: float
     referenced: bool
+    source: str | None = None  # Hub or Peer; None on trees published before it was recorded
 
 
 @dataclass(frozen=True)
 class Download:
     size: int | None
     downloaded: int
+    source: str = d.SOURCE_HUB
 
 
 @dataclass
@@ -58,21 +60,22 @@ class NodeFacts:
     config_problem: str | None = None
     notes: Sequence[str] = field(default_factory=tuple)  # a cap, "collection skipped: …"
     nothing_to_remove: bool = False
+    peer_address: str | None = None  # where this node serves its trees to peers
 
 
 def _models(facts: NodeFacts) -> list[Obj]:
     models: list[Obj] = []
     for digest, tree in facts.trees.items():
-        models.append(
-            {
-                "digest": digest,
-                "state": d.STATE_READY,
-                "sizeBytes": tree.size,
-                "referenced": tree.referenced,
-                "lastUsedTime": _hour(tree.last_used),
-                "source": "Hub",
-            }
-        )
+        ready: Obj = {
+            "digest": digest,
+            "state": d.STATE_READY,
+            "sizeBytes": tree.size,
+            "referenced": tree.referenced,
+            "lastUsedTime": _hour(tree.last_used),
+        }
+        if tree.source:
+            ready["source"] = tree.source
+        models.append(ready)
     for digest, download in facts.downloads.items():
         if digest in facts.trees:
             continue
@@ -80,7 +83,7 @@ def _models(facts: NodeFacts) -> list[Obj]:
             "digest": digest,
             "state": d.STATE_DOWNLOADING,
             "downloadedBytes": download.downloaded,
-            "source": "Hub",
+            "source": download.source,
         }
         if download.size is not None:
             entry["sizeBytes"] = download.size
@@ -159,6 +162,8 @@ def render(facts: NodeFacts) -> Obj:
     }
     if facts.generation is not None:
         status["observedGeneration"] = facts.generation
+    if facts.peer_address:
+        status["peerAddress"] = facts.peer_address
     status["summary"] = _summary(facts)
     return status
 

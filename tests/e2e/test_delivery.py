@@ -22,7 +22,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +186,7 @@ class Plugin:
     tmpfs_mib: int
     process: subprocess.Popen | None = None
     holder: subprocess.Popen | None = None
+    extra: tuple[str, ...] = ()  # further model-manager flags (the peer port, its token)
 
     @property
     def socket(self) -> Path:
@@ -246,6 +247,7 @@ class Plugin:
             "4",
             "--unreferenced-grace",
             "1",
+            *self.extra,
         ]
         self.socket.unlink(missing_ok=True)
         self.process = subprocess.Popen(
@@ -450,7 +452,15 @@ def _node(cluster: harness.ClusterInfo, name: str) -> None:
     )
 
 
-def _plugin(cluster: harness.ClusterInfo, name: str, *, tmpfs_mib: int) -> Plugin:
+def _plugin(
+    cluster: harness.ClusterInfo,
+    name: str,
+    *,
+    tmpfs_mib: int,
+    extra: Callable[[Path], tuple[str, ...]] | None = None,
+) -> Plugin:
+    """A kwok node of ``name`` with its plugin; ``extra(base)`` gives further flags, from the
+    plugin's own directory."""
     base = cluster.state_dir / f"dl-{name[-9:]}"
     shutil.rmtree(base, ignore_errors=True)
     (base / "kubelet" / "pods").mkdir(parents=True)
@@ -465,6 +475,7 @@ def _plugin(cluster: harness.ClusterInfo, name: str, *, tmpfs_mib: int) -> Plugi
         base / "plugin.log",
         free_port(),
         tmpfs_mib,
+        extra=extra(base) if extra is not None else (),
     )
     plugin.start()
     return plugin

@@ -99,9 +99,42 @@ def test_lfs_file_follows_the_redirect_and_the_token_stays_home(
     resolve, cdn = hub.log("resolve"), hub.log("cdn")
     assert resolve and all(e["auth"] == "known" for e in resolve)
     assert cdn and all(e["auth"] == "none" and e["host"].startswith("localhost") for e in cdn)
-    # Parallel ranges: twelve 1 MiB pieces.
+    # Parallel ranges: twelve 1 MiB pieces, all but the first sent straight to where the first
+    # one's redirect led (one signed URL per file, not one hub round trip per range).
     assert len(cdn) == LARGE_SIZE // (1 << 20)
     assert {e["status"] for e in cdn} == {206}
+    assert len(resolve) <= SMALL.window  # the pieces that started before the first one landed
+
+
+def test_an_expired_landing_is_asked_of_the_hub_again(
+    hub: HubServer, tmp_path: Path, large_file: Path
+) -> None:
+    record = hub.repos.load("org/public")
+    url = hub.url("org/public", "model.safetensors", record.refs["main"])
+    armed = threading.Event()
+
+    def progress(n: int) -> None:
+        # Once two pieces are in, the CDN refuses the next range (its signature expired meanwhile).
+        if not armed.is_set() and job.verified() >= 2 << 20:
+            armed.set()
+            hub.set_faults(Fault("status", kind="cdn", status=403, times=1))
+
+    job = FileDownload(
+        entry_for(hub, "org/public", "model.safetensors"),
+        tmp_path / "model.safetensors",
+        tmp_path / "state.json",
+        Source(HubConnection(hub.endpoint), url),
+        Limits(RequestLimit(1), ByteRate(0)),
+        Tuning(**{**SMALL.__dict__, "window": 2}),
+        progress,
+        lambda: False,
+    )
+    hub.clear_log()
+    job.run()
+    assert (tmp_path / "model.safetensors").read_bytes() == large_file.read_bytes()
+    assert [e["status"] for e in hub.log("cdn")].count(403) == 1
+    # The first range and the one whose landing was refused went to the hub; the rest did not.
+    assert len(hub.log("resolve")) == 2
 
 
 def test_a_cut_body_is_retried_from_its_last_byte(hub: HubServer, tmp_path: Path, large_file: Path) -> None:

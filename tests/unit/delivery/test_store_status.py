@@ -26,8 +26,8 @@ def facts(**kw) -> NodeFacts:
 def test_entries_by_state_with_hour_truncated_use_and_no_tenant() -> None:
     status = render(
         facts(
-            trees={digest(1): Tree(100, T0, True)},
-            downloads={digest(2): Download(200, 50), digest(3): Download(None, 0)},
+            trees={digest(1): Tree(100, T0, True, "Hub"), digest(5): Tree(7, T0, False)},
+            downloads={digest(2): Download(200, 50, "Peer"), digest(3): Download(None, 0)},
             failures={
                 digest(4): Failure(d.INTEGRITY_MISMATCH, "a file's hash does not match", T0 + 60, 1, T0)
             },
@@ -42,7 +42,9 @@ def test_entries_by_state_with_hour_truncated_use_and_no_tenant() -> None:
         "lastUsedTime": "2026-03-01T12:00:00Z",
         "source": "Hub",
     }
+    assert "source" not in by[digest(5)]  # published before its source was recorded
     assert by[digest(2)]["state"] == "Downloading" and by[digest(2)]["downloadedBytes"] == 50
+    assert by[digest(2)]["source"] == "Peer" and by[digest(3)]["source"] == "Hub"
     assert "sizeBytes" not in by[digest(3)]  # not listed yet
     assert (
         by[digest(4)]["retryTime"] == "2026-03-01T12:35:56Z"
@@ -51,6 +53,8 @@ def test_entries_by_state_with_hour_truncated_use_and_no_tenant() -> None:
     assert status["capacity"] == {"totalBytes": 1000, "storedBytes": 300, "usedPercent": 40}
     assert status["observedGeneration"] == 3
     assert [c["type"] for c in status["conditions"]] == ["Ready", "CapacityLow"]
+    assert "peerAddress" not in status
+    assert render(facts(peer_address="10.0.0.5:32445"))["peerAddress"] == "10.0.0.5:32445"
 
 
 def test_summary_columns_count_ready_models_and_running_downloads() -> None:
