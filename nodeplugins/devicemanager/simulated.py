@@ -7,13 +7,13 @@ product and the count, so a simulated node and its ``Devices`` ledger always agr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from api import API_VERSION, constants
 from api.manufacturers import BY_NAME, SHARES_PER_CARD, UNITS_PER_CARD, VISIBILITY_TOKENS_PER_CARD
 from api.naming import topology_profile
+from nodeplugins.devicemanager.devices import accelerator_group, sanitize
 
 HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])
 
@@ -45,18 +45,6 @@ class Product:
     def group(self) -> str:
         """``<manufacturer>-<sanitized product>``, e.g. ``nvidia-h100-80gb-hbm3``."""
         return accelerator_group(self.manufacturer, self.product)
-
-
-def sanitize(text: str) -> str:
-    """Lower-case, runs of anything but letters and digits become one ``-``."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def accelerator_group(manufacturer: str, product: str) -> str:
-    name = sanitize(product)
-    if name.startswith(manufacturer + "-"):
-        name = name[len(manufacturer) + 1 :]
-    return f"{manufacturer}-{name}"[:63].rstrip("-")
 
 
 _H100_MIG = (
