@@ -162,7 +162,6 @@ def env(cluster: harness.ClusterInfo, hub: str):
     plugin: Plugin | None = None
     try:
         node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
-        nodes.topology_stand_in(cluster, NODE)
         _plugin_rbac(cluster)  # the plugin's ServiceAccount and RBAC, and the CSIDriver
         plugin = Plugin(cluster, node)
         plugin.start()
