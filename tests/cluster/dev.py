@@ -25,6 +25,7 @@ import contextlib
 
 import gpustack
 import harness
+import localhub
 import mooncake
 import nodes
 
@@ -89,30 +90,13 @@ HUB_PID = DEV / "hub.pid"
 
 def _hub(info: harness.ClusterInfo) -> str:
     """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
-    import subprocess
     import urllib.request
 
-    endpoint = f"http://127.0.0.1:{HUB_PORT}"
+    endpoint = localhub.endpoint_of(HUB_PORT)
     try:
         urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
     except OSError:
-        log = (info.state_dir / "logs" / "hub.log").open("ab")
-        process = subprocess.Popen(
-            [
-                gpustack.PYTHON,
-                "-m",
-                "tests.hub",
-                "--root",
-                str(DEV / "hub"),
-                "--port",
-                str(HUB_PORT),
-                "--demo",
-            ],
-            cwd=harness.REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = localhub.spawn(DEV / "hub", HUB_PORT, info.state_dir / "logs" / "hub.log", "--demo")
         HUB_PID.write_text(str(process.pid))
     info.apply(
         {

@@ -30,6 +30,7 @@ from typing import Any
 import gpustack
 import grpc
 import harness
+import localhub
 import pytest
 import yaml
 
@@ -49,11 +50,6 @@ SYSTEM = gpustack.SYSTEM_NAMESPACE
 GROUP = "worker.gpustack.ai/v1"
 
 
-def _port(name: str) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else free_port()
-
-
 # --- the hub ---------------------------------------------------------------------------------------
 
 
@@ -62,7 +58,6 @@ class Hub:
     endpoint: str
     repos: HubRepos
     control: HubControl
-    process: subprocess.Popen
 
     def commit(self, repo: str, files: dict[str, Any], **kw: Any) -> str:
         if self.repos.load(repo) is None:
@@ -73,25 +68,11 @@ class Hub:
 @pytest.fixture(scope="module")
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     root = tmp_path_factory.mktemp("hub")
-    port = _port("GPUSTACK_DELIVERY_HUB_PORT")
-    log = (cluster.state_dir / "logs").joinpath("delivery-hub.log")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    control = HubControl(f"http://127.0.0.1:{port}")
-    harness.wait_for(control.healthy, timeout=30, what="the local hub")
-    found = Hub(f"http://127.0.0.1:{port}", HubRepos(root), control, process)
-    found.repos.add_user(TOKEN, "e2e")
-    try:
+    port = localhub.port_from("GPUSTACK_DELIVERY_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "delivery-hub.log") as endpoint:
+        found = Hub(endpoint, HubRepos(root), HubControl(endpoint))
+        found.repos.add_user(TOKEN, "e2e")
         yield found
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
 
 
 # --- the operator ----------------------------------------------------------------------------------

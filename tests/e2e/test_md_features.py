@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
 import ssl
-import subprocess
 import sys
 import urllib.request
 import uuid
@@ -39,14 +36,13 @@ from pathlib import Path
 
 import gpustack
 import harness
+import localhub
 import pytest
 import yaml
 
 from api import constants
 from nodeplugins.devicemanager import simulated
-from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos
-from tests.net import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
@@ -118,29 +114,14 @@ def reconcile_errors(op: gpustack.Operator) -> float:
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The local hub serving a small repository under the seed's name; (endpoint, commit)."""
     root = tmp_path_factory.mktemp("md-hub")
-    value = os.environ.get("GPUSTACK_MD_HUB_PORT")
-    port = int(value) if value else free_port()
-    log = cluster.state_dir / "logs" / "md-features-hub.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    control = HubControl(f"http://127.0.0.1:{port}")
-    try:
-        harness.wait_for(control.healthy, timeout=30, what="the local hub")
+    port = localhub.port_from("GPUSTACK_MD_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "md-features-hub.log") as endpoint:
         repos = HubRepos(root)
         repos.create(SEED_REPOSITORY)
         commit = repos.commit(
             SEED_REPOSITORY, {"config.json": b'{"model_type": "qwen2"}\n', "model.safetensors": bytes(4096)}
         )
-        yield f"http://127.0.0.1:{port}", commit
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+        yield endpoint, commit
 
 
 @pytest.fixture(scope="module")

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import gpustack
 import harness
+import localhub
 import nodes
 import pytest
 import yaml
 
 from api import constants
 from tests.e2e.test_delivery import _bound_kubeconfig, _plugin_rbac
-from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos
 from tests.net import free_port
 
@@ -75,28 +75,14 @@ def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
 @pytest.fixture(scope="module")
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("md-node-hub")
-    value = os.environ.get("GPUSTACK_MD_NODE_HUB_PORT")
-    port = int(value) if value else free_port()
-    log = cluster.state_dir / "logs" / "md-node-hub.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        harness.wait_for(HubControl(f"http://127.0.0.1:{port}").healthy, timeout=30, what="the local hub")
+    port = localhub.port_from("GPUSTACK_MD_NODE_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "md-node-hub.log") as endpoint:
         repos = HubRepos(root)
         repos.create(REPOSITORY)
         repos.commit(
             REPOSITORY, {"config.json": b'{"model_type": "qwen2"}\n', "model.safetensors": bytes(8192)}
         )
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+        yield endpoint
 
 
 class Plugin:
