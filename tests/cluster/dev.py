@@ -45,17 +45,7 @@ STORE_BACKEND = "local-mooncake"
 def _store() -> tuple[mooncake.Master, mooncake.Member]:
     """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
     GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
-    master = mooncake.Master(
-        STORE, rpc_port=mooncake.port("DEV_RPC", 27680), admin_port=mooncake.port("DEV_ADMIN", 27681)
-    )
-    member = mooncake.Member(
-        STORE,
-        master=master,
-        port=mooncake.port("DEV_MEMBER", 27682),
-        http_port=mooncake.port("DEV_MEMBER_HTTP", 27683),
-        segment="256MB",
-    )
-    return master, member
+    return mooncake.loopback(STORE, "DEV", 27680, segment="256MB")
 
 
 def _start_store(info: harness.ClusterInfo) -> None:
@@ -65,23 +55,7 @@ def _start_store(info: harness.ClusterInfo) -> None:
         master.start()
     if not member.running():
         member.start()
-    info.apply(
-        {
-            "apiVersion": "worker.gpustack.ai/v1",
-            "kind": "KVCacheBackend",
-            "metadata": {"name": STORE_BACKEND},
-            "spec": {
-                "connection": {
-                    "external": {
-                        "endpoints": [
-                            {"name": "Client", "address": master.client_address},
-                            {"name": "Admin", "address": master.admin_address},
-                        ]
-                    }
-                }
-            },
-        }
-    )
+    info.apply(mooncake.external_backend(STORE_BACKEND, master))
 
 
 HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", "27670"))

@@ -126,23 +126,8 @@ def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]:
-    state = tmp_path_factory.mktemp("md-kv")
-    master = mooncake.Master(
-        state, rpc_port=mooncake.port("MD_RPC", 27790), admin_port=mooncake.port("MD_ADMIN", 27791)
-    )
-    member = mooncake.Member(
-        state,
-        master=master,
-        port=mooncake.port("MD_MEMBER", 27792),
-        http_port=mooncake.port("MD_MEMBER_HTTP", 27793),
-    )
-    master.start(fresh_policy=True)
-    member.start()
-    try:
+    with mooncake.serving(*mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", 27790)) as master:
         yield master
-    finally:
-        member.stop()
-        master.stop()
 
 
 def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
@@ -156,24 +141,6 @@ def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
         "apply", "--server-side", "--force-conflicts", "--subresource=status", "-f", "-",
         input=json.dumps(status),
     )  # fmt: skip
-
-
-def external_backend(master: mooncake.Master, client: str | None = None) -> dict:
-    return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "KVCacheBackend",
-        "metadata": {"name": BACKEND},
-        "spec": {
-            "connection": {
-                "external": {
-                    "endpoints": [
-                        {"name": "Client", "address": client or master.client_address},
-                        {"name": "Admin", "address": master.admin_address},
-                    ]
-                }
-            }
-        },
-    }
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +223,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
 def test_the_seed_deployment_carries_the_cache_client_and_its_weights(env, hub) -> None:
     cluster, _, master = env
     _, commit = hub
-    cluster.apply(external_backend(master))
+    cluster.apply(mooncake.external_backend(BACKEND, master))
     for path in ("31-kvcachepool-shared-dram.yaml", "32-kvcachepoolbinding-qwen-cache.yaml"):
         cluster.apply(seed(path))
     cluster.apply(seed("40-modelartifact-qwen-7b.yaml"))
@@ -333,7 +300,7 @@ def test_a_pool_endpoint_change_rolls_the_deployment(env) -> None:
     cluster, _, master = env
     (before,) = pods_of(cluster, MD)
     moved = f"localhost:{master.rpc_port}"  # the same master, by another name
-    cluster.apply(external_backend(master, client=moved))
+    cluster.apply(mooncake.external_backend(BACKEND, master, client=moved))
     wait(
         lambda: (get(cluster, "kvcachepool", POOL) or {}).get("status", {}).get("clientEndpoint") == moved,
         "the pool publishing the new endpoint",
