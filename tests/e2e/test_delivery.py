@@ -32,9 +32,9 @@ import grpc
 import harness
 import localhub
 import pytest
-import yaml
 
 from api import delivery as d
+from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos, write_random
 from tests.hub.server import Fault
@@ -45,7 +45,6 @@ pytestmark = pytest.mark.e2e
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"delivery-{SUFFIX}"
 TOKEN = "hf_e2e_reader_token"
-SA = "gpustack-model-manager"
 SYSTEM = gpustack.SYSTEM_NAMESPACE
 GROUP = "worker.gpustack.ai/v1"
 
@@ -314,111 +313,6 @@ class Plugin:
         raise AssertionError(f"never mounted: {codes[-3:]}")
 
 
-def _plugin_rbac(cluster: harness.ClusterInfo) -> None:
-    cluster.apply(
-        [
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": SYSTEM}},
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": SA},
-                "rules": [
-                    {
-                        "apiGroups": ["worker.gpustack.ai"],
-                        "resources": ["modelartifacts", "nodemodelstores"],
-                        "verbs": ["get", "list", "watch"],
-                    },
-                    {
-                        "apiGroups": ["worker.gpustack.ai"],
-                        "resources": ["nodemodelstores/status"],
-                        "verbs": ["get", "update", "patch"],
-                    },
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": SA},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SA},
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SYSTEM}],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": {"name": SA, "namespace": SYSTEM},
-                "rules": [
-                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": SA, "namespace": SYSTEM},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SA},
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SYSTEM}],
-            },
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "CSIDriver",
-                "metadata": {"name": "model.csi.gpustack.ai"},
-                "spec": {
-                    "attachRequired": False,
-                    "podInfoOnMount": True,
-                    "volumeLifecycleModes": ["Ephemeral"],
-                    "fsGroupPolicy": "None",
-                },
-            },
-        ]
-    )
-
-
-def _bound_kubeconfig(cluster: harness.ClusterInfo, node: str, path: Path) -> None:
-    """A kubeconfig whose token is bound to the plugin's own Pod on ``node`` (as the DaemonSet's is)."""
-    pod = f"mm-{node}"
-    cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod, "namespace": SYSTEM},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": SA,
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [{"name": "model-manager", "image": "gpustack/gpustack-operator:e2e"}],
-            },
-        }
-    )
-    uid = cluster.kubectl_json("get", "pod", pod, "-n", SYSTEM)["metadata"]["uid"]
-    token = cluster.kubectl(
-        "create",
-        "token",
-        SA,
-        "-n",
-        SYSTEM,
-        "--bound-object-kind",
-        "Pod",
-        "--bound-object-name",
-        pod,
-        "--bound-object-uid",
-        uid,
-        "--duration",
-        "2h",
-    ).stdout.strip()
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "plugin", "user": {"token": token}}],
-        "contexts": [
-            {"name": "plugin", "context": {"cluster": admin["clusters"][0]["name"], "user": "plugin"}}
-        ],
-        "current-context": "plugin",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-
-
 def _node(cluster: harness.ClusterInfo, name: str) -> None:
     harness.create_fake_node(cluster, name)
     cluster.apply(
@@ -437,7 +331,7 @@ def _plugin(cluster: harness.ClusterInfo, name: str, *, tmpfs_mib: int) -> Plugi
     (base / "kubelet" / "pods").mkdir(parents=True)
     (base / "cache").mkdir()
     _node(cluster, name)
-    _bound_kubeconfig(cluster, name, base / "kubeconfig")
+    bound_kubeconfig(cluster, name, base / "kubeconfig")
     plugin = Plugin(
         name,
         base / "kubelet",
@@ -453,7 +347,7 @@ def _plugin(cluster: harness.ClusterInfo, name: str, *, tmpfs_mib: int) -> Plugi
 
 @pytest.fixture(scope="module")
 def plugins(cluster: harness.ClusterInfo, operator: gpustack.Operator) -> Iterator[dict[str, Plugin]]:
-    _plugin_rbac(cluster)
+    plugin_rbac(cluster)
     started: dict[str, Plugin] = {}
     try:
         started["disk"] = _plugin(cluster, f"dl-disk-{SUFFIX}", tmpfs_mib=192)

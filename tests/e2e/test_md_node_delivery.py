@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from api import constants
-from tests.e2e.test_delivery import _bound_kubeconfig, _plugin_rbac
+from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
 from tests.hub.repos import HubRepos
 from tests.net import free_port
 
@@ -95,7 +95,7 @@ class Plugin:
         self.kubeconfig = node.directory / "model-manager.kubeconfig"
         self.log = node.directory / "logs" / "model-manager.log"
         self.process: subprocess.Popen | None = None
-        _bound_kubeconfig(cluster, node.name, self.kubeconfig)
+        bound_kubeconfig(cluster, node.name, self.kubeconfig)
 
     def kubelet_pid(self) -> int:
         pid = nodes._alive(self.node, "kubelet")
@@ -148,7 +148,7 @@ def env(cluster: harness.ClusterInfo, hub: str):
     plugin: Plugin | None = None
     try:
         node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
-        _plugin_rbac(cluster)  # the plugin's ServiceAccount and RBAC, and the CSIDriver
+        plugin_rbac(cluster)  # the plugin's ServiceAccount and RBAC, and the CSIDriver
         plugin = Plugin(cluster, node)
         plugin.start()
 
