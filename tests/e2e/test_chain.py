@@ -13,6 +13,7 @@ import nodes
 import pytest
 
 from api import constants
+from tests.e2e.objects import requesting
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -88,16 +89,7 @@ def pod(name: str, queue: str | None, limits: dict[str, str], node: str | None =
         "spec": {
             **({"nodeName": node} if node else {}),
             "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/none:0",
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "16Mi", **limits},
-                        "limits": {"memory": "16Mi", **limits},
-                    },
-                }
-            ],
+            "containers": [requesting(limits)],
         },
     }
     return body

@@ -35,6 +35,7 @@ import pytest
 
 from api import delivery as d
 from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
+from tests.e2e.objects import setting
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos, write_random
 from tests.hub.server import Fault
@@ -75,15 +76,6 @@ def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) 
 
 
 # --- the operator ----------------------------------------------------------------------------------
-
-
-def setting(name: str, value: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpustack.ai/v1",
-        "kind": "Setting",
-        "metadata": {"name": name, "namespace": SYSTEM},
-        "spec": {"value": value},
-    }
 
 
 @pytest.fixture(scope="module")

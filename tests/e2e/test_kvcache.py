@@ -21,6 +21,8 @@ import gpustack
 import harness
 import pytest
 
+from tests.e2e.objects import get
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
 
@@ -36,12 +38,6 @@ NS = "gpustack-system"
 
 def wait(predicate, what: str, timeout: float = 90):
     return harness.wait_for(predicate, timeout=timeout, interval=1, what=what)
-
-
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
 def conditions(obj: dict | None) -> dict[str, tuple[str, str]]:

@@ -42,6 +42,7 @@ import yaml
 
 from api import constants
 from nodeplugins.devicemanager import simulated
+from tests.e2e.objects import condition, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
@@ -66,19 +67,6 @@ WAIT = 240
 
 def wait(predicate, what: str, timeout: float = WAIT):
     return harness.wait_for(predicate, timeout=timeout, interval=1, what=what)
-
-
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond["type"] == kind:
-            return cond["status"], cond.get("reason", ""), cond.get("message", "")
-    return "", "", ""
 
 
 def pods_of(cluster: harness.ClusterInfo, name: str) -> list[dict]:
@@ -150,14 +138,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
         if get(cluster, kind, name) is not None:
             pytest.fail(f"{kind} {name} is left over from another run: delete it first")
     op = gpustack.install(cluster)
-    cluster.apply(
-        {
-            "apiVersion": "gpustack.ai/v1",
-            "kind": "Setting",
-            "metadata": {"name": "model-artifact-huggingface-endpoint", "namespace": SYSTEM},
-            "spec": {"value": endpoint},
-        }
-    )
+    cluster.apply(setting("model-artifact-huggingface-endpoint", endpoint))
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
     harness.create_fake_node(
@@ -169,13 +150,11 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
     write_devices(cluster, simulated.devices(NODE, A10G, 4))
     gpustack.start_worker(cluster, op, "--no-leader-election")
 
-    def pool_ready() -> bool:
-        it = get(cluster, "instancetype", A10G_POOL) or {}
-        lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
-        return bool((it.get("status") or {}).get("entrance")) and bool(lqs)
-
     try:
-        wait(pool_ready, "the A10G pool with an entrance and the namespace's LocalQueues")
+        wait(
+            lambda: pool_ready(cluster, A10G_POOL, NS),
+            "the A10G pool with an entrance and the namespace's LocalQueues",
+        )
         yield cluster, op, store
     finally:
         # Whatever a failed test left, in the order the holds allow (each waited out, bounded).
@@ -194,14 +173,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
                 wait(
                     lambda k=kind, n=name, ns=namespace: get(cluster, k, n, ns) is None, f"{kind} {name} gone"
                 )
-        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
-        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
-                timeout=WAIT,
-                what="artifacts gone",
-            )
+        delete_artifacts(cluster, NS, WAIT)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl(

@@ -33,6 +33,7 @@ import yaml
 
 from api import constants
 from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
+from tests.e2e.objects import condition, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
 from tests.net import free_port
 
@@ -48,28 +49,6 @@ SYSTEM = gpustack.SYSTEM_NAMESPACE
 REPOSITORY = "Qwen/Qwen2.5-7B-Instruct"
 WAIT = 300
 SETTINGS = ("model-artifact-huggingface-endpoint", "model-artifact-delivery-mode")
-
-
-def setting(name: str, value: str) -> dict:
-    return {
-        "apiVersion": "gpustack.ai/v1",
-        "kind": "Setting",
-        "metadata": {"name": name, "namespace": SYSTEM},
-        "spec": {"value": value},
-    }
-
-
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond["type"] == kind:
-            return cond["status"], cond.get("reason", ""), cond.get("message", "")
-    return "", "", ""
 
 
 @pytest.fixture(scope="module")
@@ -170,12 +149,11 @@ def env(cluster: harness.ClusterInfo, hub: str):
         )
         cluster.apply(setting("model-artifact-delivery-mode", "Node"))
 
-        def queue_ready() -> bool:
-            it = get(cluster, "instancetype", POOL) or {}
-            lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
-            return bool((it.get("status") or {}).get("entrance")) and bool(lqs)
-
-        harness.wait_for(queue_ready, timeout=WAIT, what="the A10G pool of the real node and its LocalQueue")
+        harness.wait_for(
+            lambda: pool_ready(cluster, POOL, NS),
+            timeout=WAIT,
+            what="the A10G pool of the real node and its LocalQueue",
+        )
         yield cluster, node
     finally:
         cluster.kubectl("delete", "modeldeployments", "--all", "-n", NS, "--wait=false", check=False)
@@ -185,14 +163,7 @@ def env(cluster: harness.ClusterInfo, hub: str):
                 timeout=WAIT,
                 what="deployments gone",
             )
-        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
-        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
-                timeout=WAIT,
-                what="artifacts gone",
-            )
+        delete_artifacts(cluster, NS, WAIT)
         for name in SETTINGS:
             cluster.kubectl("delete", "setting", name, "-n", SYSTEM, "--ignore-not-found", check=False)
         if plugin is not None:
