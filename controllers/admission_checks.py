@@ -1,12 +1,14 @@
 """The Kueue AdmissionChecks the operator's controllers answer (gate 3's ``gpustack-node-devices``,
 the ModelDeployment joint check): each controller applies its own — the spec under its field manager,
-then the ``Active`` condition through the status subresource unless it already reads so.  The chart
-cannot ship a Kueue object, so a caller retries while Kueue's CRD is not served."""
+then the ``Active`` condition through the status subresource unless it already reads so — and writes
+its entry on each Workload it judges.  The chart cannot ship a Kueue object, so a caller retries
+while Kueue's CRD is not served."""
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from api import constants
@@ -69,3 +71,20 @@ def apply_active(
     )
     log.info("AdmissionCheck applied and Active", extra={"check": name})
     return True
+
+
+def entry_apply(workload: Mapping[str, Any], entry: Obj) -> Obj:
+    """The status apply body that writes one AdmissionCheck ``entry`` on ``workload``, conditional on
+    the Workload the verdict was reached for (its uid and resourceVersion)."""
+    meta = workload.get("metadata") or {}
+    return {
+        "apiVersion": constants.KUEUE_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "status": {"admissionChecks": [entry]},
+    }

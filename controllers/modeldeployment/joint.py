@@ -170,27 +170,15 @@ def status_patch(workload: Mapping[str, Any], verdict: Verdict, now: str) -> Obj
     if current.get("state") == verdict.state and current.get("message") == verdict.message:
         return None
     transition = current.get("lastTransitionTime") if current.get("state") == verdict.state else None
-    meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
+    return admission_checks.entry_apply(
+        workload,
+        {
+            "name": CHECK,
+            "state": verdict.state,
+            "message": verdict.message[:1024],
+            "lastTransitionTime": transition or now,
         },
-        "status": {
-            "admissionChecks": [
-                {
-                    "name": CHECK,
-                    "state": verdict.state,
-                    "message": verdict.message[:1024],
-                    "lastTransitionTime": transition or now,
-                }
-            ]
-        },
-    }
+    )
 
 
 def admission_check() -> Obj:

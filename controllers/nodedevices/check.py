@@ -95,18 +95,7 @@ def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int,
     }
     if requeue is not None:
         entry["requeueAfterSeconds"] = requeue
-    meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "status": {"admissionChecks": [entry]},
-    }
+    return admission_checks.entry_apply(workload, entry)
 
 
 def pod_field_selector(workload: Obj) -> str:
