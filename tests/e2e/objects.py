@@ -1,6 +1,7 @@
 """What several e2e modules read and write the same way: an object by kind and name, a condition of
-it, a Setting, a pool that is ready for a namespace, the container a test Pod requests devices in,
-and the ModelArtifacts a module leaves (deleted while the worker still runs).  Not a test module."""
+it, a Setting, a pool that is ready for a namespace (an InstanceType's entrance and LocalQueues),
+the container a test Pod requests devices in, and what a module leaves behind (deleted, and waited
+out, while the worker still runs).  Not a test module."""
 
 from __future__ import annotations
 
@@ -42,6 +43,39 @@ def pool_ready(cluster: harness.ClusterInfo, instance_type: str, namespace: str)
     return bool((it.get("status") or {}).get("entrance")) and bool(lqs)
 
 
+def entrance(cluster: harness.ClusterInfo, instance_type: str) -> str | None:
+    """The InstanceType's entrance (the queue a Pod names); None while it has none or is absent."""
+    if cluster.kubectl("get", "instancetype", instance_type, check=False).returncode != 0:
+        return None
+    return cluster.kubectl_json("get", "instancetype", instance_type).get("status", {}).get("entrance")
+
+
+def wait_for_entrance(
+    cluster: harness.ClusterInfo, instance_type: str, namespace: str, *, timeout: float, what: str
+) -> str:
+    """Wait for the InstanceType's entrance (``what``), then for its LocalQueue in ``namespace``."""
+    found = harness.wait_for(lambda: entrance(cluster, instance_type), timeout=timeout, what=what)
+    harness.wait_for(
+        lambda: cluster.kubectl("get", "localqueue", found, "-n", namespace, check=False).returncode == 0,
+        timeout=60,
+        what="the LocalQueue in the tenant namespace",
+    )
+    return found
+
+
+def delete_all(
+    cluster: harness.ClusterInfo, resource: str, namespace: str, timeout: float, what: str
+) -> None:
+    """Delete every ``resource`` of ``namespace`` and wait (bounded, quietly) until none lists."""
+    cluster.kubectl("delete", resource, "--all", "-n", namespace, "--wait=false", check=False)
+    with contextlib.suppress(TimeoutError):
+        harness.wait_for(
+            lambda: not cluster.kubectl_json("get", resource, "-n", namespace)["items"],
+            timeout=timeout,
+            what=what,
+        )
+
+
 def requesting(limits: dict[str, str]) -> dict[str, Any]:
     """The ``main`` container of a test Pod: a small cpu and memory request plus ``limits``
     (device keys), on an image nothing pulls."""
@@ -57,10 +91,4 @@ def requesting(limits: dict[str, str]) -> dict[str, Any]:
 
 def delete_artifacts(cluster: harness.ClusterInfo, namespace: str, timeout: float) -> None:
     """Artifacts lose their finalizer only while the worker runs: let them go before the worker does."""
-    cluster.kubectl("delete", "modelartifacts", "--all", "-n", namespace, "--wait=false", check=False)
-    with contextlib.suppress(TimeoutError):
-        harness.wait_for(
-            lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", namespace)["items"],
-            timeout=timeout,
-            what="artifacts gone",
-        )
+    delete_all(cluster, "modelartifacts", namespace, timeout, "artifacts gone")

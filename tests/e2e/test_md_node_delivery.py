@@ -15,7 +15,6 @@ free ports (``GPUSTACK_MD_NODE_HUB_PORT`` to pin the hub).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -33,7 +32,7 @@ import yaml
 
 from api import constants
 from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
-from tests.e2e.objects import condition, delete_artifacts, get, pool_ready, setting
+from tests.e2e.objects import condition, delete_all, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
 from tests.net import free_port
 
@@ -156,13 +155,7 @@ def env(cluster: harness.ClusterInfo, hub: str):
         )
         yield cluster, node
     finally:
-        cluster.kubectl("delete", "modeldeployments", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modeldeployments", "-n", NS)["items"],
-                timeout=WAIT,
-                what="deployments gone",
-            )
+        delete_all(cluster, "modeldeployments", NS, WAIT, "deployments gone")
         delete_artifacts(cluster, NS, WAIT)
         for name in SETTINGS:
             cluster.kubectl("delete", "setting", name, "-n", SYSTEM, "--ignore-not-found", check=False)
