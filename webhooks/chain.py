@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import schema
+from api import schema, selectors
 from webhooks import patch as jsonpatch
 from webhooks import registry
 from webhooks.decision import Decision, FieldError, reject
@@ -110,7 +110,7 @@ async def run(
             # The apiserver calls a webhook whose objectSelector matches the new object or the
             # old one (an UPDATE that drops an opt-in label still reaches the webhook guarding it).
             if not any(
-                registry.selector_matches(webhook.object_selector, _labels(candidate))
+                selectors.matches(webhook.object_selector, _labels(candidate))
                 for candidate in (current, old)
                 if candidate is not None
             ):

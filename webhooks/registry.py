@@ -363,25 +363,3 @@ def by_path() -> dict[str, Webhook]:
 def for_request(request: AdmissionRequest, *, mutating: bool) -> list[Webhook]:
     """The webhooks the apiserver would call for ``request``, ignoring object selectors."""
     return [w for w in WEBHOOKS if w.mutating == mutating and w.selects(request)]
-
-
-def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
-    """A metav1.LabelSelector against a label map, as the apiserver evaluates objectSelector."""
-    if not selector:
-        return True
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, operator = expression.get("key"), expression.get("operator")
-        values = expression.get("values") or []
-        present = key in labels
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
-        if operator == "In" and (not present or labels[key] not in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-    return True

@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from api import constants
 from api.objects import Obj
+from controllers import admission_checks
 from controllers.modeldeployment import names
 from controllers.modeldeployment import replicas as rp
 from kube.client import ApiError
@@ -169,79 +170,27 @@ def status_patch(workload: Mapping[str, Any], verdict: Verdict, now: str) -> Obj
     if current.get("state") == verdict.state and current.get("message") == verdict.message:
         return None
     transition = current.get("lastTransitionTime") if current.get("state") == verdict.state else None
-    meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
+    return admission_checks.entry_apply(
+        workload,
+        {
+            "name": CHECK,
+            "state": verdict.state,
+            "message": verdict.message[:1024],
+            "lastTransitionTime": transition or now,
         },
-        "status": {
-            "admissionChecks": [
-                {
-                    "name": CHECK,
-                    "state": verdict.state,
-                    "message": verdict.message[:1024],
-                    "lastTransitionTime": transition or now,
-                }
-            ]
-        },
-    }
+    )
 
 
 def admission_check() -> Obj:
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": CHECK, "labels": {constants.LABEL_PART_OF: "gpustack-operator"}},
-        "spec": {"controllerName": CONTROLLER_NAME},
-    }
-
-
-def _active(check: Mapping[str, Any]) -> bool:
-    return any(
-        cond.get("type") == "Active" and cond.get("status") == "True"
-        for cond in (check.get("status") or {}).get("conditions") or ()
-    )
+    return admission_checks.admission_check(CHECK, CONTROLLER_NAME)
 
 
 def apply_admission_check(client: Any) -> bool:
     """Apply the AdmissionCheck and mark it ``Active`` unless it is; False while Kueue's CRD is not
     served (the caller retries)."""
-    try:
-        check = client.apply(admission_check(), field_manager=FIELD_MANAGER)
-    except ApiError as error:
-        if error.status in (0, 404, 503):
-            return False
-        raise
-    if _active(check):
-        return True
-    client.apply(
-        {
-            "apiVersion": constants.KUEUE_API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": CHECK},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Active",
-                        "status": "True",
-                        "reason": "Ready",
-                        "message": f"{CONTROLLER_NAME} is answering the check",
-                        "lastTransitionTime": _now(),
-                        "observedGeneration": (check.get("metadata") or {}).get("generation", 1),
-                    }
-                ]
-            },
-        },
-        field_manager=FIELD_MANAGER,
-        subresource="status",
+    return admission_checks.apply_active(
+        client, CHECK, CONTROLLER_NAME, field_manager=FIELD_MANAGER, reason="Ready", log=log
     )
-    log.info("AdmissionCheck applied and Active", extra={"check": CHECK})
-    return True
 
 
 def group_index(pod: Obj) -> list[str]:

@@ -35,6 +35,7 @@ from typing import Any, cast
 
 from api import allocation, constants
 from api.objects import Obj
+from controllers import admission_checks
 from controllers.nodedevices import fit
 from controllers.nodedevices.fit_labels import is_fit_label
 from kube import changes
@@ -48,7 +49,7 @@ log = logging.getLogger("controllers.nodedevices.check")
 FIELD_MANAGER = "gpustack-node-devices"
 CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
 CONTROLLER_NAME = constants.ADMISSION_CHECK_NODE_DEVICES_CONTROLLER
-CONDITION_ACTIVE = "Active"
+CONDITION_ACTIVE = admission_checks.CONDITION_ACTIVE
 REASON_READY = "NodeDevicesFit"
 REASON_RETRY = "NodeDevicesDoNotFit"
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)  # never a Workload's (namespace, name)
@@ -68,12 +69,7 @@ def _revision(obj: Obj | None) -> int:
 
 def admission_check() -> Obj:
     """The AdmissionCheck object the worker applies at startup (spec only)."""
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": CHECK, "labels": {constants.LABEL_PART_OF: "gpustack-operator"}},
-        "spec": {"controllerName": CONTROLLER_NAME},
-    }
+    return admission_checks.admission_check(CHECK, CONTROLLER_NAME)
 
 
 def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int, now: str) -> Obj | None:
@@ -99,18 +95,7 @@ def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int,
     }
     if requeue is not None:
         entry["requeueAfterSeconds"] = requeue
-    meta = workload.get("metadata") or {}
-    return {
-        "apiVersion": constants.KUEUE_API_VERSION,
-        "kind": "Workload",
-        "metadata": {
-            "name": meta.get("name"),
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "status": {"admissionChecks": [entry]},
-    }
+    return admission_checks.entry_apply(workload, entry)
 
 
 def pod_field_selector(workload: Obj) -> str:
@@ -303,38 +288,9 @@ def apply_admission_check(client: Any) -> bool:
     """Apply the AdmissionCheck ``gpustack-node-devices`` (spec, field manager
     ``gpustack-node-devices``) and mark it ``Active`` unless it already is.  False when Kueue's CRD
     is not served (yet): the caller retries.  The worker's startup and this controller share it."""
-    try:
-        check = client.apply(admission_check(), field_manager=FIELD_MANAGER)
-    except ApiError as error:
-        if error.status in (0, 404, 503):
-            return False
-        raise
-    conditions = (check.get("status") or {}).get("conditions") or []
-    if any(cond.get("type") == CONDITION_ACTIVE and cond.get("status") == "True" for cond in conditions):
-        return True
-    client.apply(
-        {
-            "apiVersion": constants.KUEUE_API_VERSION,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": CHECK},
-            "status": {
-                "conditions": [
-                    {
-                        "type": CONDITION_ACTIVE,
-                        "status": "True",
-                        "reason": "Active",
-                        "message": f"{CONTROLLER_NAME} is answering the check",
-                        "lastTransitionTime": _now(),
-                        "observedGeneration": (check.get("metadata") or {}).get("generation", 1),
-                    }
-                ]
-            },
-        },
-        field_manager=FIELD_MANAGER,
-        subresource="status",
+    return admission_checks.apply_active(
+        client, CHECK, CONTROLLER_NAME, field_manager=FIELD_MANAGER, reason="Active", log=log
     )
-    log.info("AdmissionCheck applied and Active", extra={"check": CHECK})
-    return True
 
 
 class RetryNow(Exception):

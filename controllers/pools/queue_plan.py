@@ -101,30 +101,54 @@ def plan_groups(
         )
     known = set(topologies)
     for flavor in live:
-        spec = flavor.get("spec") or {}
-        topology = spec.get("topologyName")
-        if not topology or not spec.get("nodeLabels"):
-            return GroupsPlan(
-                False,
-                [],
-                REASON_NO_TOPOLOGY,
-                f"flavor {render.name_of(flavor)} has no topology or node labels",
-            )
-        if topology not in known:
-            return GroupsPlan(
-                False,
-                [],
-                REASON_TOPOLOGY_MISSING,
-                f"flavor {render.name_of(flavor)} references Topology {topology}, which does not exist",
-            )
-        if render.flavor_count(flavor) <= 0 or render.flavor_capacity(flavor) < render.flavor_count(flavor):
-            return GroupsPlan(
-                False,
-                [],
-                REASON_QUOTA_NOT_CONSERVED,
-                f"flavor {render.name_of(flavor)} declares no per-node count or capacity of whole nodes, so "
-                "its nominal quota cannot be carried over the split",
-            )
+        rejected = _rejected_flavor(flavor, known)
+        if rejected is not None:
+            return rejected
+    overlap = _overlapping_flavors(live)
+    if overlap is not None:
+        return overlap
+    if not live:
+        return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
+    return GroupsPlan(
+        True,
+        [_resource_group(pool, resource, live)],
+        REASON_PLAN_APPLIED,
+        f"{len(live)} topology-aware flavor(s) cover {resource}",
+    )
+
+
+def _rejected_flavor(flavor: Mapping[str, Any], known: set[str]) -> GroupsPlan | None:
+    """Why one flavor cannot be planned: no topology or node labels, a Topology that does not
+    exist, or no whole-node count to carry the nominal quota over; None when it can."""
+    spec = flavor.get("spec") or {}
+    topology = spec.get("topologyName")
+    if not topology or not spec.get("nodeLabels"):
+        return GroupsPlan(
+            False,
+            [],
+            REASON_NO_TOPOLOGY,
+            f"flavor {render.name_of(flavor)} has no topology or node labels",
+        )
+    if topology not in known:
+        return GroupsPlan(
+            False,
+            [],
+            REASON_TOPOLOGY_MISSING,
+            f"flavor {render.name_of(flavor)} references Topology {topology}, which does not exist",
+        )
+    if render.flavor_count(flavor) <= 0 or render.flavor_capacity(flavor) < render.flavor_count(flavor):
+        return GroupsPlan(
+            False,
+            [],
+            REASON_QUOTA_NOT_CONSERVED,
+            f"flavor {render.name_of(flavor)} declares no per-node count or capacity of whole nodes, so "
+            "its nominal quota cannot be carried over the split",
+        )
+    return None
+
+
+def _overlapping_flavors(live: list[Mapping[str, Any]]) -> GroupsPlan | None:
+    """The first two flavors whose node selectors can match one node, as an invalid plan."""
     for i, a in enumerate(live):
         for b in live[i + 1 :]:
             if _overlap(
@@ -136,8 +160,12 @@ def plan_groups(
                     REASON_SELECTOR_OVERLAP,
                     f"flavors {render.name_of(a)} and {render.name_of(b)} can select the same nodes",
                 )
-    if not live:
-        return GroupsPlan(True, [], REASON_PLAN_APPLIED, "no flavor matches this pool yet; the queue is held")
+    return None
+
+
+def _resource_group(pool: render.Pool, resource: str, live: list[Mapping[str, Any]]) -> Obj:
+    """One resource group: the pool's credits (and, for an accelerated pool, Kueue's extra
+    resources) over every live flavor."""
     extra = (
         kueue.accelerated_queue_extra_resources(quota_check_strategy=kueue.quota_check_strategy())
         if (pool.acceleratable)
@@ -156,12 +184,7 @@ def plan_groups(
         }
         for f in live
     ]
-    return GroupsPlan(
-        True,
-        [{"coveredResources": [resource, *(name for name, _ in extra)], "flavors": entries}],
-        REASON_PLAN_APPLIED,
-        f"{len(live)} topology-aware flavor(s) cover {resource}",
-    )
+    return {"coveredResources": [resource, *(name for name, _ in extra)], "flavors": entries}
 
 
 def _overlap(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

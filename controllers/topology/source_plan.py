@@ -332,6 +332,219 @@ def plan_node_labels(
 # --- The snapshot arms ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """The read judged: a valid snapshot (``problem`` empty), or why there is none this pass."""
+
+    parsed: snapshot.Snapshot | None = None
+    verdict: snapshot.Verdict | None = None
+    problem: str = ""
+    invalid: bool = False  # a document was read and rejected (not a failed read)
+
+
+@dataclass(slots=True)
+class _Target:
+    """The labels to publish this pass (None: leave ours as they are) and what backs them."""
+
+    desired: dict[str, dict[str, str]] | None
+    memory: Memory | None
+    revision: str | None = None
+    refreshed: float | None = None
+    kept_until: float | None = None  # while nothing valid was read: until when the last set stands
+
+
+def _ours(features: Iterable[Mapping[str, Any]], uid: str) -> tuple[dict[str, Mapping[str, Any]], list[str]]:
+    """Our NodeFeatures by node, and any second one for a node (never written so: removed)."""
+    mine: dict[str, Mapping[str, Any]] = {}
+    extra: list[str] = []
+    for feature in sorted((f for f in features if owned(f, uid)), key=name_of):
+        target = labels_of(feature).get(NODE_NAME_LABEL) or ""
+        if target in mine:
+            extra.append(name_of(feature))
+        else:
+            mine[target] = feature
+    return mine, extra
+
+
+def _judge(
+    source: Mapping[str, Any], read: Read, selected: Mapping[str, Mapping[str, str]], known: set[str]
+) -> _Judged:
+    if read.error:
+        return _Judged(problem=read.error)
+    if read.raw is None:
+        return _Judged(problem="nothing was read", invalid=True)
+    try:
+        parsed = snapshot.parse(read.raw)
+    except snapshot.SnapshotError as error:
+        return _Judged(problem=f"invalid snapshot: {error}", invalid=True)
+    prefix = (source.get("spec") or {}).get("additionalWritePrefix") or ""
+    verdict = snapshot.judge(parsed, levels_of(source), prefix, selected, known)
+    if not verdict.valid:
+        problem = f"snapshot {parsed.revision!r} rejected whole, nothing changed: " + snapshot.describe(
+            verdict.faults
+        )
+        return _Judged(parsed, verdict, problem, invalid=True)
+    return _Judged(parsed, verdict)
+
+
+def _fresh_target(
+    source: Mapping[str, Any], parsed: snapshot.Snapshot, verdict: snapshot.Verdict, read: Read, webhook: bool
+) -> _Target:
+    """A valid snapshot: its labels, remembered; a ConfigMap re-read of the same revision well
+    within ``maxStaleness`` does not move the refresh time."""
+    desired = {n: labels for n, labels in verdict.labels.items() if labels}
+    current = source.get("status") or {}
+    previous = parse_stamp(current.get("lastSuccessfulRefreshTime"))
+    fresh_enough = (
+        not webhook
+        and previous is not None
+        and parsed.revision == current.get("lastSuccessfulRevision")
+        and read.at - previous < min(max_staleness(source) / 2, CONFIG_MAP_REFRESH_CAP)
+    )
+    return _Target(
+        desired,
+        Memory(parsed.revision, desired, read.at),
+        revision=parsed.revision,
+        refreshed=None if fresh_enough else read.at,
+    )
+
+
+def _last_valid_target(
+    source: Mapping[str, Any], memory: Memory | None, now: float, webhook: bool
+) -> _Target:
+    """Nothing valid this pass: the last valid set stands until it is older than maxStaleness."""
+    status_time = parse_stamp((source.get("status") or {}).get("lastSuccessfulRefreshTime"))
+    valid_at = None
+    kept: Memory | None = None
+    if memory is not None:
+        # A watched ConfigMap was valid up to the change this pass sees.
+        valid_at = now if (memory.last_ok and not webhook) else memory.valid_at
+        kept = Memory(memory.revision, memory.labels, valid_at, last_ok=False)
+    elif status_time is not None:
+        valid_at = status_time
+    kept_until = valid_at + max_staleness(source) if valid_at is not None else None
+    if kept_until is not None and now < kept_until:
+        desired = dict(memory.labels) if memory is not None else None  # None: leave ours as they are
+        return _Target(desired, kept, kept_until=kept_until)
+    return _Target({}, None, kept_until=kept_until)
+
+
+def _write_features(
+    plan: SourcePlan,
+    source: Mapping[str, Any],
+    desired: dict[str, dict[str, str]],
+    mine: Mapping[str, Mapping[str, Any]],
+    extra: list[str],
+    clashes: Mapping[str, str],
+) -> None:
+    """One NodeFeature per desired node not in conflict (ours replaced whole when it drifted); ours
+    on any other node, and any extra, deleted."""
+    for node in clashes:
+        desired.pop(node, None)
+    for node, labels in sorted(desired.items()):
+        body = render_feature(source, node, labels)
+        current = mine.get(node)
+        if current is None or feature_differs(body, current):
+            if current is not None:
+                body["metadata"]["name"] = name_of(current)
+                body["metadata"]["resourceVersion"] = _meta(current).get("resourceVersion")
+            plan.writes.append(body)
+    plan.deletes = sorted([*extra, *(name_of(f) for node, f in mine.items() if node not in desired)])
+
+
+def _conflict_condition(clashes: Mapping[str, str]) -> tuple[str, str, str]:
+    if not clashes:
+        return ("False", topo.REASON_NO_CONFLICT, "no other writer publishes these keys")
+    return (
+        "True",
+        topo.REASON_CONFLICT,
+        "; ".join(f"node {n}: already published by {w}" for n, w in sorted(clashes.items())),
+    )
+
+
+def _valid_ready(
+    parsed: snapshot.Snapshot, target: _Target, clashes: Mapping[str, str]
+) -> tuple[str, str, str]:
+    if clashes:
+        return ("False", topo.REASON_CONFLICT, f"{len(clashes)} node(s) are published by another writer")
+    return (
+        "True",
+        topo.REASON_APPLIED,
+        f"snapshot {parsed.revision!r} describes {len(target.desired or {})} Node(s)",
+    )
+
+
+def _failed_ready(problem: str, kept_until: float | None, now: float) -> tuple[str, str, str]:
+    if kept_until is not None and now < kept_until:
+        return (
+            "True",
+            topo.REASON_SERVING_LAST_VALID,
+            f"{problem}; the last valid set stays until {stamp(kept_until)} (maxStaleness)",
+        )
+    if kept_until is not None:
+        return ("False", topo.REASON_EXPIRED, f"{problem}; the last valid set expired at {stamp(kept_until)}")
+    return ("False", topo.REASON_NO_VALID_SNAPSHOT, f"{problem}; no valid snapshot was read yet")
+
+
+def _snapshot_status(
+    plan: SourcePlan,
+    source: Mapping[str, Any],
+    judged: _Judged,
+    target: _Target,
+    clashes: Mapping[str, str],
+    selected: int,
+    now: float,
+) -> None:
+    """The status of the pass; while the last valid set is served, a requeue for when it expires."""
+    conflict = _conflict_condition(clashes)
+    counts = {
+        "selected": selected,
+        "mutated": len(plan.writes) + len(plan.deletes),
+        "conflicted": len(clashes),
+    }
+    if not judged.problem:
+        assert judged.parsed is not None
+        plan.status = _status(
+            source,
+            now,
+            ready=_valid_ready(judged.parsed, target, clashes),
+            valid=("True", topo.REASON_VALID, f"snapshot {judged.parsed.revision!r} is a complete hierarchy"),
+            conflict=conflict,
+            revision=target.revision,
+            refreshed=target.refreshed,
+            **counts,
+        )
+        return
+    problem, kept_until = judged.problem, target.kept_until
+    valid = (
+        ("False", topo.REASON_INVALID, problem)
+        if judged.invalid
+        else ("Unknown", topo.REASON_READ_FAILED, problem)
+    )
+    ready = _failed_ready(problem, kept_until, now)
+    if kept_until is not None and now < kept_until:
+        plan.requeue = max(kept_until - now, MIN_REQUEUE)
+    if clashes:
+        ready = ("False", topo.REASON_CONFLICT, ready[2])
+    plan.status = _status(
+        source, now, ready=ready, valid=valid, conflict=conflict, revision=None, refreshed=None, **counts
+    )
+
+
+def _poll_requeue(plan: SourcePlan, source: Mapping[str, Any], read: Read, ok: bool, now: float) -> None:
+    """A webhook is polled every ``pollInterval``; a valid ConfigMap is re-read well within
+    ``maxStaleness``."""
+    stale_after = max_staleness(source)
+    if isinstance((source.get("spec") or {}).get("webhook"), dict):
+        poll = poll_interval(source)
+        if poll > 0:
+            due = max(read.at + poll - now, MIN_REQUEUE)
+            plan.requeue = min(plan.requeue, due) if plan.requeue is not None else due
+    elif ok and stale_after > 0:
+        refresh = max(min(stale_after / 2, CONFIG_MAP_REFRESH_CAP), MIN_REQUEUE)
+        plan.requeue = min(plan.requeue, refresh) if plan.requeue is not None else refresh
+
+
 def plan_snapshot(
     source: Mapping[str, Any],
     nodes: Iterable[Mapping[str, Any]],
@@ -341,155 +554,25 @@ def plan_snapshot(
     memory: Memory | None,
     now: float,
 ) -> SourcePlan:
+    """Judge the read, choose the labels to publish (the snapshot's, or the last valid set while it
+    is young enough), write them as NodeFeatures outside conflicts, report, and requeue."""
     plan = SourcePlan()
     nodes = list(nodes)
     features = list(features)
-    uid = uid_of(source)
-    spec = source.get("spec") or {}
-    levels = levels_of(source)
     selected = selected_nodes(source, nodes)
-    known = {name_of(n) for n in nodes}
-    mine: dict[str, Mapping[str, Any]] = {}
-    extra: list[str] = []  # a second NodeFeature of ours for one node (never written so): removed
-    for feature in sorted((f for f in features if owned(f, uid)), key=name_of):
-        target = labels_of(feature).get(NODE_NAME_LABEL) or ""
-        if target in mine:
-            extra.append(name_of(feature))
-        else:
-            mine[target] = feature
-    stale_after = max_staleness(source)
-    webhook = isinstance(spec.get("webhook"), dict)
-
-    verdict: snapshot.Verdict | None = None
-    parsed: snapshot.Snapshot | None = None
-    problem = read.error
-    if not problem and read.raw is not None:
-        try:
-            parsed = snapshot.parse(read.raw)
-        except snapshot.SnapshotError as error:
-            problem = f"invalid snapshot: {error}"
-        else:
-            verdict = snapshot.judge(parsed, levels, spec.get("additionalWritePrefix") or "", selected, known)
-            if not verdict.valid:
-                problem = (
-                    f"snapshot {parsed.revision!r} rejected whole, nothing changed: "
-                    + snapshot.describe(verdict.faults)
-                )
-    elif not problem:
-        problem = "nothing was read"
-    invalid = bool(problem) and not read.error
-
-    desired: dict[str, dict[str, str]] | None
-    refreshed: float | None = None
-    revision: str | None = None
-    if verdict is not None and verdict.valid and parsed is not None:
-        desired = {n: labels for n, labels in verdict.labels.items() if labels}
-        plan.memory = Memory(parsed.revision, desired, read.at)
-        revision = parsed.revision
-        previous = parse_stamp((source.get("status") or {}).get("lastSuccessfulRefreshTime"))
-        fresh_enough = (
-            not webhook
-            and previous is not None
-            and revision == (source.get("status") or {}).get("lastSuccessfulRevision")
-            and read.at - previous < min(stale_after / 2, CONFIG_MAP_REFRESH_CAP)
-        )
-        refreshed = None if fresh_enough else read.at
-        kept_until = None
+    mine, extra = _ours(features, uid_of(source))
+    webhook = isinstance((source.get("spec") or {}).get("webhook"), dict)
+    judged = _judge(source, read, selected, {name_of(n) for n in nodes})
+    if judged.problem:
+        target = _last_valid_target(source, memory, now, webhook)
     else:
-        # Nothing valid this pass: the last valid set stands until it is older than maxStaleness.
-        status_time = parse_stamp((source.get("status") or {}).get("lastSuccessfulRefreshTime"))
-        valid_at = None
-        if memory is not None:
-            # A watched ConfigMap was valid up to the change this pass sees.
-            valid_at = now if (memory.last_ok and not webhook) else memory.valid_at
-            plan.memory = Memory(memory.revision, memory.labels, valid_at, last_ok=False)
-        elif status_time is not None:
-            valid_at = status_time
-        kept_until = valid_at + stale_after if valid_at is not None else None
-        if kept_until is not None and now < kept_until:
-            desired = dict(memory.labels) if memory is not None else None  # None: leave ours as they are
-        else:
-            desired = {}
-            plan.memory = None
-
+        assert judged.parsed is not None and judged.verdict is not None
+        target = _fresh_target(source, judged.parsed, judged.verdict, read, webhook)
+    plan.memory = target.memory
+    desired = target.desired
     clashes = conflicts(source, desired or {}, features, sources) if desired else {}
     if desired is not None:
-        for node in clashes:
-            desired.pop(node, None)
-        for node, labels in sorted(desired.items()):
-            body = render_feature(source, node, labels)
-            current = mine.get(node)
-            if current is None or feature_differs(body, current):
-                if current is not None:
-                    body["metadata"]["name"] = name_of(current)
-                    body["metadata"]["resourceVersion"] = _meta(current).get("resourceVersion")
-                plan.writes.append(body)
-        plan.deletes = sorted([*extra, *(name_of(f) for node, f in mine.items() if node not in desired)])
-
-    conflict = (
-        (
-            "True",
-            topo.REASON_CONFLICT,
-            "; ".join(f"node {n}: already published by {w}" for n, w in sorted(clashes.items())),
-        )
-        if clashes
-        else ("False", topo.REASON_NO_CONFLICT, "no other writer publishes these keys")
-    )
-    mutated = len(plan.writes) + len(plan.deletes)
-    counts = {"selected": len(selected), "mutated": mutated, "conflicted": len(clashes)}
-    if not problem:
-        assert parsed is not None
-        ready = (
-            ("False", topo.REASON_CONFLICT, f"{len(clashes)} node(s) are published by another writer")
-            if clashes
-            else (
-                "True",
-                topo.REASON_APPLIED,
-                f"snapshot {parsed.revision!r} describes {len(desired or {})} Node(s)",
-            )
-        )
-        plan.status = _status(
-            source,
-            now,
-            ready=ready,
-            valid=("True", topo.REASON_VALID, f"snapshot {parsed.revision!r} is a complete hierarchy"),
-            conflict=conflict,
-            revision=revision,
-            refreshed=refreshed,
-            **counts,
-        )
-    else:
-        valid = (
-            ("False", topo.REASON_INVALID, problem)
-            if invalid
-            else ("Unknown", topo.REASON_READ_FAILED, problem)
-        )
-        if kept_until is not None and now < kept_until:
-            ready = (
-                "True",
-                topo.REASON_SERVING_LAST_VALID,
-                f"{problem}; the last valid set stays until {stamp(kept_until)} (maxStaleness)",
-            )
-            plan.requeue = max(kept_until - now, MIN_REQUEUE)
-        elif kept_until is not None:
-            ready = (
-                "False",
-                topo.REASON_EXPIRED,
-                f"{problem}; the last valid set expired at {stamp(kept_until)}",
-            )
-        else:
-            ready = ("False", topo.REASON_NO_VALID_SNAPSHOT, f"{problem}; no valid snapshot was read yet")
-        if clashes:
-            ready = ("False", topo.REASON_CONFLICT, ready[2])
-        plan.status = _status(
-            source, now, ready=ready, valid=valid, conflict=conflict, revision=None, refreshed=None, **counts
-        )
-    if webhook:
-        poll = poll_interval(source)
-        if poll > 0:
-            due = max(read.at + poll - now, MIN_REQUEUE)
-            plan.requeue = min(plan.requeue, due) if plan.requeue is not None else due
-    elif not problem and stale_after > 0:
-        refresh = max(min(stale_after / 2, CONFIG_MAP_REFRESH_CAP), MIN_REQUEUE)
-        plan.requeue = min(plan.requeue, refresh) if plan.requeue is not None else refresh
+        _write_features(plan, source, desired, mine, extra, clashes)
+    _snapshot_status(plan, source, judged, target, clashes, len(selected), now)
+    _poll_requeue(plan, source, read, not judged.problem, now)
     return plan

@@ -7,13 +7,13 @@ product and the count, so a simulated node and its ``Devices`` ledger always agr
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from api import API_VERSION, constants
 from api.manufacturers import BY_NAME, SHARES_PER_CARD, UNITS_PER_CARD, VISIBILITY_TOKENS_PER_CARD
 from api.naming import topology_profile
+from nodeplugins.devicemanager.devices import DEFAULT_SLICES, accelerator_group, sanitize
 
 HOSTNAME_PROFILE = topology_profile([constants.LABEL_HOSTNAME])
 
@@ -47,18 +47,6 @@ class Product:
         return accelerator_group(self.manufacturer, self.product)
 
 
-def sanitize(text: str) -> str:
-    """Lower-case, runs of anything but letters and digits become one ``-``."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-def accelerator_group(manufacturer: str, product: str) -> str:
-    name = sanitize(product)
-    if name.startswith(manufacturer + "-"):
-        name = name[len(manufacturer) + 1 :]
-    return f"{manufacturer}-{name}"[:63].rstrip("-")
-
-
 _H100_MIG = (
     Profile("1g.10gb", 9856, 1, 1, 7),
     Profile("1g.20gb", 19968, 1, 2, 4),
@@ -86,75 +74,12 @@ def devices(
     node: str, product: Product, count: int, *, partitioned: bool = False, profile: str = HOSTNAME_PROFILE
 ) -> dict[str, Any]:
     """The ``Devices`` object of a node: spec (capability) and a fresh ledger (every card free)."""
-    maker = BY_NAME[product.manufacturer]
-    slices = maker.slices_per_card or 16
+    partitioned = partitioned and bool(product.profiles)
     cards, ledger = [], []
     for index in range(count):
-        status: dict[str, Any] = {"unhealthy": False}
-        entry: dict[str, Any] = {"id": _card_id(node, product, index), "index": index, "mode": 0}
-        if partitioned and product.profiles:
-            status["logicalSliced"] = {"count": 0}
-            status["physicalSliced"] = {
-                "count": max(p.count for p in product.profiles),
-                "profiles": [
-                    {
-                        "name": p.name,
-                        "memoryMib": p.memory_mib,
-                        "computeSlices": p.compute_slices,
-                        "memorySlices": p.memory_slices,
-                        "count": p.count,
-                        "placements": [
-                            {"start": s * p.memory_slices, "length": p.memory_slices} for s in range(p.count)
-                        ],
-                    }
-                    for p in product.profiles
-                ],
-            }
-            entry.update(
-                allocated=0,
-                remaining=UNITS_PER_CARD,
-                allocatedProfiles=[],
-                remainingProfiles=[{"name": p.name, "count": p.count} for p in product.profiles],
-            )
-        else:
-            status["logicalSliced"] = {
-                "coresPercentageOvercommit": bool(maker.compute_overcommit),
-                "count": slices,
-            }
-            entry.update(allocated=0, remaining=UNITS_PER_CARD, allocatedSlices=0)
-        cards.append(
-            {
-                "id": entry["id"],
-                "index": index,
-                "physicalIndexes": [index],
-                "topology": {
-                    "pciBusId": f"0000:{0x18 + index:02x}:00.0",
-                    "pciRootId": f"pci0000:{index // 4:02x}",
-                    "pciClass": "0302",
-                    "numaAffinity": str(index // 4),
-                    "cpuAffinity": "",
-                },
-                "status": status,
-            }
-        )
+        card, entry = _card(node, product, index, partitioned)
+        cards.append(card)
         ledger.append(entry)
-    detail: dict[str, Any]
-    if partitioned and product.profiles:
-        detail = {
-            "logical": {"count": 0},
-            "physical": {
-                "count": count * max(p.count for p in product.profiles),
-                "profiles": [
-                    {"name": p.name, "count": count * p.count, "memoryMib": p.memory_mib}
-                    for p in product.profiles
-                ],
-            },
-        }
-    else:
-        detail = {
-            "logical": {"coresPercentageOvercommit": bool(maker.compute_overcommit), "count": count * slices},
-            "physical": {"count": 0},
-        }
     group = product.group
     return {
         "apiVersion": API_VERSION,
@@ -183,11 +108,95 @@ def devices(
                     "computeCapability": product.compute_capability,
                     "family": product.family,
                     "accelerators": cards,
-                    "acceleratorSlicedDetail": detail,
+                    "acceleratorSlicedDetail": _sliced_detail(product, count, partitioned),
                 }
             ]
         },
         "status": {"groups": [{"id": group, "manufacturer": product.manufacturer, "accelerators": ledger}]},
+    }
+
+
+def _slices(product: Product) -> int:
+    return BY_NAME[product.manufacturer].slices_per_card or DEFAULT_SLICES
+
+
+def _card(
+    node: str, product: Product, index: int, partitioned: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One card of ``spec`` (its topology and slicing capability) and its free ledger entry."""
+    status: dict[str, Any] = {"unhealthy": False}
+    entry: dict[str, Any] = {"id": _card_id(node, product, index), "index": index, "mode": 0}
+    if partitioned:
+        status["logicalSliced"] = {"count": 0}
+        status["physicalSliced"] = _physical_sliced(product)
+        entry.update(
+            allocated=0,
+            remaining=UNITS_PER_CARD,
+            allocatedProfiles=[],
+            remainingProfiles=[{"name": p.name, "count": p.count} for p in product.profiles],
+        )
+    else:
+        status["logicalSliced"] = {
+            "coresPercentageOvercommit": bool(BY_NAME[product.manufacturer].compute_overcommit),
+            "count": _slices(product),
+        }
+        entry.update(allocated=0, remaining=UNITS_PER_CARD, allocatedSlices=0)
+    card = {
+        "id": entry["id"],
+        "index": index,
+        "physicalIndexes": [index],
+        "topology": {
+            "pciBusId": f"0000:{0x18 + index:02x}:00.0",
+            "pciRootId": f"pci0000:{index // 4:02x}",
+            "pciClass": "0302",
+            "numaAffinity": str(index // 4),
+            "cpuAffinity": "",
+        },
+        "status": status,
+    }
+    return card, entry
+
+
+def _physical_sliced(product: Product) -> dict[str, Any]:
+    """An empty card's partition capability: every profile with its placements."""
+    return {
+        "count": max(p.count for p in product.profiles),
+        "profiles": [
+            {
+                "name": p.name,
+                "memoryMib": p.memory_mib,
+                "computeSlices": p.compute_slices,
+                "memorySlices": p.memory_slices,
+                "count": p.count,
+                "placements": [
+                    {"start": s * p.memory_slices, "length": p.memory_slices} for s in range(p.count)
+                ],
+            }
+            for p in product.profiles
+        ],
+    }
+
+
+def _sliced_detail(product: Product, count: int, partitioned: bool) -> dict[str, Any]:
+    """The group's ``acceleratorSlicedDetail``: the cards' slicing summed."""
+    if partitioned:
+        return {
+            "logical": {"count": 0},
+            "physical": {
+                "count": count * max(p.count for p in product.profiles),
+                "profiles": [
+                    {"name": p.name, "count": count * p.count, "memoryMib": p.memory_mib}
+                    for p in product.profiles
+                ],
+            },
+        }
+    maker = BY_NAME[product.manufacturer]
+    return {
+        "logical": {
+            "coresPercentageOvercommit": bool(maker.compute_overcommit),
+            "count": count * _slices(product),
+        },
+        "physical": {"count": 0},
     }
 
 
@@ -233,11 +242,10 @@ def plugin_capacity(product: Product, count: int, *, partitioned: bool = False) 
             f"{base}.partitioned": str(count * max(p.count for p in product.profiles)),
         }
     else:
-        slices = maker.slices_per_card or 16
         capacity = {
             base: str(count),
             f"{base}.shared": str(count * SHARES_PER_CARD),
-            f"{base}.sliced": str(count * slices),
+            f"{base}.sliced": str(count * _slices(product)),
         }
     capacity[maker.visibility_key] = str(count * VISIBILITY_TOKENS_PER_CARD)
     return capacity

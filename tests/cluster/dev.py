@@ -27,6 +27,7 @@ import contextlib
 import chart
 import gpustack
 import harness
+import localhub
 import mooncake
 import nodes
 
@@ -46,17 +47,7 @@ STORE_BACKEND = "local-mooncake"
 def _store() -> tuple[mooncake.Master, mooncake.Member]:
     """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
     GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
-    master = mooncake.Master(
-        STORE, rpc_port=mooncake.port("DEV_RPC", 27680), admin_port=mooncake.port("DEV_ADMIN", 27681)
-    )
-    member = mooncake.Member(
-        STORE,
-        master=master,
-        port=mooncake.port("DEV_MEMBER", 27682),
-        http_port=mooncake.port("DEV_MEMBER_HTTP", 27683),
-        segment="256MB",
-    )
-    return master, member
+    return mooncake.loopback(STORE, "DEV", 27680, segment="256MB")
 
 
 def _start_store(info: harness.ClusterInfo) -> None:
@@ -66,23 +57,7 @@ def _start_store(info: harness.ClusterInfo) -> None:
         master.start()
     if not member.running():
         member.start()
-    info.apply(
-        {
-            "apiVersion": "worker.gpustack.ai/v1",
-            "kind": "KVCacheBackend",
-            "metadata": {"name": STORE_BACKEND},
-            "spec": {
-                "connection": {
-                    "external": {
-                        "endpoints": [
-                            {"name": "Client", "address": master.client_address},
-                            {"name": "Admin", "address": master.admin_address},
-                        ]
-                    }
-                }
-            },
-        }
-    )
+    info.apply(mooncake.external_backend(STORE_BACKEND, master))
 
 
 HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", "27670"))
@@ -91,30 +66,13 @@ HUB_PID = DEV / "hub.pid"
 
 def _hub(info: harness.ClusterInfo) -> str:
     """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
-    import subprocess
     import urllib.request
 
-    endpoint = f"http://127.0.0.1:{HUB_PORT}"
+    endpoint = localhub.endpoint_of(HUB_PORT)
     try:
         urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
     except OSError:
-        log = (info.state_dir / "logs" / "hub.log").open("ab")
-        process = subprocess.Popen(
-            [
-                gpustack.PYTHON,
-                "-m",
-                "tests.hub",
-                "--root",
-                str(DEV / "hub"),
-                "--port",
-                str(HUB_PORT),
-                "--demo",
-            ],
-            cwd=harness.REPO_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = localhub.spawn(DEV / "hub", HUB_PORT, info.state_dir / "logs" / "hub.log", "--demo")
         HUB_PID.write_text(str(process.pid))
     info.apply(
         {

@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -367,6 +368,55 @@ class Etcd(_Process):
                 return
             time.sleep(0.2)
         raise StoreError(f"etcd not healthy after {timeout}s:\n{self.log_tail()}")
+
+
+def loopback(state_dir: Path, ports: str, base: int, *, segment: str = "64MB") -> tuple[Master, Member]:
+    """A master and one member mounting a ``segment`` DRAM segment, on ``base`` .. ``base + 3``
+    (RPC, admin, member, member HTTP), each pinned by ``GPUSTACK_MOONCAKE_<ports>_{RPC,ADMIN,MEMBER,
+    MEMBER_HTTP}_PORT``."""
+    master = Master(
+        state_dir, rpc_port=port(f"{ports}_RPC", base), admin_port=port(f"{ports}_ADMIN", base + 1)
+    )
+    member = Member(
+        state_dir,
+        master=master,
+        port=port(f"{ports}_MEMBER", base + 2),
+        http_port=port(f"{ports}_MEMBER_HTTP", base + 3),
+        segment=segment,
+    )
+    return master, member
+
+
+@contextlib.contextmanager
+def serving(master: Master, member: Member) -> Iterator[Master]:
+    """The store running for the block, from an empty tenant policy; stopped on the way out."""
+    master.start(fresh_policy=True)
+    member.start()
+    try:
+        yield master
+    finally:
+        member.stop()
+        master.stop()
+
+
+def external_backend(name: str, master: Master, client: str | None = None) -> dict:
+    """The KVCacheBackend ``name`` declaring ``master`` as an external store (``client``: another
+    address for its Client endpoint)."""
+    return {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "KVCacheBackend",
+        "metadata": {"name": name},
+        "spec": {
+            "connection": {
+                "external": {
+                    "endpoints": [
+                        {"name": "Client", "address": client or master.client_address},
+                        {"name": "Admin", "address": master.admin_address},
+                    ]
+                }
+            }
+        },
+    }
 
 
 _WRITER = """

@@ -13,6 +13,7 @@ import nodes
 import pytest
 
 from api import constants
+from tests.e2e.objects import requesting, wait_for_entrance
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -32,12 +33,6 @@ def _cleanup(cluster, node) -> None:
     cluster.kubectl("delete", "devices", NODE, "--ignore-not-found")
 
 
-def _entrance(cluster) -> str | None:
-    if cluster.kubectl("get", "instancetype", POOL, check=False).returncode != 0:
-        return None
-    return cluster.kubectl_json("get", "instancetype", POOL).get("status", {}).get("entrance")
-
-
 @pytest.fixture(scope="module")
 def chain(cluster):
     op = gpustack.install(cluster)
@@ -46,14 +41,7 @@ def chain(cluster):
     try:
         node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
         ensure_namespace(cluster, NS)
-        entrance = harness.wait_for(
-            lambda: _entrance(cluster), timeout=90, what="the A10G InstanceType's entrance"
-        )
-        harness.wait_for(
-            lambda: cluster.kubectl("get", "localqueue", entrance, "-n", NS, check=False).returncode == 0,
-            timeout=60,
-            what="the LocalQueue in the tenant namespace",
-        )
+        entrance = wait_for_entrance(cluster, POOL, NS, timeout=90, what="the A10G InstanceType's entrance")
         yield op, entrance
     finally:
         try:
@@ -88,16 +76,7 @@ def pod(name: str, queue: str | None, limits: dict[str, str], node: str | None =
         "spec": {
             **({"nodeName": node} if node else {}),
             "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/none:0",
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "16Mi", **limits},
-                        "limits": {"memory": "16Mi", **limits},
-                    },
-                }
-            ],
+            "containers": [requesting(limits)],
         },
     }
     return body

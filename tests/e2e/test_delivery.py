@@ -30,10 +30,12 @@ from typing import Any
 import gpustack
 import grpc
 import harness
+import localhub
 import pytest
-import yaml
 
 from api import delivery as d
+from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
+from tests.e2e.objects import setting
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos, write_random
 from tests.hub.server import Fault
@@ -44,14 +46,8 @@ pytestmark = pytest.mark.e2e
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"delivery-{SUFFIX}"
 TOKEN = "hf_e2e_reader_token"
-SA = "gpustack-model-manager"
 SYSTEM = gpustack.SYSTEM_NAMESPACE
 GROUP = "worker.gpustack.ai/v1"
-
-
-def _port(name: str) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else free_port()
 
 
 # --- the hub ---------------------------------------------------------------------------------------
@@ -62,7 +58,6 @@ class Hub:
     endpoint: str
     repos: HubRepos
     control: HubControl
-    process: subprocess.Popen
 
     def commit(self, repo: str, files: dict[str, Any], **kw: Any) -> str:
         if self.repos.load(repo) is None:
@@ -73,37 +68,14 @@ class Hub:
 @pytest.fixture(scope="module")
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     root = tmp_path_factory.mktemp("hub")
-    port = _port("GPUSTACK_DELIVERY_HUB_PORT")
-    log = (cluster.state_dir / "logs").joinpath("delivery-hub.log")
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    control = HubControl(f"http://127.0.0.1:{port}")
-    harness.wait_for(control.healthy, timeout=30, what="the local hub")
-    found = Hub(f"http://127.0.0.1:{port}", HubRepos(root), control, process)
-    found.repos.add_user(TOKEN, "e2e")
-    try:
+    port = localhub.port_from("GPUSTACK_DELIVERY_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "delivery-hub.log") as endpoint:
+        found = Hub(endpoint, HubRepos(root), HubControl(endpoint))
+        found.repos.add_user(TOKEN, "e2e")
         yield found
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
 
 
 # --- the operator ----------------------------------------------------------------------------------
-
-
-def setting(name: str, value: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpustack.ai/v1",
-        "kind": "Setting",
-        "metadata": {"name": name, "namespace": SYSTEM},
-        "spec": {"value": value},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -335,111 +307,6 @@ class Plugin:
         raise AssertionError(f"never mounted: {codes[-3:]}")
 
 
-def _plugin_rbac(cluster: harness.ClusterInfo) -> None:
-    cluster.apply(
-        [
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SA, "namespace": SYSTEM}},
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": SA},
-                "rules": [
-                    {
-                        "apiGroups": ["worker.gpustack.ai"],
-                        "resources": ["modelartifacts", "nodemodelstores"],
-                        "verbs": ["get", "list", "watch"],
-                    },
-                    {
-                        "apiGroups": ["worker.gpustack.ai"],
-                        "resources": ["nodemodelstores/status"],
-                        "verbs": ["get", "update", "patch"],
-                    },
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": SA},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SA},
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SYSTEM}],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": {"name": SA, "namespace": SYSTEM},
-                "rules": [
-                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": SA, "namespace": SYSTEM},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SA},
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SYSTEM}],
-            },
-            {
-                "apiVersion": "storage.k8s.io/v1",
-                "kind": "CSIDriver",
-                "metadata": {"name": "model.csi.gpustack.ai"},
-                "spec": {
-                    "attachRequired": False,
-                    "podInfoOnMount": True,
-                    "volumeLifecycleModes": ["Ephemeral"],
-                    "fsGroupPolicy": "None",
-                },
-            },
-        ]
-    )
-
-
-def _bound_kubeconfig(cluster: harness.ClusterInfo, node: str, path: Path) -> None:
-    """A kubeconfig whose token is bound to the plugin's own Pod on ``node`` (as the DaemonSet's is)."""
-    pod = f"mm-{node}"
-    cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": pod, "namespace": SYSTEM},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": SA,
-                "tolerations": [{"operator": "Exists"}],
-                "containers": [{"name": "model-manager", "image": "gpustack/gpustack-operator:e2e"}],
-            },
-        }
-    )
-    uid = cluster.kubectl_json("get", "pod", pod, "-n", SYSTEM)["metadata"]["uid"]
-    token = cluster.kubectl(
-        "create",
-        "token",
-        SA,
-        "-n",
-        SYSTEM,
-        "--bound-object-kind",
-        "Pod",
-        "--bound-object-name",
-        pod,
-        "--bound-object-uid",
-        uid,
-        "--duration",
-        "2h",
-    ).stdout.strip()
-    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "plugin", "user": {"token": token}}],
-        "contexts": [
-            {"name": "plugin", "context": {"cluster": admin["clusters"][0]["name"], "user": "plugin"}}
-        ],
-        "current-context": "plugin",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-
-
 def _node(cluster: harness.ClusterInfo, name: str) -> None:
     harness.create_fake_node(cluster, name)
     cluster.apply(
@@ -466,7 +333,7 @@ def _plugin(
     (base / "kubelet" / "pods").mkdir(parents=True)
     (base / "cache").mkdir()
     _node(cluster, name)
-    _bound_kubeconfig(cluster, name, base / "kubeconfig")
+    bound_kubeconfig(cluster, name, base / "kubeconfig")
     plugin = Plugin(
         name,
         base / "kubelet",
@@ -483,7 +350,7 @@ def _plugin(
 
 @pytest.fixture(scope="module")
 def plugins(cluster: harness.ClusterInfo, operator: gpustack.Operator) -> Iterator[dict[str, Plugin]]:
-    _plugin_rbac(cluster)
+    plugin_rbac(cluster)
     started: dict[str, Plugin] = {}
     try:
         started["disk"] = _plugin(cluster, f"dl-disk-{SUFFIX}", tmpfs_mib=192)

@@ -33,7 +33,9 @@ import pytest
 
 from api import constants
 from api import delivery as d
+from tests.e2e import model_manager as mm
 from tests.e2e import test_delivery as td
+from tests.e2e.objects import setting
 from tests.hub.control import HubControl
 from tests.hub.repos import HubRepos, write_random
 from tests.net import free_port
@@ -75,7 +77,7 @@ def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="module")
 def operator(cluster: harness.ClusterInfo, hub: td.Hub) -> Iterator[gpustack.Operator]:
     op = gpustack.install(cluster)
-    cluster.apply(td.setting("model-artifact-huggingface-endpoint", hub.endpoint))
+    cluster.apply(setting("model-artifact-huggingface-endpoint", hub.endpoint))
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
     gpustack.start_worker(cluster, op)
@@ -105,7 +107,7 @@ def _peer_rbac(cluster: harness.ClusterInfo) -> None:
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
-                "metadata": {"name": f"{td.SA}-peers"},
+                "metadata": {"name": f"{mm.SA}-peers"},
                 "rules": [
                     {
                         "apiGroups": ["authentication.k8s.io"],
@@ -117,13 +119,13 @@ def _peer_rbac(cluster: harness.ClusterInfo) -> None:
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"{td.SA}-peers"},
+                "metadata": {"name": f"{mm.SA}-peers"},
                 "roleRef": {
                     "apiGroup": "rbac.authorization.k8s.io",
                     "kind": "ClusterRole",
-                    "name": f"{td.SA}-peers",
+                    "name": f"{mm.SA}-peers",
                 },
-                "subjects": [{"kind": "ServiceAccount", "name": td.SA, "namespace": SYSTEM}],
+                "subjects": [{"kind": "ServiceAccount", "name": mm.SA, "namespace": SYSTEM}],
             },
         ]
     )
@@ -131,13 +133,13 @@ def _peer_rbac(cluster: harness.ClusterInfo) -> None:
 
 def _peer_flags(cluster: harness.ClusterInfo, node: str):
     """The peer flags of ``node``'s plugin, with the projected token kubelet would mount: audience
-    gpustack-model-peer, bound to the plugin's own Pod (created by ``td._bound_kubeconfig``)."""
+    gpustack-model-peer, bound to the plugin's own Pod (created by ``mm.bound_kubeconfig``)."""
 
     def flags(base: Path) -> tuple[str, ...]:
         pod = f"mm-{node}"
         uid = cluster.kubectl_json("get", "pod", pod, "-n", SYSTEM)["metadata"]["uid"]
         token = cluster.kubectl(
-            "create", "token", td.SA, "-n", SYSTEM, "--audience", d.PEER_AUDIENCE,
+            "create", "token", mm.SA, "-n", SYSTEM, "--audience", d.PEER_AUDIENCE,
             "--bound-object-kind", "Pod", "--bound-object-name", pod, "--bound-object-uid", uid,
             "--duration", "2h",
         ).stdout.strip()  # fmt: skip
@@ -146,7 +148,7 @@ def _peer_flags(cluster: harness.ClusterInfo, node: str):
         path.chmod(0o600)
         return (
             "--peer-port", str(free_port()), "--peer-address", "127.0.0.1", "--peer-token-file", str(path),
-            "--peer-user", f"system:serviceaccount:{SYSTEM}:{td.SA}",
+            "--peer-user", f"system:serviceaccount:{SYSTEM}:{mm.SA}",
         )  # fmt: skip
 
     return flags
@@ -154,7 +156,7 @@ def _peer_flags(cluster: harness.ClusterInfo, node: str):
 
 @pytest.fixture(scope="module")
 def plugins(cluster: harness.ClusterInfo, operator: gpustack.Operator) -> Iterator[dict[str, td.Plugin]]:
-    td._plugin_rbac(cluster)
+    mm.plugin_rbac(cluster)
     _peer_rbac(cluster)
     started: dict[str, td.Plugin] = {}
     try:
@@ -265,7 +267,7 @@ def test_with_peer_sync_off_the_second_node_downloads_from_the_hub(
     cluster: harness.ClusterInfo, hub: td.Hub, plugins: dict[str, td.Plugin]
 ) -> None:
     seed, cold = plugins["seed"], plugins["cold"]
-    cluster.apply(td.setting("model-store-peer-sync", "false"))
+    cluster.apply(setting("model-store-peer-sync", "false"))
     harness.wait_for(
         lambda: cluster.kubectl_json("get", "nms", cold.node)["spec"].get("peerSync") is False,
         timeout=90,

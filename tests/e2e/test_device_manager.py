@@ -23,6 +23,7 @@ import pytest
 from api import allocation, constants
 from nodeplugins.devicemanager import tokens
 from nodeplugins.devicemanager.backends import instances_file
+from tests.e2e.objects import requesting, wait_for_entrance
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -36,12 +37,6 @@ NS = "gate5"
 BASE = "nvidia.com/gpu"
 
 
-def _entrance(cluster) -> str | None:
-    if cluster.kubectl("get", "instancetype", POOL, check=False).returncode != 0:
-        return None
-    return cluster.kubectl_json("get", "instancetype", POOL).get("status", {}).get("entrance")
-
-
 @pytest.fixture(scope="module")
 def gate5(cluster):
     op = gpustack.install(cluster)
@@ -53,14 +48,7 @@ def gate5(cluster):
         a10g = nodes.start_node(cluster, A10G, "a10g-4.yaml", slot=1)
         started.append(a10g)
         ensure_namespace(cluster, NS)
-        entrance = harness.wait_for(
-            lambda: _entrance(cluster), timeout=120, what="the H100 InstanceType's entrance"
-        )
-        harness.wait_for(
-            lambda: cluster.kubectl("get", "localqueue", entrance, "-n", NS, check=False).returncode == 0,
-            timeout=60,
-            what="the LocalQueue in the tenant namespace",
-        )
+        entrance = wait_for_entrance(cluster, POOL, NS, timeout=120, what="the H100 InstanceType's entrance")
         yield {"op": op, "entrance": entrance, "h100": h100, "a10g": a10g}
     finally:
         cluster.kubectl(
@@ -81,14 +69,7 @@ def pod(
     node: str | None = None,
     exit_code: int | None = None,
 ) -> dict:
-    container = {
-        "name": "main",
-        "image": "registry.invalid/none:0",
-        "resources": {
-            "requests": {"cpu": "10m", "memory": "16Mi", **limits},
-            "limits": {"memory": "16Mi", **limits},
-        },
-    }
+    container = requesting(limits)
     if exit_code is not None:
         container["env"] = [{"name": "CRI_FAKE_EXIT_CODE", "value": str(exit_code)}]
     body: dict = {

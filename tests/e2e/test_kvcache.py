@@ -21,6 +21,8 @@ import gpustack
 import harness
 import pytest
 
+from tests.e2e.objects import get
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
 
@@ -38,12 +40,6 @@ def wait(predicate, what: str, timeout: float = 90):
     return harness.wait_for(predicate, timeout=timeout, interval=1, what=what)
 
 
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
 def conditions(obj: dict | None) -> dict[str, tuple[str, str]]:
     return {
         c["type"]: (c["status"], c.get("reason", ""))
@@ -57,23 +53,9 @@ def phase(obj: dict | None) -> str:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[mooncake.Master, mooncake.Member]]:
-    state = tmp_path_factory.mktemp("kv-e2e")
-    master = mooncake.Master(
-        state, rpc_port=mooncake.port("E2E_RPC", 27780), admin_port=mooncake.port("E2E_ADMIN", 27781)
-    )
-    member = mooncake.Member(
-        state,
-        master=master,
-        port=mooncake.port("E2E_MEMBER", 27782),
-        http_port=mooncake.port("E2E_MEMBER_HTTP", 27783),
-    )
-    master.start(fresh_policy=True)
-    member.start()
-    try:
+    master, member = mooncake.loopback(tmp_path_factory.mktemp("kv-e2e"), "E2E", 27780)
+    with mooncake.serving(master, member):
         yield master, member
-    finally:
-        member.stop()
-        master.stop()
 
 
 @pytest.fixture(scope="module")
@@ -89,24 +71,6 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
     finally:
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
-
-
-def external_backend(master: mooncake.Master) -> dict:
-    return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "KVCacheBackend",
-        "metadata": {"name": BACKEND},
-        "spec": {
-            "connection": {
-                "external": {
-                    "endpoints": [
-                        {"name": "Client", "address": master.client_address},
-                        {"name": "Admin", "address": master.admin_address},
-                    ]
-                }
-            }
-        },
-    }
 
 
 def pool(name: str, backend: str, total: str) -> dict:
@@ -190,7 +154,7 @@ def test_seed_examples_render_the_managed_store(cluster, worker) -> None:
 
 def test_external_backend_goes_ready_with_figures_from_the_master(cluster, worker, store) -> None:
     master, _ = store
-    cluster.apply(external_backend(master))
+    cluster.apply(mooncake.external_backend(BACKEND, master))
     backend = wait(
         lambda: (b := get(cluster, "kvcachebackend", BACKEND)) and phase(b) == "Ready" and b, "Ready"
     )

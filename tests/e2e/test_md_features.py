@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
 import ssl
-import subprocess
 import sys
 import urllib.request
 import uuid
@@ -39,14 +36,14 @@ from pathlib import Path
 
 import gpustack
 import harness
+import localhub
 import pytest
 import yaml
 
 from api import constants
 from nodeplugins.devicemanager import simulated
-from tests.hub.control import HubControl
+from tests.e2e.objects import condition, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
-from tests.net import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
@@ -70,19 +67,6 @@ WAIT = 240
 
 def wait(predicate, what: str, timeout: float = WAIT):
     return harness.wait_for(predicate, timeout=timeout, interval=1, what=what)
-
-
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond["type"] == kind:
-            return cond["status"], cond.get("reason", ""), cond.get("message", "")
-    return "", "", ""
 
 
 def pods_of(cluster: harness.ClusterInfo, name: str) -> list[dict]:
@@ -118,50 +102,20 @@ def reconcile_errors(op: gpustack.Operator) -> float:
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The local hub serving a small repository under the seed's name; (endpoint, commit)."""
     root = tmp_path_factory.mktemp("md-hub")
-    value = os.environ.get("GPUSTACK_MD_HUB_PORT")
-    port = int(value) if value else free_port()
-    log = cluster.state_dir / "logs" / "md-features-hub.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    control = HubControl(f"http://127.0.0.1:{port}")
-    try:
-        harness.wait_for(control.healthy, timeout=30, what="the local hub")
+    port = localhub.port_from("GPUSTACK_MD_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "md-features-hub.log") as endpoint:
         repos = HubRepos(root)
         repos.create(SEED_REPOSITORY)
         commit = repos.commit(
             SEED_REPOSITORY, {"config.json": b'{"model_type": "qwen2"}\n', "model.safetensors": bytes(4096)}
         )
-        yield f"http://127.0.0.1:{port}", commit
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+        yield endpoint, commit
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]:
-    state = tmp_path_factory.mktemp("md-kv")
-    master = mooncake.Master(
-        state, rpc_port=mooncake.port("MD_RPC", 27790), admin_port=mooncake.port("MD_ADMIN", 27791)
-    )
-    member = mooncake.Member(
-        state,
-        master=master,
-        port=mooncake.port("MD_MEMBER", 27792),
-        http_port=mooncake.port("MD_MEMBER_HTTP", 27793),
-    )
-    master.start(fresh_policy=True)
-    member.start()
-    try:
+    with mooncake.serving(*mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", 27790)) as master:
         yield master
-    finally:
-        member.stop()
-        master.stop()
 
 
 def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
@@ -177,24 +131,6 @@ def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
     )  # fmt: skip
 
 
-def external_backend(master: mooncake.Master, client: str | None = None) -> dict:
-    return {
-        "apiVersion": "worker.gpustack.ai/v1",
-        "kind": "KVCacheBackend",
-        "metadata": {"name": BACKEND},
-        "spec": {
-            "connection": {
-                "external": {
-                    "endpoints": [
-                        {"name": "Client", "address": client or master.client_address},
-                        {"name": "Admin", "address": master.admin_address},
-                    ]
-                }
-            }
-        },
-    }
-
-
 @pytest.fixture(scope="module")
 def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Master):
     endpoint, _ = hub
@@ -202,14 +138,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
         if get(cluster, kind, name) is not None:
             pytest.fail(f"{kind} {name} is left over from another run: delete it first")
     op = gpustack.install(cluster)
-    cluster.apply(
-        {
-            "apiVersion": "gpustack.ai/v1",
-            "kind": "Setting",
-            "metadata": {"name": "model-artifact-huggingface-endpoint", "namespace": SYSTEM},
-            "spec": {"value": endpoint},
-        }
-    )
+    cluster.apply(setting("model-artifact-huggingface-endpoint", endpoint))
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
     harness.create_fake_node(
@@ -221,13 +150,11 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
     write_devices(cluster, simulated.devices(NODE, A10G, 4))
     gpustack.start_worker(cluster, op, "--no-leader-election")
 
-    def pool_ready() -> bool:
-        it = get(cluster, "instancetype", A10G_POOL) or {}
-        lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
-        return bool((it.get("status") or {}).get("entrance")) and bool(lqs)
-
     try:
-        wait(pool_ready, "the A10G pool with an entrance and the namespace's LocalQueues")
+        wait(
+            lambda: pool_ready(cluster, A10G_POOL, NS),
+            "the A10G pool with an entrance and the namespace's LocalQueues",
+        )
         yield cluster, op, store
     finally:
         # Whatever a failed test left, in the order the holds allow (each waited out, bounded).
@@ -246,14 +173,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
                 wait(
                     lambda k=kind, n=name, ns=namespace: get(cluster, k, n, ns) is None, f"{kind} {name} gone"
                 )
-        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
-        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
-                timeout=WAIT,
-                what="artifacts gone",
-            )
+        delete_artifacts(cluster, NS, WAIT)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl(
@@ -275,7 +195,7 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
 def test_the_seed_deployment_carries_the_cache_client_and_its_weights(env, hub) -> None:
     cluster, _, master = env
     _, commit = hub
-    cluster.apply(external_backend(master))
+    cluster.apply(mooncake.external_backend(BACKEND, master))
     for path in ("31-kvcachepool-shared-dram.yaml", "32-kvcachepoolbinding-qwen-cache.yaml"):
         cluster.apply(seed(path))
     cluster.apply(seed("40-modelartifact-qwen-7b.yaml"))
@@ -352,7 +272,7 @@ def test_a_pool_endpoint_change_rolls_the_deployment(env) -> None:
     cluster, _, master = env
     (before,) = pods_of(cluster, MD)
     moved = f"localhost:{master.rpc_port}"  # the same master, by another name
-    cluster.apply(external_backend(master, client=moved))
+    cluster.apply(mooncake.external_backend(BACKEND, master, client=moved))
     wait(
         lambda: (get(cluster, "kvcachepool", POOL) or {}).get("status", {}).get("clientEndpoint") == moved,
         "the pool publishing the new endpoint",

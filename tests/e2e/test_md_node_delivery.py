@@ -15,7 +15,6 @@ free ports (``GPUSTACK_MD_NODE_HUB_PORT`` to pin the hub).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -26,13 +25,14 @@ from pathlib import Path
 
 import gpustack
 import harness
+import localhub
 import nodes
 import pytest
 import yaml
 
 from api import constants
-from tests.e2e.test_delivery import _bound_kubeconfig, _plugin_rbac
-from tests.hub.control import HubControl
+from tests.e2e.model_manager import bound_kubeconfig, plugin_rbac
+from tests.e2e.objects import condition, delete_all, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
 from tests.net import free_port
 
@@ -50,53 +50,17 @@ WAIT = 300
 SETTINGS = ("model-artifact-huggingface-endpoint", "model-artifact-delivery-mode")
 
 
-def setting(name: str, value: str) -> dict:
-    return {
-        "apiVersion": "gpustack.ai/v1",
-        "kind": "Setting",
-        "metadata": {"name": name, "namespace": SYSTEM},
-        "spec": {"value": value},
-    }
-
-
-def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
-    args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
-    proc = cluster.kubectl(*args, check=False)
-    return json.loads(proc.stdout) if proc.returncode == 0 else None
-
-
-def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if cond["type"] == kind:
-            return cond["status"], cond.get("reason", ""), cond.get("message", "")
-    return "", "", ""
-
-
 @pytest.fixture(scope="module")
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("md-node-hub")
-    value = os.environ.get("GPUSTACK_MD_NODE_HUB_PORT")
-    port = int(value) if value else free_port()
-    log = cluster.state_dir / "logs" / "md-node-hub.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        harness.wait_for(HubControl(f"http://127.0.0.1:{port}").healthy, timeout=30, what="the local hub")
+    port = localhub.port_from("GPUSTACK_MD_NODE_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "md-node-hub.log") as endpoint:
         repos = HubRepos(root)
         repos.create(REPOSITORY)
         repos.commit(
             REPOSITORY, {"config.json": b'{"model_type": "qwen2"}\n', "model.safetensors": bytes(8192)}
         )
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+        yield endpoint
 
 
 class Plugin:
@@ -109,7 +73,7 @@ class Plugin:
         self.kubeconfig = node.directory / "model-manager.kubeconfig"
         self.log = node.directory / "logs" / "model-manager.log"
         self.process: subprocess.Popen | None = None
-        _bound_kubeconfig(cluster, node.name, self.kubeconfig)
+        bound_kubeconfig(cluster, node.name, self.kubeconfig)
 
     def kubelet_pid(self) -> int:
         pid = nodes._alive(self.node, "kubelet")
@@ -162,7 +126,7 @@ def env(cluster: harness.ClusterInfo, hub: str):
     plugin: Plugin | None = None
     try:
         node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT)
-        _plugin_rbac(cluster)  # the plugin's ServiceAccount and RBAC, and the CSIDriver
+        plugin_rbac(cluster)  # the plugin's ServiceAccount and RBAC, and the CSIDriver
         plugin = Plugin(cluster, node)
         plugin.start()
 
@@ -184,29 +148,15 @@ def env(cluster: harness.ClusterInfo, hub: str):
         )
         cluster.apply(setting("model-artifact-delivery-mode", "Node"))
 
-        def queue_ready() -> bool:
-            it = get(cluster, "instancetype", POOL) or {}
-            lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
-            return bool((it.get("status") or {}).get("entrance")) and bool(lqs)
-
-        harness.wait_for(queue_ready, timeout=WAIT, what="the A10G pool of the real node and its LocalQueue")
+        harness.wait_for(
+            lambda: pool_ready(cluster, POOL, NS),
+            timeout=WAIT,
+            what="the A10G pool of the real node and its LocalQueue",
+        )
         yield cluster, node
     finally:
-        cluster.kubectl("delete", "modeldeployments", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modeldeployments", "-n", NS)["items"],
-                timeout=WAIT,
-                what="deployments gone",
-            )
-        # Artifacts lose their finalizer only while the worker runs: let it go before the worker does.
-        cluster.kubectl("delete", "modelartifacts", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modelartifacts", "-n", NS)["items"],
-                timeout=WAIT,
-                what="artifacts gone",
-            )
+        delete_all(cluster, "modeldeployments", NS, WAIT, "deployments gone")
+        delete_artifacts(cluster, NS, WAIT)
         for name in SETTINGS:
             cluster.kubectl("delete", "setting", name, "-n", SYSTEM, "--ignore-not-found", check=False)
         if plugin is not None:

@@ -17,7 +17,6 @@ controller) runs as a process, as it does in a cluster.  Everything is driven wi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import ssl
@@ -34,6 +33,7 @@ import yaml
 from api import constants
 from controllers.modeldeployment import names
 from nodeplugins.devicemanager import simulated
+from tests.e2e.objects import delete_all
 
 pytestmark = pytest.mark.e2e
 
@@ -121,13 +121,7 @@ def md_env(cluster: harness.ClusterInfo):
     try:
         yield cluster, op
     finally:
-        cluster.kubectl("delete", "modeldeployments", "--all", "-n", NS, "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "modeldeployments", "-n", NS)["items"],
-                timeout=WAIT,
-                what="deployments gone",
-            )
+        delete_all(cluster, "modeldeployments", NS, WAIT, "deployments gone")
         cluster.kubectl(
             "delete", "topologysource", ZONES["metadata"]["name"], "--ignore-not-found", check=False
         )

@@ -26,6 +26,7 @@ import pytest
 from api import constants
 from nodeplugins.devicemanager.simulation.sysfs import ACTIVE, DOWN, SysfsTree, character_devices
 from tests import netns
+from tests.e2e.objects import requesting
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -165,16 +166,7 @@ def pod(name: str, limits: dict[str, str]) -> dict:
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
             "nodeSelector": {CAPABLE: "true"},  # the gate label, as a workload would select it
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/none:0",
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "16Mi", **limits},
-                        "limits": {"memory": "16Mi", **limits},
-                    },
-                }
-            ],
+            "containers": [requesting(limits)],
         },
     }
 

@@ -6,89 +6,21 @@ render failure writes no Pod and says so."""
 from __future__ import annotations
 
 import copy
-import itertools
 from typing import Any
 
 import pytest
 
-from api import constants
 from api.objects import Obj
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
 from kube.client import ApiError
-from kube.manager import Manager
 from tests.unit.md_fixtures import NS, deployment, instance_type, role
-
-_ids = itertools.count()
-
-
-class RecordingClient:
-    """The API as far as one reconcile reaches: objects by (kind, namespace, name), every write
-    recorded.  Listing Pods can be made to fail."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], Obj] = {}
-        self.writes: list[tuple[str, str, str]] = []
-        self.fail_pod_list = False
-
-    def version(self) -> Obj:
-        return {"major": "1", "minor": "33"}
-
-    def get(self, kind: str, name: str, namespace: str = "", **_: Any) -> Obj | None:
-        found = self.objects.get((kind, namespace, name))
-        return copy.deepcopy(found) if found else None
-
-    def list(self, kind: str, namespace: str = "", *, label_selector: str = "", **_: Any):
-        if kind == "Pod" and self.fail_pod_list:
-            raise ApiError(503, "ServiceUnavailable", "etcd is gone")
-        wanted = dict(term.split("=", 1) for term in label_selector.split(",") if term)
-        items = [
-            copy.deepcopy(obj)
-            for (k, ns, _), obj in self.objects.items()
-            if k == kind
-            and (not namespace or ns == namespace)
-            and all((obj["metadata"].get("labels") or {}).get(key) == value for key, value in wanted.items())
-        ]
-        return items, "1"
-
-    def create(self, obj: Obj) -> Obj:
-        obj = copy.deepcopy(obj)
-        meta = obj["metadata"]
-        n = next(_ids)
-        meta.setdefault("name", meta.pop("generateName", "x-") + f"{n:05d}")
-        meta.update(uid=f"uid-{n}", resourceVersion=str(n))
-        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
-        self.writes.append(("create", obj["kind"], meta["name"]))
-        return obj
-
-    def update(self, obj: Obj, *, subresource: str = "") -> Obj:
-        self.writes.append(
-            ("update" + (f"/{subresource}" if subresource else ""), obj["kind"], obj["metadata"]["name"])
-        )
-        return obj
-
-    def apply(self, obj: Obj, **_: Any) -> Obj:
-        self.writes.append(("apply", obj["kind"], obj["metadata"]["name"]))
-        return obj
-
-    def patch(self, kind: str, name: str, body: Any, *, namespace: str = "", **_: Any) -> Obj:
-        self.writes.append(("patch", kind, name))
-        current = self.objects[(kind, namespace, name)]
-        if kind == "ModelDeployment":
-            current["metadata"]["finalizers"] = [FINALIZER]
-        return copy.deepcopy(current)
-
-    def delete(self, kind: str, name: str, namespace: str = "", **_: Any) -> None:
-        self.writes.append(("delete", kind, name))
-        self.objects.pop((kind, namespace, name), None)
+from tests.unit.md_world import RecordingClient, admitted_workload, controller_on, informer_of
 
 
 @pytest.fixture
 def world():
     client = RecordingClient()
-    manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
-    controller = manager.add(ModelDeploymentReconciler)
-    assert isinstance(controller, ModelDeploymentReconciler)
-    return client, controller
+    return client, controller_on(client)
 
 
 def put(client: RecordingClient, controller: ModelDeploymentReconciler, obj: Obj) -> None:
@@ -96,14 +28,7 @@ def put(client: RecordingClient, controller: ModelDeploymentReconciler, obj: Obj
     obj = copy.deepcopy(obj)
     meta = obj["metadata"]
     client.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
-    informer = {
-        "ModelDeployment": controller.deployments,
-        "InstanceType": controller.instance_types,
-        "Workload": controller.workloads,
-        "Service": controller.services,
-        "Pod": controller.pods,
-    }[obj["kind"]]
-    informer._store("ADDED", obj)
+    informer_of(controller, obj["kind"])._store("ADDED", obj)
 
 
 def serve(client: RecordingClient, controller: ModelDeploymentReconciler) -> None:
@@ -112,26 +37,8 @@ def serve(client: RecordingClient, controller: ModelDeploymentReconciler) -> Non
         if kind == "Pod":
             obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
             put(client, controller, obj)
-            group = obj["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME]
-            put(
-                client,
-                controller,
-                {
-                    "kind": "Workload",
-                    "metadata": {
-                        "name": group,
-                        "namespace": NS,
-                        "ownerReferences": [{"kind": "Pod", "uid": obj["metadata"]["uid"]}],
-                    },
-                    "spec": {"active": True},
-                    "status": {
-                        "admission": {
-                            "podSetAssignments": [{"flavors": {"credits.gpustack.ai/nvidia": "a10g"}}]
-                        },
-                        "conditions": [{"type": t, "status": "True"} for t in ("QuotaReserved", "Admitted")],
-                    },
-                },
-            )
+            admission = {"podSetAssignments": [{"flavors": {"credits.gpustack.ai/nvidia": "a10g"}}]}
+            put(client, controller, admitted_workload(obj, admission=admission))
     for (kind, _, _), obj in list(client.objects.items()):
         if kind == "Service":
             put(client, controller, obj)

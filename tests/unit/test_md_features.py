@@ -1,6 +1,6 @@
 """The ModelDeployment controller with its features installed — the KV cache
 (controllers.kvcache.md_feature) and model delivery (controllers.delivery.md_feature) — one pass at
-a time over the recording API of test_md_controller: what the Pods carry, what the Binding is told,
+a time over the recording API of tests.unit.md_world: what the Pods carry, what the Binding is told,
 what the status says, what wakes a deployment, and what deletion releases."""
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from api.objects import Obj
 from controllers.delivery.md_feature import ArtifactDelivery
 from controllers.kvcache.md_feature import KVCacheFeature
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
-from kube.manager import Manager
 from tests.unit.md_fixtures import NS, deployment, instance_type, role
-from tests.unit.test_md_controller import RecordingClient
+from tests.unit.md_world import RecordingClient, admitted_workload, controller_on, informer_of
 from tests.webhooks.kvcache_objects import backend, binding, ready_pool
 
 COMMIT = "c" * 40
@@ -53,21 +52,9 @@ class ApplyingClient(RecordingClient):
 @pytest.fixture
 def world():
     client = ApplyingClient()
-    manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
-    controller = manager.add(ModelDeploymentReconciler)
-    assert isinstance(controller, ModelDeploymentReconciler)
+    controller = controller_on(client)
     put(client, controller, instance_type())
     return client, controller
-
-
-def informer_of(controller: ModelDeploymentReconciler, kind: str):
-    return {
-        "ModelDeployment": controller.deployments,
-        "InstanceType": controller.instance_types,
-        "Workload": controller.workloads,
-        "Service": controller.services,
-        "Pod": controller.pods,
-    }.get(kind) or controller.feature_informers[kind]
 
 
 def put(
@@ -157,23 +144,7 @@ def admit(client: RecordingClient, controller: ModelDeploymentReconciler, *condi
             "conditions": [{"type": t, "status": "True"} for t in ("Ready", *conditions)],
         }
         put(client, controller, obj, "MODIFIED")
-        group = obj["metadata"]["labels"][constants.KUEUE_POD_GROUP_NAME]
-        put(
-            client,
-            controller,
-            {
-                "kind": "Workload",
-                "metadata": {
-                    "name": group,
-                    "namespace": NS,
-                    "ownerReferences": [{"kind": "Pod", "uid": obj["metadata"]["uid"]}],
-                },
-                "spec": {"active": True},
-                "status": {
-                    "conditions": [{"type": t, "status": "True"} for t in ("QuotaReserved", "Admitted")]
-                },
-            },
-        )
+        put(client, controller, admitted_workload(obj))
 
 
 def main(pod: Obj) -> Obj:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from api import constants, engines
+from api import constants, engines, kvcache
 from api.objects import Obj
 from fastpath import argv, quantity
 from fastpath.degrees import Degrees, parse_degrees
@@ -50,17 +50,6 @@ ROUTER_ENGINES: dict[str, tuple[str, ...]] = {
     engines.ROUTER_SGLANG_GATEWAY: (engines.ENGINE_SGLANG,),
 }
 
-# API transport protocol -> the store's spelling (kv-cache.md §4, model-deployment.md §2.1).
-STORE_PROTOCOL = {
-    "Auto": "tcp",
-    "TCP": "tcp",
-    "RDMA": "rdma",
-    "EFA": "efa",
-    "CANN": "ascend",
-    "ROCM": "hip",
-    "MUSA": "musa",
-    "MACA": "maca",
-}
 FABRIC_PROTOCOLS = ("rdma", "efa")
 
 PORT_FLAGS = frozenset({engines.PORT_FLAG})
@@ -86,10 +75,11 @@ def as_int(value: Any, default: int) -> int:
 
 
 def store_protocol(api_value: Any) -> str:
-    """The store spelling of an API transport protocol; unset is ``Auto`` (tcp)."""
+    """The store spelling of an API transport protocol (:func:`api.kvcache.store_protocol`); unset,
+    or not a string, is ``Auto`` (tcp)."""
     if not isinstance(api_value, str) or not api_value:
         return "tcp"
-    return STORE_PROTOCOL.get(api_value, api_value.lower())
+    return kvcache.store_protocol(api_value)
 
 
 def exact(value: Any) -> tuple[int, int] | None:
