@@ -190,6 +190,26 @@ def test_cleanup_on_uninstall_renders_post_delete_hooks() -> None:
     assert container(job)["args"][0] == "cleanup"
 
 
+def test_peer_sync_port_wires_the_plugin_its_token_and_the_tokenreview_grant() -> None:
+    """Delivery spec 4.10: modelManager.port 0 is off; a port serves the peer endpoints with the
+    plugin's projected token (audience gpustack-model-peer) and lets it review peers' tokens."""
+    name = "gpustack-operator-model-manager"
+    off = render()
+    assert not any(a.startswith("--peer-") for a in container(by_kind(off, "DaemonSet")[name])["args"])
+    assert not any("tokenreviews" in r["resources"] for r in by_kind(off, "ClusterRole")[name]["rules"])
+    docs = render({"modelManager": {"port": 32445, "peerSync": {"streamsPerSource": 2}}})
+    plugin = by_kind(docs, "DaemonSet")[name]
+    args = container(plugin)["args"]
+    assert "--peer-port=32445" in args and "--peer-streams-per-source=2" in args
+    assert f"--peer-user=system:serviceaccount:{NS}:{name}" in args
+    assert "--peer-max-serving-streams=8" in args
+    (token,) = [v for v in plugin["spec"]["template"]["spec"]["volumes"] if v["name"] == "peer-token"]
+    assert token["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "gpustack-model-peer"
+    mounts = {m["name"]: m["mountPath"] for m in container(plugin)["volumeMounts"]}
+    assert mounts["peer-token"] == "/var/run/secrets/gpustack.ai/peer"  # the plugin's default token file
+    assert any("tokenreviews" in r["resources"] for r in by_kind(docs, "ClusterRole")[name]["rules"])
+
+
 def test_disabled_components_render_nothing() -> None:
     docs = render(
         {"deviceManager": {"enabled": False}, "modelManager": {"enabled": False}, "kueue": {"enabled": False}}
@@ -212,6 +232,7 @@ def test_disabled_components_render_nothing() -> None:
         ({"worker": {"leaderElection": {"lease": "15 seconds"}}}, "at '/worker/leaderElection/lease'"),
         ({"workers": {"replicas": 2}}, "additional properties 'workers' not allowed"),
         ({"global": {"certmanager": {"enabled": "sometimes"}}}, "at '/global/certmanager/enabled'"),
+        ({"modelManager": {"port": -1}}, "at '/modelManager/port'"),
     ],
 )
 def test_the_schema_refuses_a_wrong_value_naming_it(values: dict[str, Any], said: str) -> None:
