@@ -107,6 +107,16 @@ class Running:
         return self.spec.get("restartPolicy") or "Always"
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class ProcessNode:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -117,6 +127,7 @@ class ProcessNode:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.next_port = args.port_base
+        self.free_ports: list[int] = []  # handed back by Pods gone, reused first
         config = yaml.safe_load(Path(args.kubeconfig).read_text())
         cluster = config["clusters"][0]["cluster"]
         self.server, self.ca_data = cluster["server"], cluster.get("certificate-authority-data", "")
@@ -241,13 +252,24 @@ class ProcessNode:
                     directory=self.state / f"{meta.get('namespace')}_{meta.get('name')}",
                 )
                 if running.container.get("ports"):
-                    running.port = self.next_port
-                    self.next_port += 1
+                    running.port = self._take_port()
                 self.pods[uid] = running
             if meta.get("deletionTimestamp") and not running.deleting:
                 running.deleting = True
                 grace = meta.get("deletionGracePeriodSeconds")
                 running.kill_at = time.monotonic() + float(30 if grace is None else grace)
+
+    def _take_port(self) -> int:
+        """A loopback port for a new Pod: one a gone Pod handed back, else the next above
+        ``--port-base``; never one something listens on (the control plane's own ports follow the
+        block, and handing a worker etcd's port made every later rollout crash-loop)."""
+        while True:
+            if self.free_ports:
+                port = self.free_ports.pop(0)
+            else:
+                port, self.next_port = self.next_port, self.next_port + 1
+            if _bindable(port):
+                return port
 
     def _remove(self, meta: dict[str, Any]) -> None:
         with contextlib.suppress(ApiError):
@@ -403,6 +425,8 @@ class ProcessNode:
             self._remove({"namespace": running.namespace, "name": running.name, "uid": running.uid})
             with self.lock:
                 self.pods.pop(running.uid, None)
+                if running.port is not None:
+                    self.free_ports.append(running.port)
             return
         if process is None:
             if running.phase == "Pending" or (
