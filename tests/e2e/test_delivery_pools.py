@@ -19,9 +19,6 @@ and peer ports are free ports.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +26,7 @@ from typing import Any
 
 import gpustack
 import harness
+import localhub
 import pytest
 
 from api import constants
@@ -53,25 +51,9 @@ WAIT = 120
 @pytest.fixture(scope="module")
 def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[td.Hub]:
     root = tmp_path_factory.mktemp("pools-hub")
-    value = os.environ.get("GPUSTACK_DELIVERY_POOLS_HUB_PORT")
-    port = int(value) if value else free_port()
-    log = cluster.state_dir / "logs" / "delivery-pools-hub.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port)],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    control = HubControl(f"http://127.0.0.1:{port}")
-    harness.wait_for(control.healthy, timeout=30, what="the local hub")
-    found = td.Hub(f"http://127.0.0.1:{port}", HubRepos(root), control, process)
-    try:
-        yield found
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=10)
+    port = localhub.port_from("GPUSTACK_DELIVERY_POOLS_HUB_PORT")
+    with localhub.serving(root, port, cluster.state_dir / "logs" / "delivery-pools-hub.log") as endpoint:
+        yield td.Hub(endpoint, HubRepos(root), HubControl(endpoint))
 
 
 @pytest.fixture(scope="module")
