@@ -132,6 +132,19 @@ def _node_store() -> dict:
     }
 
 
+def _delivery(kind: str, spec: dict, namespace: str | None = None) -> dict:
+    """A ModelStore (cluster-scoped), ModelStoreBinding or ModelPrefetch of the delivery pool kinds."""
+    meta: dict[str, Any] = {"name": "grant" if namespace else "a10g"}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+MODELSTORES = ("worker.gpustack.ai", "v1", "modelstores")
+MODELSTOREBINDINGS = ("worker.gpustack.ai", "v1", "modelstorebindings")
+MODELPREFETCHES = ("worker.gpustack.ai", "v1", "modelprefetches")
+
+
 def _topology_source() -> dict:
     return {
         "apiVersion": "worker.gpustack.ai/v1",
@@ -156,6 +169,22 @@ SAMPLES = {
     "TopologySource": (_topology_source(), "worker.gpustack.ai", "v1", "topologysources"),
     "ModelArtifact": (_artifact(), "worker.gpustack.ai", "v1", "modelartifacts"),
     "NodeModelStore": (_node_store(), "worker.gpustack.ai", "v1", "nodemodelstores"),
+    "ModelStore": (
+        _delivery("ModelStore", {"nodeSelector": {"matchLabels": {"pool": "a10g"}}}),
+        *MODELSTORES,
+    ),
+    "ModelStoreBinding": (
+        _delivery(
+            "ModelStoreBinding", {"storeRefs": [{"name": "a10g"}], "quota": {"bytes": "100Gi"}}, "team-a"
+        ),
+        *MODELSTOREBINDINGS,
+    ),
+    "ModelPrefetch": (
+        _delivery(
+            "ModelPrefetch", {"artifactRef": {"name": "qwen"}, "bindingRef": {"name": "grant"}}, "team-a"
+        ),
+        *MODELPREFETCHES,
+    ),
     "Pod": (pod(labels={"kueue.x-k8s.io/queue-name": "q"}), "", "v1", "pods"),
     "Workload": (_workload(), "kueue.x-k8s.io", "v1beta2", "workloads"),
     "Instance": (_instance(), "worker.gpustack.ai", "v1", "instances"),
