@@ -290,6 +290,18 @@ def milli(value: object) -> int:
     return -((-num * 1000) // den)
 
 
+def bytes_up(value: object) -> object:
+    """The value in whole bytes, rounded up (``"1.5"`` → 2); ``None`` for what is not a quantity
+    (a bool, None, garbage), so a status figure can be left out instead of failing a pass."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        num, den = parse(value)
+    except ValueError:
+        return None
+    return -((-num) // den)
+
+
 def floor_div(value: object, unit: int) -> int:
     """``⌊value / unit⌋`` exactly: ``floor_div("24Gi", 2**20)`` → 24576 (MiB)."""
     num, den = parse(value)

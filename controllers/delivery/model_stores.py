@@ -21,44 +21,16 @@ from api.objects import Obj
 from controllers.delivery import pools
 from fastpath import quantity
 from kube import changes
-from kube.client import Client
 from kube.manager import Controller, Manager, Watch
+from kube.status import apply_status
 
 ALL = "stores"
 RESYNC = 300.0
 
 
-def apply_status(
-    client: Client, kind: str, obj: Obj, status: Obj, manager: str, droppable: tuple[str, ...] = ()
-) -> bool:
-    """Apply ``status`` unless the object already reads so; True when written."""
-    meta = obj.get("metadata") or {}
-    current = obj.get("status") or {}
-    if all(current.get(k) == v for k, v in status.items()) and not any(
-        k in current and k not in status for k in droppable
-    ):
-        return False
-    body: Obj = {
-        "apiVersion": obj.get("apiVersion") or "worker.gpustack.ai/v1",
-        "kind": kind,
-        "metadata": {"name": meta.get("name")},
-        "status": status,
-    }
-    if meta.get("namespace"):
-        body["metadata"]["namespace"] = meta["namespace"]
-    client.apply(body, field_manager=manager, subresource="status")
-    return True
-
-
 def quantity_bytes(value: Any) -> int | None:
-    """A quantity in whole bytes (rounded up), None when it is not one."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        num, den = quantity.parse(value)
-    except ValueError:
-        return None
-    return -((-num) // den)
+    """A quantity in whole bytes (rounded up); ``None`` when it is not one."""
+    return cast(int | None, quantity.bytes_up(value))
 
 
 def _labels_or_presence(event: str, obj: Obj, old: Obj | None) -> bool:

@@ -26,11 +26,11 @@ from api import delivery as d
 from api import prefetch as pf
 from api.objects import Obj
 from controllers.delivery import prefetch_plan as pp
-from controllers.delivery.model_stores import apply_status
 from controllers.settings import AWARE_CPU, SettingsReader
 from kube import changes
 from kube.client import ApiError
 from kube.manager import Controller, Manager, Watch
+from kube.status import apply_status
 
 log = logging.getLogger("controllers.delivery.prefetches")
 PINS = "pins"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from fastpath import quantity
 
@@ -17,14 +17,8 @@ _BINARY = (
 
 
 def to_bytes(value: Any) -> int | None:
-    """A quantity as whole bytes (rounded up); ``None`` when it is not a quantity."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        num, den = quantity.parse(value)
-    except ValueError:
-        return None
-    return -((-num) // den)
+    """A quantity in whole bytes (rounded up); ``None`` when it is not one."""
+    return cast(int | None, quantity.bytes_up(value))
 
 
 def to_quantity(count: int | float) -> str:

@@ -1,36 +1,14 @@
 """The three writes every KV-cache reconciler makes: status by server-side apply under a field
 manager of its own (so several writers share one status, each owning its fields and list entries),
-and adding or removing its finalizer."""
+and adding or removing its finalizer (the first lives in kube.status)."""
 
 from __future__ import annotations
 
 from api.objects import Obj
 from kube.client import JSON_PATCH, ApiError, Client
+from kube.status import apply_status as apply_status  # the status write, shared with delivery
 
 API_VERSION = "worker.gpustack.ai/v1"
-
-
-def apply_status(
-    client: Client, kind: str, obj: Obj, status: Obj, manager: str, droppable: tuple[str, ...] = ()
-) -> bool:
-    """Apply ``status`` under ``manager`` unless the object already reads so (and no ``droppable``
-    field this manager wrote must disappear); True when written."""
-    meta = obj.get("metadata") or {}
-    current = obj.get("status") or {}
-    if all(current.get(k) == v for k, v in status.items()) and not any(
-        k in current and k not in status for k in droppable
-    ):
-        return False
-    body: Obj = {
-        "apiVersion": API_VERSION,
-        "kind": kind,
-        "metadata": {"name": meta.get("name")},
-        "status": status,
-    }
-    if meta.get("namespace"):
-        body["metadata"]["namespace"] = meta["namespace"]
-    client.apply(body, field_manager=manager, subresource="status")
-    return True
 
 
 def add_finalizer(client: Client, kind: str, obj: Obj, finalizer: str) -> None:

@@ -4,7 +4,7 @@ that need it refuse it with its path instead of raising."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from api.objects import Obj
 from fastpath import quantity
@@ -45,14 +45,8 @@ def positive_quantity(value: Any) -> bool:
 
 
 def quantity_bytes(value: Any) -> int | None:
-    """A byte count, rounded up to a whole byte; ``None`` for something that is not a quantity."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        num, den = quantity.parse(value)
-    except ValueError:
-        return None
-    return -((-num) // den)
+    """A quantity in whole bytes (rounded up); ``None`` when it is not one."""
+    return cast(int | None, quantity.bytes_up(value))
 
 
 def is_dns_label(value: Any) -> bool:
