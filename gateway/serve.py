@@ -198,16 +198,20 @@ def _stop_early(signum: int, _: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _stop_early)
+    previous = signal.signal(signal.SIGTERM, _stop_early)
     try:
-        options = validate(args)  # the command line configured logging with --v already
-        served = prepare(options)
-    except UsageError as error:
-        print(f"gpustack-operator worker-gateway: {error}", file=sys.stderr)
-        return 2
-    try:
-        log.info("worker-gateway serving", extra={"listen": served.where})
-        served.run()
+        try:
+            options = validate(args)  # the command line configured logging with --v already
+            served = prepare(options)
+        except UsageError as error:
+            print(f"gpustack-operator worker-gateway: {error}", file=sys.stderr)
+            return 2
+        try:
+            log.info("worker-gateway serving", extra={"listen": served.where})
+            served.run()
+        finally:
+            served.close()
+        return 0
     finally:
-        served.close()
-    return 0
+        # Given back: a caller in the same process (a test, an embedding) keeps its own SIGTERM.
+        signal.signal(signal.SIGTERM, previous)

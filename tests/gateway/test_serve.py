@@ -86,6 +86,19 @@ def test_unusable_options_exit_2_naming_the_flag(args, says, capsys, tmp_path):
     assert says in capsys.readouterr().err
 
 
+def test_a_run_gives_the_callers_sigterm_handler_back(tmp_path):
+    """In-process (as here), ``run`` must not leave its SIGTERM handler behind: a child forked
+    later would raise SystemExit on SIGTERM instead of dying."""
+    import signal
+
+    mine = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        assert cli.main(["wg", "--bind-unix-path", str(tmp_path / "s.sock"), "--watch-buffer", "0"]) == 2
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, mine)
+
+
 def test_a_bad_duration_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["wg", "--worker-readiness-check-timeout", "soon"])
