@@ -22,7 +22,6 @@ which nodes a group covered.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +29,10 @@ from api import kvcache as kv
 from api.objects import Obj
 from controllers.kvcache import backend_render as br
 from controllers.kvcache import tier_render as tr
+from controllers.kvcache.node_ledger import LEDGER_KEY as LEDGER_KEY
+from controllers.kvcache.node_ledger import dump as dump
+from controllers.kvcache.node_ledger import load as load
 
-LEDGER_KEY = "nodes.json"
 EMPTIED, FAILED, EXPIRED, SHARED, STOPPED_SHARED, NO_IMAGE = (
     "emptied",
     "failed",
@@ -67,20 +68,6 @@ def wanted(backend: Obj) -> bool:
     """Whether the backend's tier asks to be emptied on deletion."""
     found = tr.tier_group(backend)
     return found is not None and found[2].get("cleanAfterDelete") is True
-
-
-def load(config_map: Obj | None) -> dict[str, dict[str, Any]]:
-    try:
-        found = json.loads(str(_dict(_dict(config_map).get("data")).get(LEDGER_KEY) or "{}"))
-    except ValueError:
-        return {}
-    return (
-        {str(k): dict(v) for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
-    )
-
-
-def dump(ledger: dict[str, dict[str, Any]]) -> str:
-    return json.dumps(ledger, sort_keys=True, separators=(",", ":"))
 
 
 def selects(selector: Any, node: Obj) -> bool:

@@ -16,14 +16,14 @@ It never moves the phase.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from api import kvcache as kv
 from api.objects import Obj
 from controllers.kvcache.conditions import FALSE, TRUE, Verdict
-
-LEDGER_KEY = "nodes.json"
+from controllers.kvcache.node_ledger import LEDGER_KEY as LEDGER_KEY
+from controllers.kvcache.node_ledger import dump as dump
+from controllers.kvcache.node_ledger import load as load
 
 
 def _dict(value: Any) -> Obj:
@@ -47,20 +47,6 @@ def reading(pod: Obj) -> int | None:
             if terminated.get("exitCode") == 0 and words and words[0].isdigit():
                 return int(words[0])
     return None
-
-
-def load(config_map: Obj | None) -> dict[str, dict[str, Any]]:
-    try:
-        found = json.loads(str(_dict(_dict(config_map).get("data")).get(LEDGER_KEY) or "{}"))
-    except ValueError:
-        return {}
-    return (
-        {str(k): dict(v) for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
-    )
-
-
-def dump(ledger: dict[str, dict[str, Any]]) -> str:
-    return json.dumps(ledger, sort_keys=True, separators=(",", ":"))
 
 
 def track(ledger: dict[str, dict[str, Any]], pods: list[Obj]) -> dict[str, dict[str, Any]]:
