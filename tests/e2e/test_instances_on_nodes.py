@@ -460,8 +460,7 @@ def test_a_sliced_instance_and_its_sidecar_share_one_card(
     sliced = (
         ((instance_type(cluster).get("status") or {}).get("detail") or {}).get("slicedDetail") or {}
     ).get("logical") or {}
-    if not int(sliced.get("count") or 0):
-        pytest.skip(f"the pool {POOL} offers no logical slices")
+    assert int(sliced.get("count") or 0), f"the pool {POOL} offers no logical slices: {sliced}"
     sliced_before = remaining(cluster, "acceleratorSliced")
     cluster.apply(instance_manifest("slice", {"accelerator": "1", "acceleratorSlicedMemoryPercentage": 40}))
     obj, pod = ready_with_allocations(cluster, "slice")
