@@ -412,19 +412,20 @@ def test_two_replicas_hand_over_without_refusing_an_admission(cluster, host):
     ensure_namespace(cluster, TENANT)
     pod = pods.case_pod(pods.CASES[0])
     pod["metadata"].update(name="ha-probe", namespace=TENANT)
-    failures: list[str] = []
+    failures: list[tuple[float, str]] = []  # (when the kubectl started, what it printed)
     count = 0
     done = threading.Event()
 
     def admit_continuously() -> None:
         nonlocal count
         while not done.is_set():
+            started = time.monotonic()
             result = cluster.kubectl(
                 "create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False
             )
             count += 1
             if result.returncode != 0:
-                failures.append(result.stderr)
+                failures.append((started, result.stderr))
 
     thread = threading.Thread(target=admit_continuously)
     thread.start()
@@ -445,7 +446,13 @@ def test_two_replicas_hand_over_without_refusing_an_admission(cluster, host):
         thread.join(120)
     _figure(cluster, "handover_s", handover)
     _figure(cluster, "admissions_during_handover", count)
-    assert failures == [], failures[:3]
+    # A SIGKILL takes the one request the killed replica was answering with it (a Service, like
+    # kube-proxy, does not replay a POST on another Pod): at most that one fails, as a reset
+    # connection, never as a refusal. Every admission sent after the kill is answered.
+    in_flight = [text for started, text in failures if started < killed_at]
+    after_kill = [text for started, text in failures if started >= killed_at]
+    assert after_kill == [], after_kill[:3]
+    assert len(in_flight) <= 1 and all("connection reset" in t or "EOF" in t for t in in_flight), in_flight
     assert new_holder != holder and count > 8
     # The new leader reconciles: the pool's objects are the same, none twice.
     harness.wait_for(
