@@ -53,9 +53,16 @@ wait_ready() { # wait_ready <component> <timeout seconds>
     local name="$1" deadline=$((SECONDS + $2))
     until component_ready "$name"; do
         if ! pid_of "$name" >/dev/null; then
-            local pid how="gone"
+            local pid how="gone" state
             pid="$(cat "$PIDS/$name.pid" 2>/dev/null || true)"
-            if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            # kill -0 also succeeds on a zombie (a component that died and that up.sh, its parent,
+            # has not reaped): only /proc's state tells it from a live one still exec'ing.
+            state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
+            if [[ -n "$pid" && -n "$state" && "$state" != Z ]]; then
+                if ((SECONDS <= deadline)); then
+                    sleep 0.5 # alive, its command line not yet the component's (a slow exec)
+                    continue
+                fi
                 how="running as pid $pid but not with this state dir's command line"
             elif [[ -n "$pid" ]]; then
                 how="$(exit_status "$pid")"
