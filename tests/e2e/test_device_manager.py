@@ -142,15 +142,18 @@ def marker_of(node: nodes.Node, pod_obj: dict, container: str = "main") -> Path:
 
 
 def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
+    # Two NodeFeatures reach the node through nfd-master, each in its own pass: the device
+    # manager's (the accelerator labels) and the worker's (managed).
     node = harness.wait_for(
         lambda: (
-            (n := cluster.kubectl_json("get", "node", H100))["metadata"]["labels"].get(
+            (labels := (n := cluster.kubectl_json("get", "node", H100))["metadata"]["labels"]).get(
                 f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"
             )
+            and constants.LABEL_MANAGED in labels
             and n
         ),
         timeout=90,
-        what="the device manager's labels on the node",
+        what="the device manager's and the worker's labels on the node",
     )
     labels = node["metadata"]["labels"]
     assert labels[f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"] == "8"
