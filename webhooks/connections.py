@@ -155,6 +155,10 @@ class GuardedListener:
             address = host or "0.0.0.0"
             family = socket.AF_INET6 if ":" in address else socket.AF_INET
             sock = socket.create_server((address, port or 0), family=family, backlog=backlog)
+        else:
+            # uvicorn's supervisor binds the socket it hands every worker process but leaves the
+            # listen to asyncio's create_server, which this listener stands in for.
+            sock.listen(backlog)
         sock.setblocking(False)
         return cls(loop, protocol_factory, context, limits, sock)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -11,14 +12,26 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import pytest
 
+from certs import issue
 from tests.net import free_port
 from tests.webhooks.reviews import body, pod
 
 
-def test_two_worker_processes_serve(tmp_path):
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_two_worker_processes_serve(tmp_path, tls):
+    """Over TLS the listener is the connection-counting one, which must listen on the socket the
+    supervisor bound (it once never did: every worker ran and none accepted)."""
     (tmp_path / "objects").mkdir()
     port = free_port()
+    if tls:
+        issue.ensure(tmp_path / "certs", ["localhost"], ["127.0.0.1"])
+        transport = ["--cert-dir", str(tmp_path / "certs")]
+        context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.crt"))
+    else:
+        transport, context = ["--insecure"], None
+    scheme = "https" if tls else "http"
     process = subprocess.Popen(
         [
             sys.executable,
@@ -26,7 +39,7 @@ def test_two_worker_processes_serve(tmp_path):
             "gpustack_operator",
             "worker",
             "--webhooks-only",
-            "--insecure",
+            *transport,
             "--objects",
             str(tmp_path / "objects"),
             "--bind-address",
@@ -45,11 +58,11 @@ def test_two_worker_processes_serve(tmp_path):
         while True:
             try:
                 request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/validate-gpustack-worker-core-v1-pod",
+                    f"{scheme}://127.0.0.1:{port}/validate-gpustack-worker-core-v1-pod",
                     data=body(pod(), uid="w2"),
                     headers={"Content-Type": "application/json"},
                 )
-                with urllib.request.urlopen(request, timeout=2) as response:
+                with urllib.request.urlopen(request, timeout=2, context=context) as response:
                     answer = orjson.loads(response.read())
                 break
             except OSError:
