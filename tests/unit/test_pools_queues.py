@@ -290,6 +290,29 @@ def test_overlapping_selectors_are_refused() -> None:
     assert refused.condition["reason"] == "SelectorOverlap"
 
 
+def test_flavors_of_two_cpu_groups_share_one_queue() -> None:
+    """One pool's nodes with two CPU models (or a model and the generic fallback): their flavors
+    differ in the general group, which a node has one of, so they never overlap."""
+    amd = {
+        constants.label_general_group("amd-25-1"): "true",
+        f"{constants.PREFIX_GENERAL}amd-25-1.count": "2",
+    }
+    generic_keys = (constants.label_general_group("generic"), f"{constants.PREFIX_GENERAL}generic.count")
+    nodes = [node("c", cores=16), node("d", labels=amd, drop=generic_keys)]
+    cpu = instance_type("gpustack--generic-linux-amd64", "")
+    result = plan(cpu, None, flavors_of(*nodes))
+    assert result.condition is None or result.condition["reason"] != "SelectorOverlap"
+    (group,) = result.apply["spec"]["resourceGroups"]
+    assert sorted(f["name"] for f in group["flavors"]) == [
+        "gpustack--amd-25-1-linux-amd64-2c",
+        "gpustack--generic-linux-amd64-16c",
+    ]
+    # The same for an accelerated pool whose nodes have two CPU models.
+    a10g = [node("a", A10G, 4), node("b", A10G, 4, labels=amd, drop=generic_keys)]
+    (group,) = plan(instance_type(), None, flavors_of(*a10g)).apply["spec"]["resourceGroups"]
+    assert len(group["flavors"]) == 2
+
+
 def test_kueue_reencoded_quantities_compare_equal() -> None:
     queue = plan(instance_type(), None, flavors_of(node("a", A10G, 4))).apply
     stored = kueue_wrote(queue)
