@@ -192,19 +192,10 @@ def _overlap(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     (CPU) groups: a node's cores are counted under exactly one group (the ``<group>.count`` label
     its device manager writes), and every generated flavor pins one, so flavors of two groups —
     one pool's nodes with two CPU models, or a model and the generic fallback — never share a node."""
-    ga, gb = _general_groups(a), _general_groups(b)
-    if ga and gb and ga.isdisjoint(gb):
+    ga, gb = render.group_keys(a, constants.PREFIX_GENERAL), render.group_keys(b, constants.PREFIX_GENERAL)
+    if ga and gb and set(ga).isdisjoint(gb):
         return False
     return all(b[k] == v for k, v in a.items() if k in b)
-
-
-def _general_groups(selector: Mapping[str, str]) -> set[str]:
-    prefix = constants.PREFIX_GENERAL
-    return {
-        k[len(prefix) :]
-        for k, v in selector.items()
-        if k.startswith(prefix) and v == "true" and "." not in k[len(prefix) :]
-    }
 
 
 def _quantity(value: Any) -> tuple[int, int] | Any:

@@ -321,24 +321,20 @@ def retiring(flavor: Mapping[str, Any]) -> bool:
     return _labels(flavor).get(constants.LABEL_FLAVOR_RETIRING) == "true"
 
 
+def group_keys(labels: Mapping[str, str], prefix: str) -> list[str]:
+    """The ``<prefix><group>: "true"`` keys of a flavor or selector, sorted (a group's facts, such
+    as ``<group>.count``, are not keys of their own)."""
+    return sorted(
+        k for k, v in labels.items() if k.startswith(prefix) and "." not in k[len(prefix) :] and v == "true"
+    )
+
+
 def hardware_identity(flavor: Mapping[str, Any]) -> tuple[str, ...] | None:
     """A generated flavor's identity without its topology profile (general key, accelerator key,
     os, arch, per-node count), from its labels; two flavors that differ only in profile share it."""
     labels = _labels(flavor)
-    general = sorted(
-        k
-        for k, v in labels.items()
-        if k.startswith(constants.PREFIX_GENERAL)
-        and "." not in k[len(constants.PREFIX_GENERAL) :]
-        and v == "true"
-    )
-    accelerated = sorted(
-        k
-        for k, v in labels.items()
-        if k.startswith(constants.PREFIX_ACCELERATABLE)
-        and "." not in k[len(constants.PREFIX_ACCELERATABLE) :]
-        and v == "true"
-    )
+    general = group_keys(labels, constants.PREFIX_GENERAL)
+    accelerated = group_keys(labels, constants.PREFIX_ACCELERATABLE)
     os, arch = labels.get(constants.LABEL_OS, ""), labels.get(constants.LABEL_ARCH, "")
     if not general or not os or not arch:
         return None
