@@ -53,22 +53,18 @@ wait_ready() { # wait_ready <component> <timeout seconds>
     local name="$1" deadline=$((SECONDS + $2))
     until component_ready "$name"; do
         if ! pid_of "$name" >/dev/null; then
-            local pid how="gone" state
+            local pid state
             pid="$(cat "$PIDS/$name.pid" 2>/dev/null || true)"
             # kill -0 also succeeds on a zombie (a component that died and that up.sh, its parent,
-            # has not reaped): only /proc's state tells it from a live one still exec'ing.
+            # has not reaped): only /proc's state tells it from a live one still exec'ing, which
+            # is waited for like any component that is not ready yet.
             state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
-            if [[ -n "$pid" && -n "$state" && "$state" != Z ]]; then
-                if ((SECONDS <= deadline)); then
-                    sleep 0.5 # alive, its command line not yet the component's (a slow exec)
-                    continue
-                fi
-                how="running as pid $pid but not with this state dir's command line"
-            elif [[ -n "$pid" ]]; then
-                how="$(exit_status "$pid")"
+            if [[ -z "$pid" || -z "$state" || "$state" == Z ]]; then
+                local how="gone"
+                [[ -n "$pid" ]] && how="$(exit_status "$pid")"
+                tail -n 30 "$LOGS/$name.log" >&2 || true
+                die "$name exited ($how); see $LOGS/$name.log"
             fi
-            tail -n 30 "$LOGS/$name.log" >&2 || true
-            die "$name exited ($how); see $LOGS/$name.log"
         fi
         if ((SECONDS > deadline)); then
             tail -n 30 "$LOGS/$name.log" >&2 || true
