@@ -7,10 +7,11 @@
   over real gRPC on unix sockets, ``--concurrency`` (8) callers at once, against one node of
   ``--cards`` (8) simulated H100s with as many pending sliced Pods as allocations; the annotation
   write is left out (the recorder is a no-op), as the target states.  The device plugins run in a
-  process of their own, as in production; this process plays the kubelet: it keeps a
-  ``ListAndWatch`` stream open on every resource, and serves the pod-resources API the plugins
-  identify containers through (the Pods it is admitting without devices, the admitted ones with
-  theirs).
+  process of their own, as in production.  The kubelet's side is a Go program, as the kubelet is
+  (``tests/cluster/kube/benchcmd/dm-kubelet``, built once into ``~/.cache``): it keeps a
+  ``ListAndWatch`` stream open on every resource, offers the healthy unallocated devices, makes the
+  calls, and serves the pod-resources API the plugins identify containers through (the Pods being
+  admitted without devices, the admitted ones with theirs).
 - ``discovery``: one NVML detection pass through pynvml's real wrappers on the simulated library,
   for each card count of ``--discovery-cards`` (8 and 64).
 - ``interfaces``: one RDMA interface pass (the confined sysfs reads and a netlink dump of this
@@ -25,13 +26,15 @@ Target (issue 12): ``Allocate`` p99 under 5 ms.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import resource as rusage
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent import futures
 from pathlib import Path
@@ -44,8 +47,8 @@ from nodeplugins.devicemanager.allocator import Allocator
 from nodeplugins.devicemanager.backends import backend_for
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
 from nodeplugins.devicemanager.backends.simulated import inventory_of
-from nodeplugins.devicemanager.kubelet import PodResources, podresources_grpc, podresources_pb
-from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
+from nodeplugins.devicemanager.kubelet import PodResources
+from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb_grpc
 from nodeplugins.devicemanager.rdma.inventory import Interfaces
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 from nodeplugins.devicemanager.simulation import profile as profiles
@@ -96,7 +99,7 @@ def _pods(count: int) -> list[dict[str, Any]]:
 def _serve(argv: list[str]) -> int:
     """The device-plugin process: every resource's plugin on its socket in ``directory``, the
     allocator identifying containers through the pod-resources socket there; stops when stdin
-    closes and prints how many containers it holds."""
+    closes and prints how many containers it holds and the CPU seconds it spent meanwhile."""
     directory, cards, allocations, identify = Path(argv[0]), int(argv[1]), int(argv[2]), argv[3]
     profile = profiles.parse(
         {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
@@ -119,11 +122,14 @@ def _serve(argv: list[str]) -> int:
         server.start()
         servers.append(server)
     print("serving", flush=True)
+    started = rusage.getrusage(rusage.RUSAGE_SELF)
     sys.stdin.read()
+    ended = rusage.getrusage(rusage.RUSAGE_SELF)
+    cpu = ended.ru_utime + ended.ru_stime - started.ru_utime - started.ru_stime
     watchers.close()
     for server in servers:
         server.stop(0)
-    print(json.dumps({"held": len(allocator.held), **served}), flush=True)
+    print(json.dumps({"held": len(allocator.held), "cpu_s": cpu, **served}), flush=True)
     return 0
 
 
@@ -148,57 +154,27 @@ class _Timed(DevicePlugin):
             self.served["preferred"].append(time.perf_counter() - start)
 
 
-class _Kubelet(podresources_grpc.PodResourcesListerServicer):
-    """The pod-resources API as the kubelet answers it: the Pods it is admitting (no devices yet)
-    and those it admitted (with the devices ``Allocate`` was called with)."""
-
-    def __init__(self, resource: str) -> None:
-        self.resource = resource
-        self.lock = threading.Lock()
-        self.admitting: list[str] = []  # oldest first
-        self.answer = podresources_pb.ListPodResourcesResponse()
-        self.entries: dict[str, Any] = {}  # Pod name → its entry in the answer
-
-    def admit(self, name: str) -> None:
-        with self.lock:
-            self.admitting.append(name)
-            pod = self.answer.pod_resources.add(name=name, namespace="bench")
-            pod.containers.add(name="main")
-            self.entries[name] = pod
-
-    def allocated(self, ids: list[str]) -> None:
-        """An ``Allocate`` returned: the allocator serves the oldest admitting container first."""
-        with self.lock:
-            if self.admitting:
-                pod = self.entries[self.admitting.pop(0)]
-                pod.containers[0].devices.add(resource_name=self.resource, device_ids=ids)
-
-    def refused(self, name: str) -> None:
-        with self.lock:
-            if name in self.admitting:
-                self.admitting.remove(name)
-                pods = self.answer.pod_resources
-                index = next(i for i, p in enumerate(pods) if p.name == name)
-                del pods[index]
-                del self.entries[name]
-
-    def List(self, request: Any, context: Any) -> Any:
-        answer = podresources_pb.ListPodResourcesResponse()
-        with self.lock:
-            answer.CopyFrom(self.answer)
-        return answer
+KUBE_MODULE = Path(__file__).resolve().parents[1] / "tests" / "cluster" / "kube"
+STAND_IN = "benchcmd/dm-kubelet"
 
 
-def _watch(socket: Path, stop: threading.Event) -> None:
-    """A kubelet's ``ListAndWatch`` stream on one resource, read until ``stop``."""
-    with grpc.insecure_channel(f"unix://{socket}") as channel:
-        stream = pb_grpc.DevicePluginStub(channel).ListAndWatch(pb.Empty())
-        try:
-            for _answer in stream:
-                if stop.is_set():
-                    break
-        except grpc.RpcError:
-            return
+def stand_in_binary() -> Path:
+    """The kubelet's side of the calls (``tests/cluster/kube/benchcmd/dm-kubelet``, Go, from the
+    pins of the kube module), built once into ``~/.cache`` per content of its sources and pins."""
+    key = hashlib.sha256()
+    for path in (KUBE_MODULE / "go.mod", KUBE_MODULE / "go.sum", KUBE_MODULE / STAND_IN / "main.go"):
+        key.update(path.read_bytes())
+    directory = Path.home() / ".cache" / "gpustack-operator" / "bench-bin" / key.hexdigest()[:16]
+    binary = directory / "dm-kubelet"
+    if not binary.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -trimpath"}
+        scratch = directory / "dm-kubelet.partial"
+        subprocess.run(
+            ["go", "build", "-o", str(scratch), f"./{STAND_IN}"], cwd=KUBE_MODULE, env=env, check=True
+        )
+        scratch.rename(binary)
+    return binary
 
 
 def bench_grpc(
@@ -206,17 +182,9 @@ def bench_grpc(
 ) -> list[dict[str, Any]]:
     """``identify``: ``pod-resources`` (production: ask the kubelet) or ``pending`` (the allocator's
     fallback from the pending Pods alone, what it costs without the kubelet's answer)."""
-    profile = profiles.parse(
-        {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
-    )
-    groups = devices.spec_groups(inventory_of(profile), {})
     resource = next(r for r in tokens.resources("nvidia") if r.family == "sliced")
+    binary = stand_in_binary()
     directory = Path(tempfile.mkdtemp(prefix="dmb", dir="/tmp"))
-    kubelet = _Kubelet(resource.name)
-    pod_resources = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    podresources_grpc.add_PodResourcesListerServicer_to_server(kubelet, pod_resources)
-    pod_resources.add_insecure_port(f"unix://{directory / 'pr.sock'}")
-    pod_resources.start()
     command = "import sys; from loadtests.bench_devicemanager import _serve; sys.exit(_serve(sys.argv[1:]))"
     plugins = subprocess.Popen(
         [sys.executable, "-c", command, str(directory), str(cards), str(allocations), identify],
@@ -225,72 +193,32 @@ def bench_grpc(
         text=True,
     )
     assert plugins.stdout is not None and plugins.stdin is not None
-    if plugins.stdout.readline().strip() != "serving":
-        raise RuntimeError("the device-plugin process did not start")
-    available = [t for t, ok, _ in tokens.devices_of(resource, groups, {}) if ok]
-    socket = directory / resource.socket
-    lock = threading.Lock()
-    preferred_s: list[float] = []
-    allocate_s: list[float] = []
-    remaining = list(range(allocations))
-    failures: list[str] = []
-    stop = threading.Event()
-
-    def worker() -> None:
-        with grpc.insecure_channel(f"unix://{socket}") as channel:
-            stub = pb_grpc.DevicePluginStub(channel)
-            while True:
-                with lock:
-                    if not remaining:
-                        return
-                    name = f"p{remaining.pop(0)}"  # the kubelet admits Pods oldest first
-                    kubelet.admit(name)
-                start = time.perf_counter()
-                answer = stub.GetPreferredAllocation(
-                    pb.PreferredAllocationRequest(
-                        container_requests=[
-                            pb.ContainerPreferredAllocationRequest(
-                                available_deviceIDs=available, allocation_size=1
-                            )
-                        ]
-                    )
-                )
-                middle = time.perf_counter()
-                ids = list(answer.container_responses[0].deviceIDs)
-                try:
-                    stub.Allocate(
-                        pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)])
-                    )
-                except grpc.RpcError as error:
-                    kubelet.refused(name)
-                    with lock:
-                        failures.append(f"{error.code().name}: {error.details()}")
-                    continue
-                end = time.perf_counter()
-                kubelet.allocated(ids)
-                with lock:
-                    preferred_s.append(middle - start)
-                    allocate_s.append(end - middle)
-
-    watches = [
-        threading.Thread(target=_watch, args=(directory / r.socket, stop), daemon=True)
-        for r in tokens.resources("nvidia")
-    ]
     try:
-        for thread in watches:
-            thread.start()
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        if plugins.stdout.readline().strip() != "serving":
+            raise RuntimeError("the device-plugin process did not start")
+        kubelet = subprocess.run(
+            [
+                str(binary),
+                f"-dir={directory}",
+                f"-resource={resource.name}",
+                f"-socket={resource.socket}",
+                "-watch=" + ",".join(r.socket for r in tokens.resources("nvidia")),
+                f"-pods={allocations}",
+                f"-concurrency={concurrency}",
+                "-namespace=bench",
+                "-prefix=p",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
+        calls = json.loads(kubelet.stdout)
     finally:
-        stop.set()
         out, _ = plugins.communicate("", timeout=60)
-        pod_resources.stop(0)
         shutil.rmtree(directory, ignore_errors=True)
     served = json.loads(out.strip().splitlines()[-1])
-    held = served["held"]
+    failures = calls["refusals"]
 
     def plugin_side(case: str) -> dict[str, float]:
         ms = [x * 1000 for x in served[case]] or [0.0]
@@ -299,15 +227,18 @@ def bench_grpc(
     extra = {
         "cards": cards,
         "concurrency": concurrency,
-        "held": held,
+        "held": served["held"],
         "refused": len(failures),
         "first_refusal": failures[0] if failures else "",
         "annotation_write": False,
         "identify": identify,
+        # the plugins' process: CPU per grant (its preference and Allocate, ListAndWatch, the asks)
+        "plugin_cpu_ms_per_grant": round(served["cpu_s"] * 1000 / max(1, served["held"]), 3),
+        "caller": "Go (the kubelet's side, tests/cluster/kube/benchcmd/dm-kubelet)",
     }
     return [
-        _summary("preferred", preferred_s, **extra, **plugin_side("preferred")),
-        _summary("allocate", allocate_s, **extra, **plugin_side("allocate")),
+        _summary("preferred", calls["preferred_s"] or [0.0], **extra, **plugin_side("preferred")),
+        _summary("allocate", calls["allocate_s"] or [0.0], **extra, **plugin_side("allocate")),
     ]
 
 

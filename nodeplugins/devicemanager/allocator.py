@@ -25,6 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Any
 
 from api import allocation, constants
@@ -45,6 +46,7 @@ from nodeplugins.devicemanager.partitioned import PartitionedGrants
 from nodeplugins.devicemanager.partitions import Owner, Partitions
 from nodeplugins.devicemanager.settle import (
     ENV_SLICED_GATE,
+    Offered,
     Site,
     facts_of,
     fill,
@@ -64,6 +66,7 @@ DELETED_REMEMBERED = 4096  # UIDs the uncached list must not bring back
 # (namespace, pod name, container name) of containers the kubelet holds no device of the resource
 # for, given the resource and the (namespace, pod) not worth reading (``kubelet.PodResources.waiting``).
 PodResourcesLookup = Callable[..., set[tuple[str, str, str]] | None]
+_UNSEEN = object()  # a token the card cache has not parsed yet
 
 
 def _env_of(container: Mapping[str, Any]) -> dict[str, str]:
@@ -120,6 +123,8 @@ class Allocator(Identifies, PartitionedGrants):
         self._deleted: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._rows: list[dict[str, Any]] | None = None  # status rows, rebuilt lazily
         self._index: dict[tuple[str, str], Mapping[str, Any]] = {}  # the rows by (group, card)
+        self._stamp: tuple = ()  # health_stamp() of the rows
+        self._inventories = 0  # set_inventory calls: the spec groups (and card health) changed
         self._tallies: dict[tuple, Any] | None = None  # what the holds charge, per card
         self._live: cards.NodeLedger | None = None  # the fit ledger allocations commit into
         self._token_card: dict[str, str | None] = {}
@@ -134,6 +139,7 @@ class Allocator(Identifies, PartitionedGrants):
         with self.lock:
             self.inventory = inventory
             self.groups = groups
+            self._inventories += 1
             self._cards = {card.id: card for card in inventory.cards}
             self._site = replace(self._site, cards=self._cards)
             self._group_of = {a["id"]: g["id"] for g in groups for a in g.get("accelerators") or ()}
@@ -253,12 +259,20 @@ class Allocator(Identifies, PartitionedGrants):
                 )
             self._rows = ledger.ledger_rows(self._devices(), (), tallies=self._tallies)
             self._index = {(g["id"], r["id"]): r for g in self._rows for r in g["accelerators"]}
+            self._stamp = (self._inventories, tk.health_stamp(self._index))
         return self._rows
 
     def rows(self) -> list[dict[str, Any]]:
         """The ``Devices`` status groups: what is allocated now, held reservations included."""
         with self.lock:
             return self.rows_locked()
+
+    def health_stamp(self) -> tuple:
+        """Changes whenever a token's health may have: the spec groups (card health) or what the
+        ledger rows say of each card's mode and partitions (``tokens.health_stamp``)."""
+        with self.lock:
+            self.rows_locked()
+            return self._stamp
 
     def row_index(self) -> dict[tuple[str, str], Mapping[str, Any]]:
         """The rows by (group id, card id)."""
@@ -460,6 +474,14 @@ class Allocator(Identifies, PartitionedGrants):
             raise Refusal("the allocation names no device")
         return out
 
+    def _cards_of(self, tokens: Sequence[str]) -> list[str | None]:
+        """Each token's card (``None``: not one of ours), looked up at C speed; only tokens never
+        seen before are parsed."""
+        seen: list[Any] = list(map(self._token_card.get, tokens, repeat(_UNSEEN)))
+        if _UNSEEN in seen:
+            seen = [self._card_of(t) if c is _UNSEEN else c for t, c in zip(tokens, seen, strict=True)]
+        return seen
+
     def _card_of(self, token: str) -> str | None:
         try:
             return self._token_card[token]
@@ -478,11 +500,7 @@ class Allocator(Identifies, PartitionedGrants):
         card that fits (ties by index), partitions as offered."""
         if resource.family in (FAMILY_PARTITIONED, FAMILY_VISIBILITY):
             return fill(list(must), available, size)
-        by_card: dict[str, list[str]] = {}
-        for token in available:
-            card = self._card_of(token)
-            if card is not None:
-                by_card.setdefault(card, []).append(token)
+        by_card = Offered(available, self._cards_of(available))
         waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
         with self.lock:
             found = self._identify(resource, size, waiting, None)

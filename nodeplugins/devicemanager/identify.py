@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,8 +87,9 @@ def containers_of(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
 
 
-# (creation time, namespace, name), position, uid, container, quantity: sorts oldest first
-Waiting = tuple[tuple[str, str, str], int, str, str, int]
+Shape = tuple[tuple[str, int], ...]  # a container's quantities by resource, sorted
+# (creation time, namespace, name), position, uid, container, quantity, shape: sorts oldest first
+Waiting = tuple[tuple[str, str, str], int, str, str, int, Shape]
 
 
 class Pending:
@@ -99,6 +101,8 @@ class Pending:
         self._sorted: dict[str, list[Waiting]] = {name: [] for name in modes}
         self._entries: dict[str, dict[tuple[str, str], Waiting]] = {name: {} for name in modes}
         self._by_pod: dict[str, set[tuple[str, str]]] = {}  # uid → (resource, container) indexed
+        # Per resource, how many waiting containers ask for each set of quantities (a shape).
+        self._shapes: dict[str, Counter[Shape]] = {name: Counter() for name in modes}
 
     def _remove(self, resource: str, uid: str, container: str) -> None:
         entry = self._entries[resource].pop((uid, container), None)
@@ -106,6 +110,11 @@ class Pending:
             entries = self._sorted[resource]
             del entries[bisect.bisect_left(entries, entry)]
             self._by_pod.get(uid, set()).discard((resource, container))
+            shapes = self._shapes[resource]
+            shape = entry[5]
+            shapes[shape] -= 1
+            if not shapes[shape]:
+                del shapes[shape]
 
     def drop(self, uid: str) -> None:
         for resource, container in list(self._by_pod.pop(uid, ())):
@@ -123,10 +132,12 @@ class Pending:
                     continue
                 if held(uid, container):
                     continue
-                entry = (info.age, position, uid, container, quantity)
+                shape = tuple(sorted(quantities.items()))
+                entry = (info.age, position, uid, container, quantity, shape)
                 self._entries[resource][(uid, container)] = entry
                 bisect.insort(self._sorted[resource], entry)
                 self._by_pod.setdefault(uid, set()).add((resource, container))
+                self._shapes[resource][shape] += 1
 
     def take(self, uid: str, container: str) -> None:
         """``container`` was reserved: it waits for nothing any more."""
@@ -152,6 +163,11 @@ class Pending:
                 if entry[4] == count:
                     return entry
         return entries[0]
+
+    def alike(self, resource: str) -> bool:
+        """Whether every container waiting for ``resource`` asks for the same quantities of every
+        resource (so whichever of them a call serves, its request reads the same)."""
+        return len(self._shapes.get(resource) or ()) <= 1
 
     def waiting(self, resource: str) -> list[Waiting]:
         return list(self._sorted.get(resource) or ())
@@ -330,11 +346,14 @@ class Identifies:
         return held.uid, held.container, held
 
     def _identifies(self, resource: tk.Resource) -> bool:
-        """Whether a preference needs the container: a slice's size, or a possible retry (a
-        reservation of this family the kubelet has not listed yet, whose Pod has not started)."""
-        if resource.family == FAMILY_SLICED:
-            return True
+        """Whether a preference needs the kubelet's answer: for a slice's size when the containers
+        waiting for slices ask for different sizes, or for a possible retry (a reservation of this
+        family the kubelet has not listed yet, whose Pod has not started).  When every waiting
+        container asks alike and no retry is possible, the answer could not change the preference:
+        whichever container it named, the oldest pending one reads the same size."""
         with self.lock:
+            if resource.family == FAMILY_SLICED and not self._pending.alike(resource.name):
+                return True
             for key in self._unconfirmed:
                 held = self.held.get(key)
                 info = self._info.get(key[0])

@@ -22,12 +22,12 @@ from typing import Any, Protocol
 
 import grpc
 
+from fastpath import podresources
 from nodeplugins.devicemanager.plugin import API_VERSION, pb, pb_grpc
 from nodeplugins.protos import load
 
 log = logging.getLogger("devicemanager.kubelet")
 podresources_pb = load("kubelet.podresources.v1.api_pb2")
-podresources_grpc = load("kubelet.podresources.v1.api_pb2_grpc")
 
 
 UNIX_PATH_MAX = 100  # sun_path holds 108 bytes; gRPC refuses 107 already: keep a margin
@@ -173,30 +173,39 @@ class KubeletLink:
 
 
 class PodResources:
-    """The kubelet pod-resources API (``pod-resources/kubelet.sock`` beside ``device-plugins/``)."""
+    """The kubelet pod-resources API (``pod-resources/kubelet.sock`` beside ``device-plugins/``).
+
+    ``List`` is asked for its raw bytes and read by :func:`fastpath.podresources.waiting`, which
+    reads only the fields identification needs (decoding the whole answer into messages cost
+    ~0.7 ms of the interpreter's time for a node of 400 Pods, on every identification)."""
+
+    METHOD = "/v1.PodResourcesLister/List"
 
     def __init__(self, socket: str | Path, *, timeout: float = 2.0) -> None:
         self.socket = Path(socket)
         self.timeout = timeout
         self._channel: grpc.Channel | None = None
+        self._list: Any = None
         self._lock = threading.Lock()
 
-    def _stub(self) -> object:
+    def _lister(self) -> Any:
         with self._lock:
             if self._channel is None:
                 self._channel = grpc.insecure_channel(unix_target(self.socket))
-            return podresources_grpc.PodResourcesListerStub(self._channel)
+                # An empty ListPodResourcesRequest is zero bytes; the answer stays bytes.
+                self._list = self._channel.unary_unary(self.METHOD)
+            return self._list
 
     def waiting(
         self, resource: str, skip: frozenset[tuple[str, str]] = frozenset()
     ) -> set[tuple[str, str, str]] | None:
         """(namespace, pod, container) of every container the kubelet lists without a device of
         ``resource``, Pods named in ``skip`` (namespace, pod) left unread; ``None`` when the
-        kubelet cannot be asked."""
+        kubelet cannot be asked or its answer does not read as one."""
         if not os.path.exists(self.socket):
             return None
         try:
-            answer = self._stub().List(podresources_pb.ListPodResourcesRequest(), timeout=self.timeout)  # type: ignore[attr-defined]
+            answer = self._lister()(b"", timeout=self.timeout)
         except grpc.RpcError as error:
             log.info(
                 "pod-resources lookup failed; identifying from pending Pods", extra={"error": str(error)}
@@ -204,14 +213,11 @@ class PodResources:
             with self._lock:
                 self._channel = None
             return None
-        out = set()
-        for pod in answer.pod_resources:
-            if skip and (pod.namespace, pod.name) in skip:
-                continue
-            for container in pod.containers:
-                for devices in container.devices:
-                    if devices.resource_name == resource and devices.device_ids:
-                        break
-                else:
-                    out.add((pod.namespace, pod.name, container.name))
-        return out
+        try:
+            return podresources.waiting(answer, resource, skip)
+        except ValueError as error:
+            log.warning(
+                "the kubelet's pod-resources answer does not read as one; identifying from pending Pods",
+                extra={"error": str(error), "bytes": len(answer)},
+            )
+            return None

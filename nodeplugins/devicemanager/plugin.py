@@ -111,10 +111,16 @@ class DevicePlugin(_Servicer):
         seen = -1
         last: list[tuple[str, str]] | None = None
         last_key: tuple | None = None
+        last_stamp: tuple | None = None
         while context.is_active() and not self.watchers.closed:
             version = self.watchers.version
             if version != seen:
                 seen = version
+                stamp = self.allocator.health_stamp()
+                if stamp == last_stamp:  # no card's mode, partitions or health moved
+                    self.watchers.wait(seen, 5.0)
+                    continue
+                last_stamp = stamp
                 key = tk.health_key(self.resource, self.allocator.groups, self.allocator.row_index())
                 if key == last_key:  # no card's health moved: the token list is the one sent
                     self.watchers.wait(seen, 5.0)

@@ -9,9 +9,9 @@ message that names the card and what is wrong (``FailedPrecondition`` at the gRP
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from api import allocation, constants
 from api.manufacturers import UNITS_PER_CARD, UNITS_PER_PERCENT, UNITS_PER_SHARE
@@ -175,6 +175,39 @@ def fill(picked: list[str], available: Sequence[str], size: int) -> list[str]:
         if token not in picked:
             picked.append(token)
     return picked[:size]
+
+
+class Offered(Mapping[str, list[str]]):
+    """The offered tokens by card, for a preference: which cards are offered is known at once (a
+    C-speed pass over the tokens' cards), the tokens of one card only when asked for (the pick
+    reads one or two cards of the hundreds of tokens the kubelet offers)."""
+
+    def __init__(self, available: Sequence[str], cards_of: Sequence[str | None]) -> None:
+        self._available = available
+        self._cards_of = cards_of
+        cards: dict[str | None, None] = dict.fromkeys(cards_of)
+        cards.pop(None, None)
+        self._cards = cast(dict[str, None], cards)
+        self._tokens: dict[str, list[str]] = {}
+
+    def __contains__(self, card: object) -> bool:
+        return card in self._cards
+
+    def __getitem__(self, card: str) -> list[str]:
+        if card not in self._cards:
+            raise KeyError(card)
+        tokens = self._tokens.get(card)
+        if tokens is None:
+            tokens = self._tokens[card] = [
+                t for t, c in zip(self._available, self._cards_of, strict=True) if c == card
+            ]
+        return tokens
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cards)
+
+    def __len__(self) -> int:
+        return len(self._cards)
 
 
 def prefer(

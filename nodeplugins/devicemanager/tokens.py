@@ -144,6 +144,22 @@ def _cards_health(
     return out
 
 
+def health_stamp(rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> tuple:
+    """What :func:`_cards_health` reads of the ledger rows, for every resource at once: each card's
+    mode and its partitions' allocated and remaining counts.  The allocator computes it once per
+    ledger change; a ``ListAndWatch`` stream builds its own resource's key only when it moved (a
+    slice placed on a card already in slice mode moves no token's health)."""
+    return tuple(
+        (
+            key,
+            int(row.get("mode") or 0),
+            tuple(int(p.get("count") or 0) for p in row.get("allocatedProfiles") or ()),
+            tuple(int(p.get("count") or 0) for p in row.get("remainingProfiles") or ()),
+        )
+        for key, row in rows.items()
+    )
+
+
 def health_key(
     resource: Resource,
     groups: Iterable[Mapping[str, Any]],

@@ -220,3 +220,21 @@ def test_the_slice_gate_switched_off_allocates_past_the_fit() -> None:
     allocator.allocate(R["sliced"], tokens(allocator, "sliced", 0))
     over = allocator.allocate(R["sliced"], [tokens(allocator, "sliced", 0, 2)[1]])
     assert over.grants[0].units == 1_280_000 and row(allocator, 0)["remaining"] == 0
+
+
+def test_the_health_stamp_moves_with_a_cards_mode_and_not_with_another_slice(h100: Allocator) -> None:
+    """ListAndWatch streams rebuild their token health only when the stamp moves."""
+    slice_ = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 16_000}
+    for name in ("s1", "s2"):
+        h100.pod_event("ADDED", pod(name, slice_))
+    h100.pod_event("ADDED", pod("whole", {BASE: 1}))
+    before = h100.health_stamp()
+    h100.allocate(R["sliced"], tokens(h100, "sliced", 0))  # card 0 goes into slice mode
+    first = h100.health_stamp()
+    assert first != before
+    h100.allocate(R["sliced"], [tk.token_id(h100.groups[0]["id"], h100.inventory.cards[0].id, 1)])
+    assert h100.health_stamp() == first  # another slice on the same card: no token's health moved
+    h100.allocate(R["exclusive"], tokens(h100, "exclusive", 1))
+    assert h100.health_stamp() != first  # card 1 taken whole
+    h100.set_inventory(h100.inventory, h100.groups)
+    assert h100.health_stamp()[0] != first[0]  # new spec groups: card health may have moved

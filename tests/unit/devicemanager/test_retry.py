@@ -180,3 +180,26 @@ def test_a_reservation_the_kubelet_lists_with_its_devices_is_confirmed_and_not_r
     allocator.allocate(R["exclusive"], offer(allocator, [2]))
     assert ("team-a", "p") in skipped[-1]  # confirmed: its Pod is not read any more
     assert ("team-a", "r") not in skipped[-1]
+
+
+def test_a_slice_preference_asks_the_kubelet_only_when_the_waiting_slices_differ() -> None:
+    """Whichever container the kubelet names, the preference reads the oldest pending one's size:
+    when every waiting slice asks for the same size it is the same answer, so it is not asked."""
+    asked: list[str] = []
+
+    def kubelet(resource: str, skip=()) -> set:
+        asked.append(resource)
+        return {("team-a", "small", "main"), ("team-a", "alike", "main")}
+
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=kubelet)
+    small = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 120_000}
+    allocator.pod_event("ADDED", pod("small", small))
+    allocator.pod_event("ADDED", pod("alike", small))
+    available = [t for t, ok, _ in tk.devices_of(R["sliced"], allocator.groups, {}) if ok]
+    alike = allocator.preferred(R["sliced"], available, [], 1)
+    assert asked == []  # two waiting slices of one size: nothing to ask
+    allocator.pod_event("ADDED", pod("large", SLICE))
+    assert allocator.preferred(R["sliced"], available, [], 1) == alike  # the oldest is still "small"
+    assert asked == [R["sliced"].name]  # sizes differ now: the kubelet's answer may name "large"
+    held = allocator.allocate(R["sliced"], alike)
+    assert held.pod == "small"  # the allocation itself always asks
