@@ -27,8 +27,20 @@ class DeviceEthernet(Schema):
     gateway: str = field(required=True)
 
 
+class DeviceFabric(Schema):
+    """The scale-up fabric domain a card is in (NVLink/MNNVL, an Ascend super pod over UB); the
+    domain itself is the cards sharing ``kind`` and ``id``, across nodes."""
+
+    kind: str = field(required=True, doc="The interconnect: nvlink, ub or xgmi.")
+    id: str = field(required=True, doc="The domain's identity, comparable across nodes.")
+    clique_id: str | None = field(
+        alias="cliqueId", doc="The partition inside the domain whose members can address one another."
+    )
+    member_count: UInt32 | None = field(alias="memberCount", doc="How many members the domain reports.")
+
+
 class DeviceTopology(Schema):
-    """Where a card sits: PCI coordinates, NUMA and CPU affinity."""
+    """Where a card sits: PCI coordinates, NUMA and CPU affinity, and its fabric domain."""
 
     pci_bus_id: str = field(alias="pciBusId", required=True)
     pci_root_id: str = field(alias="pciRootId", required=True)
@@ -37,6 +49,7 @@ class DeviceTopology(Schema):
     cpu_affinity: str = field(alias="cpuAffinity", required=True)
     roce: DeviceEthernet | None = None
     pci_switches: list[str] | None = field(alias="pciSwitches", list_type="atomic")
+    fabric: DeviceFabric | None = None
 
 
 class AcceleratorPlacement(Schema):

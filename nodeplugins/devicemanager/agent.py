@@ -12,7 +12,8 @@ serves no device plugin.
 
 Every pass also re-reads the network interfaces (:mod:`nodeplugins.devicemanager.rdma`, spec part C):
 ``Devices.spec.interfaces[]`` and the ``feature.gpustack.ai/rdma.*`` labels are published with the
-accelerator spec, and the three RDMA keys are served beside the manufacturer's families.
+accelerator spec, and the three RDMA keys are served beside the manufacturer's families.  The
+``feature.gpustack.ai/fabric.*`` labels reduce the cards' fabric domains (:mod:`.fabric`).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class DeviceManager:
             self.allocator.groups,
             devices.devices_labels(self.allocator.groups, labels),
             {
-                **devices.feature_labels([self.inventory]),
+                **devices.node_labels(self.inventory, self.allocator.groups),
                 **self.rdma.labels(self.allocator.groups, published),
             },
             interfaces=self.rdma.spec_interfaces(),

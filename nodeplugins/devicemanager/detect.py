@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         "driverVersion": inventory.driver_version,
         "runtimeVersion": inventory.runtime_version,
         "spec": spec,
-        "labels": {**devices.feature_labels([inventory]), **rdma.labels(groups, {})},
+        "labels": {**devices.node_labels(inventory, groups), **rdma.labels(groups, {})},
     }
     json.dump(out, sys.stdout, indent=2)
     sys.stdout.write("\n")

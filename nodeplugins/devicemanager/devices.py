@@ -20,6 +20,7 @@ from typing import Any
 from api import constants
 from api.booleans import env_bool
 from api.manufacturers import BY_NAME
+from nodeplugins.devicemanager.fabric import fabric_labels
 from nodeplugins.devicemanager.inventory import Card, Inventory
 from nodeplugins.devicemanager.rdma.pci import Coordinates
 
@@ -116,6 +117,13 @@ def _card_spec(card: Card, manufacturer: str, places: Mapping[str, Coordinates])
     }
     if place is not None and place.switches:
         topology["pciSwitches"] = list(place.switches)
+    if card.fabric is not None:
+        fabric: dict[str, Any] = {"kind": card.fabric.kind, "id": card.fabric.id}
+        if card.fabric.clique:
+            fabric["cliqueId"] = card.fabric.clique
+        if card.fabric.members:
+            fabric["memberCount"] = card.fabric.members
+        topology["fabric"] = fabric
     return {
         "id": card.id,
         "index": card.index,
@@ -229,6 +237,12 @@ def feature_labels(inventories: Iterable[Inventory], env: Mapping[str, str] | No
     if labels:
         labels[constants.LABEL_ACCELERATABLE] = "true"
     return labels
+
+
+def node_labels(inventory: Inventory, groups: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The NodeFeature labels besides the ``rdma.`` ones: the accelerator features of the inventory
+    and the fabric domain its published ``groups`` agree on."""
+    return {**feature_labels([inventory]), **fabric_labels(groups)}
 
 
 def devices_labels(groups: Iterable[Mapping[str, Any]], node_labels: Mapping[str, str]) -> dict[str, str]:

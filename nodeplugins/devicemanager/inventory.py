@@ -23,6 +23,20 @@ class PartitionProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class Fabric:
+    """The scale-up fabric domain a card reports (NVLink/MNNVL, an Ascend super pod over UB).
+
+    ``id`` is comparable across nodes; ``clique`` is the partition inside the domain whose members
+    can address one another ("" when the manufacturer reports none); ``members`` the domain's size
+    (0 when not reported).  A backend records one only once the domain is established."""
+
+    kind: str  # the interconnect: nvlink, ub, xgmi (ids of different kinds share no namespace)
+    id: str
+    clique: str = ""
+    members: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Card:
     """One accelerator as detected."""
 
@@ -41,6 +55,7 @@ class Card:
     partitioned: bool = False  # in a hardware partitioning mode (MIG on)
     profiles: tuple[PartitionProfile, ...] = ()  # offered when partitioned
     device_nodes: tuple[str, ...] = ()  # host device nodes a container needs for this card
+    fabric: Fabric | None = None  # its scale-up fabric domain, once established
 
 
 @dataclass(frozen=True, slots=True)

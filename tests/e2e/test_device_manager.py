@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nodes
 import pytest
+import yaml
 
 from api import allocation, constants
 from nodeplugins.devicemanager import tokens
@@ -35,6 +36,7 @@ POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 GROUP = "nvidia-h100-80gb-hbm3"
 NS = "gate5"
 BASE = "nvidia.com/gpu"
+FABRIC_UUID = "5b0e112233445566778899aabbccddef"
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +175,47 @@ def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
     )
     assert (
         capacity[f"{BASE}.partitioned"] == "14" and capacity["device.gpustack.ai/nvidia.visibility"] == "4096"
+    )
+
+
+def test_a_registered_nvlink_domain_labels_the_node_until_a_card_leaves_it(cluster, gate5):
+    # The hardware (the simulated NVML's fabric registration) changes; the device manager records
+    # each card's domain in Devices and nfd-master projects the node's one label.
+    node = gate5["h100"]
+    original = node.profile.read_text()
+    profile = yaml.safe_load(original)
+    for entry in profile["cards"]:
+        entry["fabric"] = {"id": FABRIC_UUID, "clique": 2}
+
+    def domain() -> str | None:
+        return cluster.kubectl_json("get", "node", H100)["metadata"]["labels"].get(
+            constants.LABEL_FABRIC_DOMAIN
+        )
+
+    try:
+        node.profile.write_text(yaml.safe_dump(profile))
+        harness.wait_for(lambda: domain() == f"nvlink-{FABRIC_UUID}-2", timeout=90, what="fabric.domain")
+        cards = cluster.kubectl_json("get", "devices", H100)["spec"]["groups"][0]["accelerators"]
+        assert {json.dumps(a["topology"].get("fabric"), sort_keys=True) for a in cards} == {
+            json.dumps({"cliqueId": "2", "id": FABRIC_UUID, "kind": "nvlink"}, sort_keys=True)
+        }
+        labels = cluster.kubectl_json("get", "node", H100)["metadata"]["labels"]
+        assert constants.LABEL_FABRIC_MEMBERS not in labels  # NVML reports no domain size
+        # One card back to negotiating: the node has no single domain, and the label goes.
+        profile["cards"][-1]["fabric"]["state"] = "in-progress"
+        node.profile.write_text(yaml.safe_dump(profile))
+        harness.wait_for(lambda: domain() is None, timeout=90, what="fabric.domain removed")
+        cards = cluster.kubectl_json("get", "devices", H100)["spec"]["groups"][0]["accelerators"]
+        assert sum(1 for a in cards if "fabric" in a["topology"]) == 6
+    finally:
+        node.profile.write_text(original)
+    harness.wait_for(
+        lambda: all(
+            "fabric" not in a["topology"]
+            for a in cluster.kubectl_json("get", "devices", H100)["spec"]["groups"][0]["accelerators"]
+        ),
+        timeout=90,
+        what="the original hardware back in Devices",
     )
 
 

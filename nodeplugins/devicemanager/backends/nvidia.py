@@ -4,9 +4,10 @@ The same code runs on a GPU host (the real ``libnvidia-ml.so.1``) and on simulat
 PROFILE.yaml`` installs a :class:`~..simulation.fakenvml.FakeNvml` under pynvml's own wrappers).
 
 Per card: UUID, name, memory, CUDA cores, compute capability, architecture (the family), PCI bus and
-NUMA node, MIG mode and — when MIG is on — the GPU-instance profiles with their empty-card
-placements; driver and CUDA versions once per node.  A card NVML answers an error for is logged and
-left out of this pass; an NVML that does not initialise fails the pass (the last state is kept).
+NUMA node, the NVLink fabric domain once registered, MIG mode and — when MIG is on — the
+GPU-instance profiles with their empty-card placements; driver and CUDA versions once per node.  A
+card NVML answers an error for is logged and left out of this pass; an NVML that does not
+initialise fails the pass (the last state is kept).
 Critical Xid events mark a card unhealthy until the process restarts.
 
 A partitioned grant is handed its MIG device, materialised through :mod:`.mig` at ``Allocate``
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nodeplugins.devicemanager.backends.base import FAMILY_PARTITIONED, Backend, DiscoveryError, Grant
-from nodeplugins.devicemanager.inventory import Card, Inventory, PartitionProfile
+from nodeplugins.devicemanager.inventory import Card, Fabric, Inventory, PartitionProfile
 from nodeplugins.devicemanager.partitions import Markers, Partitions
 
 log = logging.getLogger("devicemanager.nvidia")
@@ -150,6 +151,7 @@ class NvidiaBackend(Backend):
             partitioned=partitioned,
             profiles=profiles,
             device_nodes=(f"/dev/nvidia{minor}",),
+            fabric=_fabric(nvml, handle, uuid),
         )
 
     def _profiles(self, nvml: Any, handle: Any) -> tuple[PartitionProfile, ...]:
@@ -245,6 +247,29 @@ class NvidiaBackend(Backend):
             injection.envs["NVIDIA_VISIBLE_DEVICES"] = "none"
             injection.envs.pop("CUDA_VISIBLE_DEVICES", None)
         return injection
+
+
+def _fabric(nvml: Any, handle: Any, card: str) -> Fabric | None:
+    """The card's NVLink domain, only once the fabric manager has registered it: a card that has no
+    fabric, has not started or is still negotiating (or answers not-supported and zeros, as an
+    ordinary card does) has no cluster yet, and a registration that completed with an error or an
+    all-zero cluster UUID identifies none — publishing any of these would hand every such machine
+    one shared domain."""
+    info = nvml.c_nvmlGpuFabricInfo_t()
+    try:
+        nvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(info))
+    except nvml.NVMLError:
+        return None  # no fabric query on this generation or driver
+    uuid = bytes(info.clusterUuid)
+    if info.state != nvml.NVML_GPU_FABRIC_STATE_COMPLETED:
+        return None
+    if info.status != nvml.NVML_SUCCESS or not any(uuid):
+        log.debug(
+            "NVLink fabric registration completed without a cluster; no domain recorded",
+            extra={"card": card, "fabricStatus": int(info.status), "clusterUuid": uuid.hex()},
+        )
+        return None
+    return Fabric(kind="nvlink", id=uuid.hex(), clique=str(int(info.cliqueId)))
 
 
 def _optional(nvml: Any, function: Any, handle: Any, default: Any) -> Any:

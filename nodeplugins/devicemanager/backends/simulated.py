@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nodeplugins.devicemanager.backends.base import DiscoveryError
-from nodeplugins.devicemanager.inventory import Card, Inventory, PartitionProfile
+from nodeplugins.devicemanager.fabric import KINDS
+from nodeplugins.devicemanager.inventory import Card, Fabric, Inventory, PartitionProfile
 from nodeplugins.devicemanager.simulation import profile as profiles
 
 
@@ -38,9 +39,22 @@ def inventory_of(profile: profiles.NodeProfile, device_node: str = "") -> Invent
                 if sim.partitioned
                 else (),
                 device_nodes=(device_node.format(index=sim.index),) if device_node else (),
+                fabric=_fabric(profile.manufacturer, sim.fabric),
             )
         )
     return Inventory(profile.manufacturer, profile.driver_version, profile.runtime_version, tuple(cards))
+
+
+def _fabric(manufacturer: str, sim: profiles.SimFabric | None) -> Fabric | None:
+    """The domain a card's vendor library reports, once established (the profile said so)."""
+    if sim is None or not sim.established:
+        return None
+    return Fabric(
+        kind=KINDS[manufacturer],
+        id=sim.id,
+        clique="" if sim.clique is None else str(sim.clique),
+        members=sim.members,
+    )
 
 
 class ProfileSource:

@@ -8,10 +8,10 @@ simulated.  Each attribute is a plain function (pynvml sets ``restype`` on some 
 bound method would refuse).
 
 Served: init/shutdown, driver and CUDA versions, count and handles, name, UUID, memory, cores,
-compute capability, architecture, PCI info, index, minor number, NUMA node, MIG mode, GPU-instance
-profile info and possible placements, GPU and compute instances with their MIG devices
-(:mod:`.fakemig`: creation at a placement, destruction, ``IN_USE``), and Xid events (a card the
-profile marks ``unhealthy`` reports one critical Xid).  A card listing a function under ``failing`` answers it with
+compute capability, architecture, PCI info, index, minor number, NUMA node, NVLink fabric info,
+MIG mode, GPU-instance profile info and possible placements, GPU and compute instances with their
+MIG devices (:mod:`.fakemig`: creation at a placement, destruction, ``IN_USE``), and Xid events (a
+card the profile marks ``unhealthy`` reports one critical Xid).  A card listing a function under ``failing`` answers it with
 ``NVML_ERROR_UNKNOWN``; anything not served is ``NVML_ERROR_FUNCTION_NOT_FOUND`` in pynvml.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from nodeplugins.devicemanager.simulation.fakemig import MigFunctions
-from nodeplugins.devicemanager.simulation.profile import NodeProfile, SimCard
+from nodeplugins.devicemanager.simulation.profile import FABRIC_STATES, NodeProfile, SimCard
 
 SUCCESS = 0
 ERROR_UNINITIALIZED = 1
@@ -253,6 +253,22 @@ class FakeNvml(MigFunctions):
         if card is not None:
             _out(node).value = card.numa
         return ret
+
+    def _nvmlDeviceGetGpuFabricInfo(self, handle: Any, info: Any) -> int:
+        """The card's NVLink fabric registration; a card without one answers as an ordinary card
+        does: the not-supported state and zeros."""
+        ret, card = self._card(handle, "nvmlDeviceGetGpuFabricInfo")
+        if card is None:
+            return ret
+        out = _out(info)
+        fabric = card.fabric
+        uuid = bytes.fromhex(fabric.id) if fabric is not None else bytes(16)
+        for i in range(16):
+            out.clusterUuid[i] = uuid[i]
+        out.state = FABRIC_STATES[fabric.state] if fabric is not None else 0
+        out.status = ERROR_UNKNOWN if fabric is not None and fabric.failed else SUCCESS
+        out.cliqueId = (fabric.clique or 0) if fabric is not None else 0
+        return SUCCESS
 
     # --- MIG ---------------------------------------------------------------------------------------------
     def _nvmlDeviceGetMigMode(self, handle: Any, current: Any, pending: Any) -> int:

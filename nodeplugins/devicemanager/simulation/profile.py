@@ -17,6 +17,13 @@ other manufacturers' backends read it directly.  A profile::
       - product: NVIDIA A10G
         unhealthy: true               # reported unhealthy (an Xid, a lost card)
         failing: nvmlDeviceGetUUID    # NVML answers an error for this call on this card
+      - product: NVIDIA H100 80GB HBM3
+        fabric:                       # optional: the card's NVLink domain (NVIDIA, Ascend only)
+          id: 5b0e112233445566778899aabbccddef  # NVIDIA: the cluster UUID, 32 hex digits
+          clique: 1                   # optional: the partition inside it
+          members: 16                 # optional: the domain's size (NVML reports none)
+          state: completed            # NVIDIA: not-supported, not-started, in-progress, completed
+          status: success             # NVIDIA: success or error (a registration that failed)
 
 Every card's UUID is derived from the node name and its index, so two nodes never share one.
 Refusals name the field path (``cards[2].count: ...``) and say what to write instead.
@@ -24,6 +31,7 @@ Refusals name the field path (``cards[2].count: ...``) and say what to write ins
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +42,7 @@ from typing import Any
 import yaml
 
 from api.manufacturers import BY_NAME
+from nodeplugins.devicemanager.fabric import KINDS
 
 PRODUCTS_FILE = Path(__file__).with_name("products.yaml")
 DEFAULT_VERSIONS = {"nvidia": ("570.124.06", "12.8"), "ascend": ("24.1.rc3", "8.0")}
@@ -68,6 +77,25 @@ class SimProduct:
     profiles: tuple[SimProfile, ...]
 
 
+FABRIC_STATES = {"not-supported": 0, "not-started": 1, "in-progress": 2, "completed": 3}
+HEX_UUID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True, slots=True)
+class SimFabric:
+    """A card's fabric as the hardware reports it, established or not."""
+
+    id: str
+    clique: int | None = None
+    members: int = 0
+    state: str = "completed"
+    failed: bool = False  # the registration completed with an error
+
+    @property
+    def established(self) -> bool:
+        return self.state == "completed" and not self.failed
+
+
 @dataclass(frozen=True, slots=True)
 class SimCard:
     index: int
@@ -78,6 +106,7 @@ class SimCard:
     failing: frozenset[str]  # NVML functions that answer an error for this card
     pci_bus_id: str
     numa: int
+    fabric: SimFabric | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,11 +215,11 @@ def parse(raw: Any, *, node: str, source: str = "profile") -> NodeProfile:
     for i, entry in enumerate(entries):
         path = f"cards[{i}]"
         entry = _map(entry, path)
-        unknown = set(entry) - {"product", "count", "partitioned", "unhealthy", "failing"}
+        unknown = set(entry) - {"product", "count", "partitioned", "unhealthy", "failing", "fabric"}
         if unknown:
             raise _fail(
                 f"{path}.{sorted(unknown)[0]}",
-                "unknown field; want product, count, partitioned, unhealthy or failing",
+                "unknown field; want product, count, partitioned, unhealthy, failing or fabric",
             )
         name = _str(entry.get("product"), f"{path}.product")
         product = products.get(name)
@@ -211,6 +240,7 @@ def parse(raw: Any, *, node: str, source: str = "profile") -> NodeProfile:
         failing = [failing] if isinstance(failing, str) else failing
         if not isinstance(failing, list) or not all(isinstance(f, str) for f in failing):
             raise _fail(f"{path}.failing", "want an NVML function name or a list of them")
+        fabric = _fabric(entry["fabric"], f"{path}.fabric", manufacturer) if "fabric" in entry else None
         for _ in range(_int(entry.get("count", 1), f"{path}.count", minimum=1)):
             index = len(cards)
             if index >= MAX_CARDS:
@@ -225,6 +255,7 @@ def parse(raw: Any, *, node: str, source: str = "profile") -> NodeProfile:
                     failing=frozenset(failing),
                     pci_bus_id=f"00000000:{(0x18 + index) % 256:02X}:00.0",
                     numa=index * 2 // total,
+                    fabric=fabric,
                 )
             )
     return NodeProfile(
@@ -232,6 +263,34 @@ def parse(raw: Any, *, node: str, source: str = "profile") -> NodeProfile:
         driver_version=str(raw.get("driverVersion") or driver),
         runtime_version=str(raw.get("runtimeVersion") or runtime),
         cards=tuple(cards),
+    )
+
+
+def _fabric(raw: Any, path: str, manufacturer: str) -> SimFabric:
+    if manufacturer not in KINDS:
+        raise _fail(path, f"{manufacturer} cards report no fabric domain here; one of {sorted(KINDS)} do")
+    raw = _map(raw, path)
+    unknown = set(raw) - {"id", "clique", "members", "state", "status"}
+    if unknown:
+        raise _fail(
+            f"{path}.{sorted(unknown)[0]}", "unknown field; want id, clique, members, state or status"
+        )
+    ident = _str(raw.get("id"), f"{path}.id").lower()
+    if manufacturer == "nvidia" and not HEX_UUID.match(ident):
+        raise _fail(f"{path}.id", f"want the cluster UUID as 32 hex digits, got {raw.get('id')!r}")
+    state = raw.get("state", "completed")
+    if state not in FABRIC_STATES:
+        raise _fail(f"{path}.state", f"want one of {list(FABRIC_STATES)}, got {state!r}")
+    status = raw.get("status", "success")
+    if status not in ("success", "error"):
+        raise _fail(f"{path}.status", f"want success or error, got {status!r}")
+    clique = raw.get("clique")
+    return SimFabric(
+        id=ident,
+        clique=None if clique is None else _int(clique, f"{path}.clique"),
+        members=_int(raw.get("members", 0), f"{path}.members"),
+        state=state,
+        failed=status == "error",
     )
 
 

@@ -10,10 +10,18 @@ import pytest
 from nodeplugins.devicemanager import devices
 from nodeplugins.devicemanager.allocator import Allocator
 from nodeplugins.devicemanager.backends.simulated import inventory_of
+from nodeplugins.devicemanager.simulation import fakenvml
 from nodeplugins.devicemanager.simulation import profile as profiles
 
 NODE = "gpu-sim-0"
 _counter = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _real_library_afterwards():
+    """pynvml back on the real library after each test that installed a simulated one."""
+    yield
+    fakenvml.install(None)
 
 
 def make_allocator(cards: list[dict[str, Any]], manufacturer: str = "nvidia", **kw: Any) -> Allocator:

@@ -10,7 +10,6 @@ from api import constants
 from nodeplugins.devicemanager import devices
 from nodeplugins.devicemanager.backends import DiscoveryError, backend_for
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
-from nodeplugins.devicemanager.simulation import fakenvml
 
 MIXED = """
 manufacturer: nvidia
@@ -18,12 +17,6 @@ cards:
   - {product: NVIDIA H100 80GB HBM3, count: 6}
   - {product: NVIDIA H100 80GB HBM3, count: 2, partitioned: true}
 """
-
-
-@pytest.fixture(autouse=True)
-def _real_library_afterwards():
-    yield
-    fakenvml.install(None)
 
 
 def discover(tmp_path, text: str, node: str = "n1"):

@@ -44,12 +44,6 @@ CARDS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _real_library_afterwards():
-    yield
-    fakenvml.install(None)
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
