@@ -2,10 +2,11 @@
 (model-delivery spec §4.5 steps 3-4).
 
 The file is hashed strictly in byte order and nothing is ever read back from disk to verify it. A
-large remainder is fetched as parallel byte ranges ("pieces", at most ``window`` in memory per
-file); each piece is written at its offset as soon as it arrives and hashed when the hash reaches
-it. Every ``checkpoint_bytes`` the hashed offset and the saved hash state are recorded next to the
-file; a restart truncates the file to the checkpoint and continues from there. Within one boot the
+large remainder is fetched as parallel byte ranges ("pieces", at most ``window`` at once per file);
+each piece is written at its offset as soon as it arrives; the piece the hash has reached hashes
+its bytes as they arrive, the others hold theirs in memory until the hash reaches them. Every
+``checkpoint_bytes`` the hashed offset and the saved hash state are recorded next to the file; a
+restart truncates the file to the checkpoint and continues from there. Within one boot the
 page cache already holds what was written, so such a checkpoint needs no sync; every
 ``durable_bytes`` (and at the end) the data is synced first and the checkpoint marked durable, and
 after a reboot only a durable checkpoint is trusted. A request that fails or stalls is retried from
@@ -16,6 +17,7 @@ its last received byte; ``retries`` failures in a row with no progress give up
 from __future__ import annotations
 
 import base64
+import ctypes
 import errno
 import json
 import mmap
@@ -31,6 +33,7 @@ from api import delivery as d
 from api.manifest import ManifestFile
 from nodeplugins.modelmanager.fetch import Body, FetchError, Landing, Source, open_range
 from nodeplugins.modelmanager.hashing import ResumableHash
+from nodeplugins.modelmanager.libc import LIBC
 from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
 
 
@@ -64,7 +67,13 @@ class PiecePool:
             for index, buf in enumerate(self._free):
                 if len(buf) == size:
                     return self._free.pop(index)
-        return mmap.mmap(-1, size)
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+
+    def give_view(self, view: memoryview) -> None:
+        """Release ``view`` (over a buffer :meth:`take` handed out) and keep its buffer."""
+        buf = view.obj
+        view.release()
+        self.give(cast(mmap.mmap, buf))
 
     def give(self, buf: mmap.mmap) -> None:
         with self._lock:
@@ -113,6 +122,9 @@ class FileDownload:
         self.tuning = tuning
         self.progress = progress
         self.cancelled = cancelled
+        # Large files of this download fetched at once, this one included (the materializer sets
+        # it): with ``window`` or more, their own streams already hold that many connections.
+        self.alongside = 1
         self._abandon = False
         self._fd = -1
         self._landing: Landing | None = None  # where the first request's redirects led
@@ -167,10 +179,12 @@ class FileDownload:
             # it finds nothing left to write); a mid-file checkpoint needs its data only.
             (os.fsync if done else os.fdatasync)(fd)
             record["durable_offset"], record["durable_hash"] = offset, record.get("hash", "")
-        elif previous.get("boot") == _boot_id() or "durable_offset" in previous:
-            for key in ("durable_offset", "durable_hash"):
-                if key in previous:
-                    record[key] = previous[key]
+        else:
+            _start_writeback(fd)  # so the final sync finds little left to write
+            if previous.get("boot") == _boot_id() or "durable_offset" in previous:
+                for key in ("durable_offset", "durable_hash"):
+                    if key in previous:
+                        record[key] = previous[key]
         tmp = self.state.with_name(self.state.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(record, f)
@@ -208,7 +222,7 @@ class FileDownload:
             self._fd = fd
             writer = _Writer(fd, hasher, offset, self)
             remaining = self.entry.size - offset
-            if remaining > self.tuning.ranged_above and self.tuning.window > 1:
+            if self._ranged(remaining):
                 self._pieces(writer, offset)
             elif remaining > 0 or self.entry.size == 0:
                 self._stream(writer, offset)
@@ -222,6 +236,13 @@ class FileDownload:
             if fd >= 0:
                 os.close(fd)
 
+    def _ranged(self, remaining: int) -> bool:
+        """Parallel ranges for a large remainder, unless enough other large files of the download
+        run beside it: then each file's single stream gives the download its connections, and
+        no piece waits in memory for the hash (cheaper where the link is not the limit)."""
+        window = self.tuning.window
+        return remaining > self.tuning.ranged_above and window > 1 and self.alongside < window
+
     def _stream(self, writer: _Writer, offset: int) -> None:
         """One request for the whole remainder, written as it arrives; retried from the last byte."""
         chunk = memoryview(bytearray(self.tuning.chunk))
@@ -232,57 +253,81 @@ class FileDownload:
         self._fetch(offset, self.entry.size, lambda at, n: chunk[:n], consume)
 
     def _pieces(self, writer: _Writer, offset: int) -> None:
-        """Parallel byte ranges of ``piece_size``, at most ``window`` at once. Each piece writes its
-        chunks at their offsets as they arrive (while they are still in the CPU's caches) and keeps
-        them in its buffer until the hash, which runs in byte order here, reaches them."""
+        """Parallel byte ranges of ``piece_size``, at most ``window`` at once, each written at its
+        offset as it arrives. The piece the hash has reached (the head) hashes its chunks as they
+        arrive, in a small buffer still in the CPU's caches; the others keep theirs in a piece
+        buffer until the hash reaches them: the head's thread catches up on what it buffered before
+        it became the head, and here each finished piece's unhashed rest is hashed in byte order."""
         size, piece = self.entry.size, self.tuning.piece_size
         spans = [(a, min(a + piece, size)) for a in range(offset, size, piece)]
-        futures: dict[int, Future[memoryview]] = {}
-        pool = self.limits.pieces
+        futures: dict[int, Future[_Received]] = {}
         with ThreadPoolExecutor(self.tuning.window, thread_name_prefix="model-piece") as executor:
             try:
                 for i in range(min(self.tuning.window, len(spans))):
-                    futures[i] = executor.submit(self._piece, *spans[i])
+                    futures[i] = executor.submit(self._piece, writer, *spans[i])
                 for i in range(len(spans)):
-                    data = futures.pop(i).result()
+                    received = futures.pop(i).result()
                     following = i + self.tuning.window
                     if following < len(spans):
-                        futures[following] = executor.submit(self._piece, *spans[following])
-                    writer.write(data, written=True)
-                    buf = data.obj
-                    data.release()
-                    pool.give(cast(mmap.mmap, buf))
+                        futures[following] = executor.submit(self._piece, writer, *spans[following])
+                    try:
+                        if received.hashed < received.length:
+                            assert received.buffer is not None  # unhashed bytes were buffered
+                            writer.write(received.buffer[received.hashed : received.length], written=True)
+                    finally:
+                        received.release(self.limits.pieces)
             except BaseException:
                 self._abandon = True  # running pieces stop at their next chunk
                 for future in futures.values():
                     future.cancel()
                 raise
 
-    def _piece(self, start: int, end: int) -> memoryview:
-        """Receive ``[start, end)`` into a pool buffer (taken once the first request may start),
-        writing each chunk at its offset; returns the received bytes."""
-        held: list[memoryview] = []
-        filled = 0
+    def _piece(self, writer: _Writer, start: int, end: int) -> _Received:
+        """Receive ``[start, end)``, writing each chunk at its offset and hashing it at once while
+        this piece is the head; a chunk that arrives before the hash reaches the piece goes into
+        a pool buffer (taken the first time one must wait)."""
+        received = _Received(end - start)
+        pool = self.limits.pieces
+        hot: list[memoryview] = []  # the head's chunk buffer, once taken
+        into_hot = False
+
+        def head() -> bool:  # only this piece's thread moves the hash from here on
+            return writer.position == start + received.hashed
 
         def target(at: int, n: int) -> memoryview:
-            if not held:
-                held.append(memoryview(self.limits.pieces.take(self.tuning.piece_size))[: end - start])
-            return held[0][at - start : at - start + n]
+            nonlocal into_hot
+            into_hot = received.hashed == received.filled and head()
+            if into_hot:
+                if not hot:
+                    hot.append(memoryview(pool.take(self.tuning.chunk)))
+                return hot[0][:n]
+            if received.buffer is None:
+                received.buffer = memoryview(pool.take(self.tuning.piece_size))
+            return received.buffer[at - start : at - start + n]
 
         def consume(data: memoryview) -> None:
-            nonlocal filled
-            _write_at(self._fd, data, start + filled)  # in parallel with the other pieces
-            filled += data.nbytes
+            _write_at(self._fd, data, start + received.filled)  # in parallel with the other pieces
+            received.filled += data.nbytes
+            if into_hot:
+                writer.write(data, written=True)
+            elif head():  # the hash reached this piece: catch up on what waited in the buffer
+                assert received.buffer is not None
+                writer.write(received.buffer[received.hashed : received.filled], written=True)
+            else:
+                return
+            received.hashed = received.filled
 
         try:
             self._fetch(start, end, target, consume)
-            if filled != end - start:
+            if received.filled != received.length:
                 raise FetchError(d.SOURCE_UNAVAILABLE, "a byte range came back short", retryable=False)
         except BaseException:
-            for view in held:
-                view.release()
+            received.release(pool)
             raise
-        return held[0]
+        finally:
+            for view in hot:
+                pool.give_view(view)
+        return received
 
     def _fetch(
         self,
@@ -350,6 +395,24 @@ class FileDownload:
         return self._abandon or self.cancelled()
 
 
+class _Received:
+    """One piece's bytes: how many arrived, how many of them are hashed, and the buffer holding
+    those that arrived before the hash reached the piece (``None`` when none had to wait)."""
+
+    __slots__ = ("buffer", "filled", "hashed", "length")
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.filled = 0
+        self.hashed = 0
+        self.buffer: memoryview | None = None
+
+    def release(self, pool: PiecePool) -> None:
+        if self.buffer is not None:
+            pool.give_view(self.buffer)
+            self.buffer = None
+
+
 class _Writer:
     """Writes verified bytes in order, hashing them, checkpointing every ``checkpoint_bytes``."""
 
@@ -362,22 +425,27 @@ class _Writer:
         self.since_durable = 0
 
     def write(self, data: memoryview, *, written: bool = False) -> None:
-        """Hash ``data`` (the next bytes in order) and write it, unless a piece already did."""
-        if self.position + data.nbytes > self.owner.entry.size:
+        """Hash ``data`` (the next bytes in order) and write it, unless a piece already did.
+
+        ``position`` moves last, once the checkpoint is taken: a piece waiting for the hash to
+        reach it (``position`` equal to its start) becomes the only writer only when this call
+        is over, so two threads never hash or checkpoint at once."""
+        after = self.position + data.nbytes
+        if after > self.owner.entry.size:
             raise FetchError(d.INTEGRITY_MISMATCH, "a file is larger than the manifest lists")
         self.hasher.update(data)
         if not written:
             _write_at(self.fd, data, self.position)
-        self.position += data.nbytes
         self.since_checkpoint += data.nbytes
         self.since_durable += data.nbytes
         self.owner.progress(data.nbytes)
         if self.since_checkpoint >= self.owner.tuning.checkpoint_bytes:
             durable = self.since_durable >= self.owner.tuning.durable_bytes
-            self.owner._checkpoint(self.fd, self.position, self.hasher, durable=durable)
+            self.owner._checkpoint(self.fd, after, self.hasher, durable=durable)
             self.since_checkpoint = 0
             if durable:
                 self.since_durable = 0
+        self.position = after
 
 
 def _write_at(fd: int, data: memoryview, offset: int) -> None:
@@ -389,6 +457,22 @@ def _write_at(fd: int, data: memoryview, offset: int) -> None:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             raise FetchError(d.INSUFFICIENT_CAPACITY, "the cache filesystem is full") from None
         raise
+
+
+_SYNC_FILE_RANGE = getattr(LIBC, "sync_file_range", None)
+_SYNC_FILE_RANGE_WRITE = 2
+if _SYNC_FILE_RANGE is not None:
+    _SYNC_FILE_RANGE.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    _SYNC_FILE_RANGE.restype = ctypes.c_int
+
+
+def _start_writeback(fd: int) -> None:
+    """Start writing the file's dirty pages to disk without waiting (``sync_file_range`` with
+    ``SYNC_FILE_RANGE_WRITE``), so the disk works while the download goes on instead of all at
+    the final sync; the page cache keeps the bytes for the engine that loads them next.  Best
+    effort: where the call is missing or refused, the final sync writes everything."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
 
 
 _BOOT: list[str] = []

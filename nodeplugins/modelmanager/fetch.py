@@ -75,9 +75,9 @@ def _connect(url: str, connection: Origin, timeout: float) -> tuple[http.client.
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     proxy = connection.proxy_for(url)
-    context = connection.ssl_context
     if proxy is None:
-        if scheme == "https":
+        if scheme == "https":  # the TLS context (the CA bundle loaded) only where TLS is spoken
+            context = connection.ssl_context
             return http.client.HTTPSConnection(host, port, timeout=timeout, context=context), target
         return http.client.HTTPConnection(host, port, timeout=timeout), target
     proxy_parts = urlsplit(proxy)
@@ -89,13 +89,13 @@ def _connect(url: str, connection: Origin, timeout: float) -> tuple[http.client.
                 "an https:// proxy in front of an https:// hub is not supported; use an http:// proxy URL",
             )
         tunnel = http.client.HTTPSConnection(
-            proxy_parts.hostname or "", proxy_port, timeout=timeout, context=context
+            proxy_parts.hostname or "", proxy_port, timeout=timeout, context=connection.ssl_context
         )
         tunnel.set_tunnel(host, port)
         return tunnel, target
     if proxy_parts.scheme == "https":
         plain: http.client.HTTPConnection = http.client.HTTPSConnection(
-            proxy_parts.hostname or "", proxy_port, timeout=timeout, context=context
+            proxy_parts.hostname or "", proxy_port, timeout=timeout, context=connection.ssl_context
         )
     else:
         plain = http.client.HTTPConnection(proxy_parts.hostname or "", proxy_port, timeout=timeout)

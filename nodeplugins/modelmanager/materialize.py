@@ -296,6 +296,9 @@ class Materializer:
             jobs = [job for job in self._jobs(config, attempt, manifest, peer, token) if not job.done()]
             if not jobs:
                 return
+            large = sum(1 for job in jobs if job.entry.size > self.tuning.ranged_above)
+            for job in jobs:
+                job.alongside = max(1, min(large, config.concurrency))
             attempt.source = d.SOURCE_HUB if peer is None else d.SOURCE_PEER
             attempt.abort.clear()
             try:

@@ -10,21 +10,21 @@ digest, whatever the ledger says.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nodeplugins.modelmanager.libc import LIBC
+
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
 MNT_DETACH = 2
 _TREE_ROOT = re.compile(r"/v1/trees/([0-9a-f]{64})/model$")
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+LIBC.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
 class MountError(OSError):
@@ -40,24 +40,24 @@ def _check(result: int, what: str) -> None:
 def bind_read_only(source: Path, target: Path) -> None:
     """Bind ``source`` at ``target``, then remount it read-only (undone if the second step fails)."""
     src, dst = os.fsencode(source), os.fsencode(target)
-    _check(_libc.mount(src, dst, None, MS_BIND, None), "bind mount")
+    _check(LIBC.mount(src, dst, None, MS_BIND, None), "bind mount")
     try:
-        _check(_libc.mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), "read-only remount")
+        _check(LIBC.mount(None, dst, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None), "read-only remount")
     except MountError:
-        _libc.umount2(dst, MNT_DETACH)
+        LIBC.umount2(dst, MNT_DETACH)
         raise
 
 
 def unmount(target: Path) -> bool:
     """Unmount ``target``; False when it was not mounted."""
-    result = _libc.umount2(os.fsencode(target), 0)
+    result = LIBC.umount2(os.fsencode(target), 0)
     if result == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOENT):
         return False
     if code == errno.EBUSY:
-        _check(_libc.umount2(os.fsencode(target), MNT_DETACH), "lazy unmount")
+        _check(LIBC.umount2(os.fsencode(target), MNT_DETACH), "lazy unmount")
         return True
     raise MountError(code, f"unmount: {os.strerror(code)}")
 

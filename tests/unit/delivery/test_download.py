@@ -4,6 +4,7 @@ streaming, parallel ranges, retry from the last byte, resume from a checkpoint, 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from api import delivery as d
 from api.manifest import ManifestFile
 from modelhub.connection import HubConnection
 from nodeplugins.modelmanager import throttle
-from nodeplugins.modelmanager.download import FileDownload, Limits, Tuning
+from nodeplugins.modelmanager.download import FileDownload, Limits, PiecePool, Tuning, _Writer
 from nodeplugins.modelmanager.fetch import FetchError, Source
+from nodeplugins.modelmanager.hashing import ResumableHash
 from nodeplugins.modelmanager.throttle import ByteRate, RequestLimit
 from tests.hub.server import Fault, HubServer
 from tests.unit.delivery.conftest import LARGE_SIZE, TOKEN
@@ -262,3 +264,89 @@ def test_byte_rate_bucket_paces_takers(monkeypatch: pytest.MonkeyPatch) -> None:
     before = now[0]
     unlimited.take(10**9)
     assert now[0] == before
+
+
+def test_a_plain_http_hub_never_loads_the_tls_context(hub: HubServer, tmp_path: Path) -> None:
+    """Building the TLS context reads the system's CA bundle (tens of milliseconds of CPU): a
+    download from an ``http://`` endpoint must not pay for it."""
+
+    class NoTLS(HubConnection):
+        @property
+        def ssl_context(self):  # type: ignore[override]
+            raise AssertionError("an http:// download asked for the TLS context")
+
+    run = Run(hub, tmp_path, "org/public", "tokenizer/vocab.txt")
+    run.job.source = Source(NoTLS(hub.endpoint), run.job.source.url, None)
+    run.run()
+    assert run.dest.read_bytes() == b"a\nb\nc\n"
+
+
+class CountingPool(PiecePool):
+    """A piece pool that counts the buffers of each size it hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: dict[int, int] = {}
+
+    def take(self, size: int):
+        self.taken[size] = self.taken.get(size, 0) + 1
+        return super().take(size)
+
+
+def test_the_piece_the_hash_reached_hashes_as_it_arrives_and_the_others_wait(
+    hub: HubServer, tmp_path: Path, large_file: Path
+) -> None:
+    run = Run(hub, tmp_path, "org/public", "model.safetensors")
+    pool = CountingPool()
+    job = run.job
+    job.limits = Limits(RequestLimit(4), ByteRate(0), pool)
+    job.dest.parent.mkdir(parents=True)
+    job._fd = os.open(job.dest, os.O_RDWR | os.O_CREAT, 0o644)
+    piece = SMALL.piece_size
+    data = large_file.read_bytes()
+    try:
+        writer = _Writer(job._fd, ResumableHash("sha256", LARGE_SIZE), 0, job)
+        head = job._piece(writer, 0, piece)  # the hash is at its first byte: it is the head
+        assert head.hashed == head.length == piece and head.buffer is None
+        assert SMALL.piece_size not in pool.taken  # hashed through the small chunk buffer
+        assert writer.position == piece
+        assert writer.hasher.hexdigest() == hashlib.sha256(data[:piece]).hexdigest()
+        later = job._piece(writer, 2 * piece, 3 * piece)  # the hash has not reached it
+        assert (
+            later.hashed == 0
+            and later.buffer is not None
+            and bytes(later.buffer[:piece]) == data[2 * piece : 3 * piece]
+        )
+        assert writer.position == piece  # nobody hashed it out of order
+        later.release(pool)
+    finally:
+        os.close(job._fd)
+
+
+def test_pieces_that_arrive_before_the_hash_reaches_them_wait_and_verify(
+    hub: HubServer, tmp_path: Path, large_file: Path
+) -> None:
+    """The first range is slow: the later ones arrive first, wait in piece buffers, and the file
+    still verifies byte for byte (hashed in order, by the head catching up and by the loop)."""
+    hub.set_faults(Fault("slow", kind="cdn", rate=2_000_000, times=1))
+    run = Run(hub, tmp_path, "org/public", "model.safetensors")
+    pool = CountingPool()
+    run.job.limits = Limits(RequestLimit(4), ByteRate(0), pool)
+    run.run()
+    assert run.dest.read_bytes() == large_file.read_bytes()
+    assert pool.taken.get(SMALL.piece_size, 0) >= 1  # something had to wait
+    assert run.received == LARGE_SIZE  # every byte hashed once
+
+
+@pytest.mark.parametrize(
+    ("alongside", "ranged"), [(1, True), (SMALL.window - 1, True), (SMALL.window, False)]
+)
+def test_a_large_file_is_ranged_unless_enough_large_files_run_beside_it(
+    hub: HubServer, tmp_path: Path, large_file: Path, alongside: int, ranged: bool
+) -> None:
+    run = Run(hub, tmp_path, "org/public", "model.safetensors")
+    run.job.alongside = alongside
+    run.run()
+    assert run.dest.read_bytes() == large_file.read_bytes()
+    requests = hub.log("cdn")
+    assert (len(requests) > 1) is ranged
