@@ -350,6 +350,15 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "instance-type-drain-when-no-flavors", "true", is_bool, W, "HoldAndDrain before emptying a queue"
     ),
     SettingDefinition("instance-type-aware-cpu-manufacturer", "false", is_bool, W, "split pools by CPU key"),
+    SettingDefinition(
+        "topology-profile-change-stop-policy",
+        "HoldAndDrain",
+        one_of("HoldAndDrain", "Hold"),
+        W,
+        "how a live profile change stops a queue whose dropped flavor is reserved: HoldAndDrain evicts "
+        "its workloads first; Hold admits nothing new, keeps admitted workloads running until they "
+        "end, and swaps once none reserves a dropped flavor",
+    ),
 )
 
 SETTINGS: dict[str, SettingDefinition] = {d.name: d for d in _DEFINITIONS}

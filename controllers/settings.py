@@ -2,8 +2,9 @@
 namespace, per reconcile (§10: the ``node-*``/``instance-type-*`` ones are read every reconcile and
 a change wakes nothing by itself — controllers that want a prompt reaction watch ``Setting``).
 
-A setting with no stored object, or one whose ``spec.value`` is not a boolean, reads as its
-registered default."""
+A setting with no stored object, or one whose ``spec.value`` is not a boolean (for
+:meth:`SettingsReader.enabled`) or refused by its validator (for :meth:`SettingsReader.valid`),
+reads as its registered default."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ MIXED_ON_NODE = "instance-type-mixed-on-node"
 DERIVED_FROM_NODE = "instance-type-derived-from-node"
 DRAIN_WHEN_NO_FLAVORS = "instance-type-drain-when-no-flavors"
 AWARE_CPU = "instance-type-aware-cpu-manufacturer"
+PROFILE_CHANGE_STOP_POLICY = "topology-profile-change-stop-policy"
 
 
 class SettingsReader:
@@ -32,3 +34,8 @@ class SettingsReader:
             return parse_bool(self.value(name))
         except ValueError:
             return parse_bool(definition(name).default)
+
+    def valid(self, name: str) -> str:
+        """The stored value when the setting's own validator accepts it, else the default."""
+        value = self.value(name)
+        return value if definition(name).validator(value) is None else definition(name).default

@@ -3,7 +3,8 @@
 
 The whole queue is decided by ``controllers.pools.queue_plan.plan_queue`` — existence, labels, isolation,
 resource groups, admission checks, the stop policy (``Hold``↔``None`` mirroring ``inactive``, the
-empty-plan hold, ``HoldAndDrain`` before emptying or on removal) — and applied with one field
+empty-plan hold, ``HoldAndDrain`` before emptying or on removal, the Setting's policy before a live
+profile change's swap) — and applied with one field
 manager, so no two writers race over the stop policy.  ``TopologyReady`` goes to the queue's
 status; an orphaned queue (its InstanceType gone) is drained and deleted.
 """
@@ -17,7 +18,13 @@ from collections.abc import Hashable
 from api import constants
 from controllers.pools import render
 from controllers.pools.queue_plan import QueueSettings, plan_queue
-from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, DRAIN_WHEN_NO_FLAVORS, SettingsReader
+from controllers.settings import (
+    AWARE_CPU,
+    DERIVED_FROM_NODE,
+    DRAIN_WHEN_NO_FLAVORS,
+    PROFILE_CHANGE_STOP_POLICY,
+    SettingsReader,
+)
 from kube import changes
 from kube.client import ApiError
 from kube.manager import Controller, Manager, Watch
@@ -84,6 +91,7 @@ class ClusterQueueReconciler(Controller):
             derived_from_node=self.settings.enabled(DERIVED_FROM_NODE),
             drain_when_no_flavors=self.settings.enabled(DRAIN_WHEN_NO_FLAVORS),
             aware_cpu=self.settings.enabled(AWARE_CPU),
+            profile_change_stop_policy=self.settings.valid(PROFILE_CHANGE_STOP_POLICY),
         )
         plan = plan_queue(
             name,

@@ -25,7 +25,8 @@ from fastpath.ledger import accelerator_key, build_ledger
 
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
-    """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining."""
+    """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining
+    (a drain, or a profile change's Hold, while it lasts)."""
     if render.deleting(instance_type):
         return constants.PHASE_INACTIVE, "being deleted: its queue is torn down"
     if queue is None:
@@ -40,6 +41,15 @@ def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) 
             return constants.PHASE_DRAINING, f"draining: {busy} workload(s) still hold quota"
         return constants.PHASE_INACTIVE, "drained: no node serves this pool"
     if policy == STOP_HOLD:
+        saved = annotations.get(constants.ANNOTATION_DRAIN_PLAN_HOLD)
+        if saved is not None and saved != STOP_HOLD:
+            # A profile change's Hold: the admitted workloads run to their end, then the plan swaps;
+            # not Inactive, which would stop the type's Instances.
+            busy = int(status.get("reservingWorkloads") or 0)
+            return (
+                constants.PHASE_DRAINING,
+                f"held for a profile change: {busy} workload(s) run until they end",
+            )
         if constants.ANNOTATION_EMPTY_PLAN_HOLD in annotations:
             return constants.PHASE_INACTIVE, "held: no node serves this pool yet"
         return constants.PHASE_INACTIVE, "held: the type is inactive"
@@ -134,10 +144,22 @@ def pool_nodes(
     flavors: Iterable[Mapping[str, Any]],
     *,
     aware_cpu: bool,
+    mixed_on_node: bool = True,
 ) -> list[str]:
-    """The nodes serving an InstanceType: contributors of its live matching flavors, by name."""
+    """The nodes serving an InstanceType: contributors of its live matching flavors, and of those
+    the flavors controller is about to create for it.  A node whose topology profile just changed
+    contributes to a flavor that does not exist yet, while it still serves the pool under its old
+    one (retiring, drained only once the new one is there): its cards count all along, so the pool
+    never reads empty in between and admission does not refuse what fits."""
+    flavors = list(flavors)
+    live = {render.name_of(f) for f in flavors}
+    upcoming = [
+        render.render_flavor(group, aware_cpu=aware_cpu, mixed_on_node=mixed_on_node)
+        for name, group in groups.items()
+        if name not in live
+    ]
     names: set[str] = set()
-    for flavor in render.pool_flavors(instance_type, flavors, aware_cpu=aware_cpu):
+    for flavor in render.pool_flavors(instance_type, [*flavors, *upcoming], aware_cpu=aware_cpu):
         if render.deleting(flavor):
             continue
         group = groups.get(render.name_of(flavor))

@@ -187,7 +187,7 @@ class InstanceTypeReconciler(Controller):
         mixed = self.settings.enabled(MIXED_ON_NODE)
         nodes = {render.name_of(n): n for n in self.nodes.list()}
         groups = render.flavor_groups(nodes.values(), mixed_on_node=mixed)
-        names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware)
+        names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware, mixed_on_node=mixed)
         facts = [render.node_facts(nodes[n]) for n in names if n in nodes]
         devices = {n: d for n in names if (d := self.devices.get(n)) is not None}
         return render_status(instance_type, self.queues.get(render.name_of(instance_type)), facts, devices)

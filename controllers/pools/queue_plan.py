@@ -15,7 +15,11 @@ per-node count first, at most 64.  A queue with no resource groups admits everyt
 - dropping a flavor that is still live while Kueue reports (or may hold) reservations on it drains
   first, then swaps the plan; a flavor whose nodes left (deleted or finalizing) is dropped in place;
   a flavor retiring after a live profile change (its nodes moved to a replacement, B.4 step 7) is
-  never planned but counts as live, so it drains before the swap;
+  never planned but counts as live, so it drains before the swap — under the stop policy the
+  Setting ``topology-profile-change-stop-policy`` names: ``HoldAndDrain`` (evict, the spec's) or
+  ``Hold`` (admit nothing new, let the admitted workloads run to their end, swap once none
+  reserves a dropped flavor); either is marked with the policy it saved, so it never reads as
+  someone else's stop;
 - a queue whose InstanceType is being deleted, or which is itself being deleted, drains.
 
 ``TopologyReady`` reports the plan: ``False`` when it is invalid (the last complete plan is kept),
@@ -53,6 +57,7 @@ class QueueSettings:
     derived_from_node: bool = True
     drain_when_no_flavors: bool = True
     aware_cpu: bool = False
+    profile_change_stop_policy: str = STOP_DRAIN  # HoldAndDrain or Hold
 
 
 @dataclass(slots=True)
@@ -491,15 +496,17 @@ def _stop(
     risky = [n for n in dropped if flavor_reserved(queue, n)]
     if risky and not drained(queue):
         plan.requeue = DRAIN_POLL_SECONDS
-        if current.policy != STOP_DRAIN:
-            plan.events.append(
-                (
-                    "Normal",
-                    "Draining",
-                    f"flavor(s) {', '.join(risky)} leave the plan while reserved: draining first",
-                )
+        policy = _drop_policy(risky, flavors, settings)
+        if current.policy != policy:
+            how = (
+                "holding (Hold) until their workloads end"
+                if policy == STOP_HOLD
+                else "draining first (HoldAndDrain evicts their workloads)"
             )
-        return _Stop(current.groups, STOP_DRAIN, _saved_policy(current, base), current.empty_marker)
+            plan.events.append(
+                ("Normal", "Draining", f"flavor(s) {', '.join(risky)} leave the plan while reserved: {how}")
+            )
+        return _Stop(current.groups, policy, _saved_policy(current, base), current.empty_marker)
     if current.drain_saved is not None:
         plan.events.append(("Normal", "Restored", f"the new plan is in place: stop policy {base}"))
     return _Stop(desired_groups, base, None, False)
@@ -530,6 +537,15 @@ def _stop_without_groups(
             ("Normal", "Draining", "no flavor is left: draining before emptying the resource groups")
         )
     return _Stop(groups, STOP_DRAIN, _saved_policy(current, base), current.empty_marker)
+
+
+def _drop_policy(risky: list[str], flavors: list[Mapping[str, Any]], settings: QueueSettings) -> str:
+    """The stop policy before dropping reserved flavors: the Setting's when every one of them
+    retires after a live profile change, ``HoldAndDrain`` for any other drop."""
+    retiring = {render.name_of(f) for f in flavors if render.retiring(f)}
+    if settings.profile_change_stop_policy == STOP_HOLD and all(n in retiring for n in risky):
+        return STOP_HOLD
+    return STOP_DRAIN
 
 
 def _saved_policy(current: _Stop, base: str) -> str:

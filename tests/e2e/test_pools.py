@@ -596,3 +596,72 @@ def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
         timeout=60,
         what="the H100 type at one node",
     )
+
+
+def test_a_pool_of_two_cpu_models_gets_one_active_queue(cluster: harness.ClusterInfo, pools: dict) -> None:
+    """A CPU-only node with its own CPU model (amd-25-1) joins the CPU pool whose nodes count their
+    cores under the generic fallback: two flavors, one per general group, that no node shares — the
+    queue plans both, stays Active and TopologyReady is not False (it was, before commit 956b1c9:
+    the two selectors were read as overlapping and the last plan kept)."""
+    name, model, cores = f"pools-cpu-amd-{SUFFIX}", "amd-25-1", 16
+    model_flavor = f"gpustack--{model}-linux-amd64-{cores}c"
+    labels = {
+        constants.LABEL_MANAGED: "true",
+        constants.LABEL_ACCELERATABLE: "false",
+        constants.label_general_group(model): "true",
+        f"{constants.PREFIX_GENERAL}{model}.count": str(cores),
+        constants.LABEL_TOPOLOGY_PROFILE: simulated.HOSTNAME_PROFILE,
+    }
+    harness.create_fake_node(cluster, name, labels=labels, capacity={"cpu": str(cores)})
+    try:
+        harness.wait_for(
+            lambda: get(cluster, "resourceflavors.kueue.x-k8s.io", model_flavor),
+            timeout=60,
+            what=f"the {model} flavor",
+        )
+
+        def planned() -> dict | None:
+            queue = get(cluster, "clusterqueues.kueue.x-k8s.io", CPU_POOL)
+            if not queue:
+                return None
+            flavors = [f["name"] for g in queue["spec"].get("resourceGroups") or [] for f in g["flavors"]]
+            conditions = {x["type"]: x for x in queue.get("status", {}).get("conditions", [])}
+            current = (
+                conditions.get("Active", {}).get("observedGeneration") == queue["metadata"]["generation"]
+            )
+            return queue if {CPU_FLAVOR, model_flavor} <= set(flavors) and current else None
+
+        try:
+            queue = harness.wait_for(planned, timeout=90, what="the CPU queue planning both flavors")
+        except TimeoutError as error:
+            queue = get(cluster, "clusterqueues.kueue.x-k8s.io", CPU_POOL) or {}
+            raise TimeoutError(f"{error}: {json.dumps(queue.get('status', {}).get('conditions'))}") from None
+        (group,) = queue["spec"]["resourceGroups"]
+        assert group["coveredResources"] == ["cpu"]
+        quota = {
+            f["name"]: harness.parse_quantity(f["resources"][0]["nominalQuota"]) for f in group["flavors"]
+        }
+        assert quota[model_flavor] == cores and quota[CPU_FLAVOR] > 0
+        conditions = {x["type"]: x for x in queue["status"]["conditions"]}
+        assert conditions["Active"]["status"] == "True", conditions
+        assert queue["spec"]["stopPolicy"] == "None"
+
+        def topology_ready() -> dict | None:
+            q = get(cluster, "clusterqueues.kueue.x-k8s.io", CPU_POOL) or {}
+            generation = (q.get("metadata") or {}).get("generation")
+            for x in (q.get("status") or {}).get("conditions") or []:
+                if x["type"] == "TopologyReady" and x.get("observedGeneration") == generation:
+                    return x
+            return None
+
+        ready = harness.wait_for(topology_ready, timeout=60, what="TopologyReady for the queue's generation")
+        assert ready["status"] != "False", ready
+        harness.wait_for(
+            lambda: (_table(cluster).get(CPU_POOL) or [""])[-1] == "Active", timeout=60, what="Active"
+        )
+    finally:
+        harness.delete_fake_node(cluster, name)
+        _wait_quietly(
+            lambda: get(cluster, "resourceflavors.kueue.x-k8s.io", model_flavor) is None,
+            f"the {model} flavor gone",
+        )

@@ -16,6 +16,9 @@ kubectl:
   holds and drains while the running group reserves the old flavor, swaps on the same
   ClusterQueue (name and UID kept), restores its stop policy, and the group is admitted again on
   the new flavor; the old flavor and Topology retire;
+- with the Setting ``topology-profile-change-stop-policy=Hold``, putting the rack label back holds
+  the queue instead: the running group stays admitted on the old flavor (its Pods the same), and the
+  swap on the same ClusterQueue follows once the group ends;
 - a ConfigMap snapshot is published through NodeFeatures that NFD projects, a bad revision changes
   nothing and says which node, and deleting the source takes its labels away;
 - a webhook source (a simulated HTTPS inventory with a bearer token) publishes the same way.
@@ -36,6 +39,7 @@ import pytest
 
 from api import constants
 from api.naming import topology_profile
+from tests.e2e.objects import setting
 from tests.topology_inventory import Answer, Inventory, make_pki
 
 pytestmark = pytest.mark.e2e
@@ -60,6 +64,7 @@ RACKED = topology_profile([ZONE, RACK, HOST])
 ZONED = topology_profile([ZONE, HOST])
 HOSTNAME = topology_profile([HOST])
 SOURCE = f"racks-{SUFFIX}"
+STOP_SETTING = "topology-profile-change-stop-policy"
 WAIT = 240
 
 
@@ -303,6 +308,65 @@ def placed(cluster, name: str, count: int) -> list[dict] | None:
     return bound if len(bound) == count else None
 
 
+def start_group(cluster, name: str, members: int) -> list[dict]:
+    """Apply a zone-requiring deployment and wait for its members to run (the Workloads' status
+    in the failure when they do not)."""
+    apply(cluster, deployment(name, members))
+    try:
+        return harness.wait_for(
+            lambda: placed(cluster, name, members), timeout=WAIT, what="every member running"
+        )
+    except TimeoutError as error:
+        statuses = [w.get("status") for w in workloads_of(cluster, name)]
+        raise TimeoutError(f"{error}: {json.dumps(statuses)[:3000]}") from None
+
+
+def wait_swapped(cluster, flavor: str) -> dict:
+    """The pool's queue once it lists only ``flavor`` and its stop policy is back to None."""
+
+    def swapped():
+        q = queue(cluster)
+        return q if queue_flavors(cluster) == [flavor] and q["spec"].get("stopPolicy") == "None" else None
+
+    try:
+        return harness.wait_for(
+            swapped, timeout=WAIT, what="the queue swapped to the replacement and restored"
+        )
+    except TimeoutError as error:
+        raise TimeoutError(f"{error}: {json.dumps(swap_state(cluster))[:6000]}") from None
+
+
+def swap_state(cluster) -> dict:
+    """What a stalled swap waits on: the queue's stop policy, annotations and Kueue's counts, and
+    every Workload of the cluster with its queue, conditions and flavors."""
+    q = queue(cluster)
+    status = q.get("status") or {}
+    workloads = []
+    for w in kubectl_json(cluster, "get", "workloads.kueue.x-k8s.io", "-A")["items"]:
+        admission = (w.get("status") or {}).get("admission") or {}
+        workloads.append(
+            {
+                "name": f"{w['metadata']['namespace']}/{w['metadata']['name']}",
+                "queue": w["spec"].get("queueName"),
+                "conditions": {
+                    c["type"]: f"{c['status']}/{c.get('reason')}"
+                    for c in (w.get("status") or {}).get("conditions") or []
+                },
+                "flavors": [ps.get("flavors") for ps in admission.get("podSetAssignments") or []],
+            }
+        )
+    return {
+        "stopPolicy": q["spec"].get("stopPolicy"),
+        "flavors": queue_flavors(cluster),
+        "annotations": q["metadata"].get("annotations"),
+        "generation": q["metadata"].get("generation"),
+        "counts": {k: status.get(k) for k in ("reservingWorkloads", "admittedWorkloads", "pendingWorkloads")},
+        "conditions": status.get("conditions"),
+        "flavorsReservation": status.get("flavorsReservation"),
+        "workloads": workloads,
+    }
+
+
 def test_a_required_zone_admits_each_group_into_one_zone(topo) -> None:
     cluster, _ = topo
     # Three members of 8 cards need three nodes of one zone: none has them, although the pool's
@@ -324,14 +388,7 @@ def test_a_required_zone_admits_each_group_into_one_zone(topo) -> None:
     assert admitted(cluster, "too-wide") is None, reserved
     cluster.kubectl("delete", "modeldeployment", "too-wide", "-n", NS, "--wait=true", timeout=WAIT)
 
-    apply(cluster, deployment("zoned", 2))
-    try:
-        pods = harness.wait_for(
-            lambda: placed(cluster, "zoned", 2), timeout=WAIT, what="both members running"
-        )
-    except TimeoutError as error:
-        statuses = [w.get("status") for w in workloads_of(cluster, "zoned")]
-        raise TimeoutError(f"{error}: {json.dumps(statuses)[:3000]}") from None
+    pods = start_group(cluster, "zoned", 2)
     for pod in pods:
         assert pod["metadata"]["annotations"][constants.KUEUE_PODSET_REQUIRED_TOPOLOGY] == ZONE
     # Each member takes all 8 cards of a node: two nodes, and the only zone with two is za.
@@ -357,15 +414,7 @@ def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
     new = harness.wait_for(lambda: flavor_of(cluster, ZONED), timeout=WAIT, what="the replacement flavor")
     assert new["spec"]["topologyName"] == f"gpustack-{ZONED}"
 
-    def swapped():
-        q = queue(cluster)
-        return (
-            q
-            if queue_flavors(cluster) == [new["metadata"]["name"]] and q["spec"].get("stopPolicy") == "None"
-            else None
-        )
-
-    after = harness.wait_for(swapped, timeout=WAIT, what="the queue swapped to the replacement and restored")
+    after = wait_swapped(cluster, new["metadata"]["name"])
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same ClusterQueue
     assert constants.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
     reasons = [e["reason"] for e in events_of(cluster, "ClusterQueue", POOL)]
@@ -396,6 +445,88 @@ def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
         what="the old Topology retired",
     )
     cluster.kubectl("delete", "modeldeployment", "zoned", "-n", NS, "--wait=true", timeout=WAIT)
+
+
+def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it_ends(topo) -> None:
+    cluster, _ = topo
+    old = flavor_of(cluster, ZONED)["metadata"]["name"]
+    before = queue(cluster)
+    assert queue_flavors(cluster) == [old] and before["spec"].get("stopPolicy") == "None"
+    apply(cluster, setting(STOP_SETTING, "Hold"))
+    try:
+        pods = start_group(cluster, "held", 2)
+        uids = sorted(p["metadata"]["uid"] for p in pods)
+        workload = admitted(cluster, "held")
+        assert workload is not None
+        assert set(workload["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {old}
+
+        # The administrator brings the rack level back: the profile changes live again.
+        for name, (_, rack) in NODES.items():
+            label(cluster, name, f"{RACK}={rack}")
+        wait_profiles(cluster, RACKED)
+        new = harness.wait_for(lambda: flavor_of(cluster, RACKED), timeout=WAIT, what="the replacement")
+        assert new["metadata"]["name"] != old
+
+        def held():
+            q = queue(cluster)
+            generation = q["metadata"].get("generation")
+            active = condition(q, "Active")
+            return (
+                q
+                if q["spec"].get("stopPolicy") == "Hold"
+                and constants.ANNOTATION_DRAIN_PLAN_HOLD in q["metadata"].get("annotations", {})
+                and active.get("observedGeneration") == generation  # Kueue has acted on the hold
+                else None
+            )
+
+        q = harness.wait_for(held, timeout=WAIT, what="the queue held (Hold) and Kueue reporting it")
+        assert q["metadata"]["uid"] == before["metadata"]["uid"]
+        assert q["metadata"]["annotations"][constants.ANNOTATION_DRAIN_PLAN_HOLD] == "None"
+        assert condition(q, "Active")["status"] == "False"  # nothing new is admitted
+        # The old flavor stays listed while the group runs (the replacement may already be listed
+        # beside it: it was added in place before the old one was marked retiring).
+        assert old in queue_flavors(cluster)
+        assert int(q["status"].get("reservingWorkloads") or 0) >= 1
+
+        def not_evicted() -> None:
+            """The same workload stays admitted on the old flavor, the same Pods run."""
+            (workload,) = workloads_of(cluster, "held")
+            assert condition(workload, "Admitted").get("status") == "True", workload.get("status")
+            assert condition(workload, "Evicted").get("status") != "True", workload.get("status")
+            assigned = workload["status"]["admission"]["podSetAssignments"][0]["flavors"]
+            assert set(assigned.values()) == {old}
+            running = placed(cluster, "held", 2)
+            assert running is not None and sorted(p["metadata"]["uid"] for p in running) == uids
+
+        not_evicted()
+        drain = [e for e in events_of(cluster, "ClusterQueue", POOL) if e["reason"] == "Draining"]
+        assert any("Hold" in e["message"] and "HoldAndDrain" not in e["message"] for e in drain), drain
+        # The InstanceType reads Draining, not Inactive (which would stop its Instances).
+        harness.wait_for(
+            lambda: (
+                (kubectl_json(cluster, "get", "instancetype", POOL).get("status") or {}).get("phase")
+                == constants.PHASE_DRAINING
+            ),
+            timeout=WAIT,
+            what="the InstanceType Draining",
+        )
+        not_evicted()
+        assert old in queue_flavors(cluster)
+
+        # The group ends: the plan swaps to the replacement on the same queue and the policy returns.
+        cluster.kubectl("delete", "modeldeployment", "held", "-n", NS, "--wait=true", timeout=WAIT)
+
+        after = wait_swapped(cluster, new["metadata"]["name"])
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+        assert constants.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
+        harness.wait_for(
+            lambda: old not in h100_flavors(cluster), timeout=WAIT, what="the old flavor retired"
+        )
+    finally:
+        apply(cluster, setting(STOP_SETTING, "HoldAndDrain"))
+        cluster.kubectl(
+            "delete", "modeldeployment", "held", "-n", NS, "--ignore-not-found", "--wait=true", check=False
+        )
 
 
 # --- snapshot arms --------------------------------------------------------------------------------

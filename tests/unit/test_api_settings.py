@@ -57,6 +57,7 @@ APPENDIX = {
     "instance-type-derived-from-node": "true",
     "instance-type-drain-when-no-flavors": "true",
     "instance-type-aware-cpu-manufacturer": "false",
+    "topology-profile-change-stop-policy": "HoldAndDrain",
 }
 
 
@@ -109,6 +110,7 @@ def test_env_names() -> None:
         ("model-artifact-ca-bundle", ["", "hub-ca"], ["Hub_CA", "/etc/ca"]),
         ("model-artifact-revalidate-interval", ["1m", "24h", "1h30m", "90s"], ["30s", "1d", "soon", ""]),
         ("model-artifact-delivery-mode", ["Engine", "Node"], ["engine", "Pod"]),
+        ("topology-profile-change-stop-policy", ["HoldAndDrain", "Hold"], ["hold", "None", "Drain", ""]),
         ("model-store-high-watermark", ["95", "2"], ["96", "1", "eighty", "80.5"]),
         ("model-store-low-watermark", ["1", "94"], ["0", "95"]),
         ("model-store-download-concurrency", ["1", "64"], ["0", "65"]),
@@ -120,6 +122,12 @@ def test_validators(name: str, good: list[str], bad: list[str]) -> None:
         assert validate(name, value) is None, value
     for value in bad:
         assert validate(name, value), value
+
+
+def test_the_profile_change_stop_policy_refusal_names_the_choices() -> None:
+    assert validate("topology-profile-change-stop-policy", "None") == (
+        'must be one of HoldAndDrain, Hold, not "None"'
+    )
 
 
 def test_node_delivery_needs_the_csi_driver() -> None:

@@ -15,6 +15,7 @@ from controllers.pools.queue_plan import (
     normal_groups,
     plan_queue,
 )
+from controllers.settings import PROFILE_CHANGE_STOP_POLICY, SettingsReader
 from tests.unit.pools_fixtures import A10G, HOSTNAME, T4, M, node
 
 A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
@@ -200,15 +201,22 @@ def test_a_finalizing_flavor_is_dropped_in_place() -> None:
     ]
 
 
-def test_a_live_flavor_leaving_the_plan_while_reserved_drains_then_swaps() -> None:
-    it = instance_type()
+def reserved_flavor_relabelled_away(it: dict) -> tuple[list, dict, list]:
+    """Two A10G flavors, the queue Kueue reports reserving the 8-card one, and the flavors after
+    that one is relabelled away from the pool (still live)."""
     flavors = flavors_of(node("a", A10G, 4), node("b", A10G, 8))
     eight = "gpustack--generic--nvidia-a10g-linux-amd64-8d"
     queue = kueue_wrote(plan(it, None, flavors).apply, reserving=1, flavors={eight: M})
     moved = copy.deepcopy(flavors)
     for f in moved:
-        if render.name_of(f) == eight:  # relabelled away from this pool, still live
+        if render.name_of(f) == eight:
             f["metadata"]["labels"]["kubernetes.io/arch"] = "arm64"
+    return flavors, queue, moved
+
+
+def test_a_live_flavor_leaving_the_plan_while_reserved_drains_then_swaps() -> None:
+    it = instance_type()
+    _flavors, queue, moved = reserved_flavor_relabelled_away(it)
     draining = plan(it, queue, moved)
     assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain"
     assert len(draining.apply["spec"]["resourceGroups"][0]["flavors"]) == 2
@@ -365,3 +373,108 @@ def test_a_flavor_without_capacity_cannot_conserve_quota() -> None:
     result = plan(it, queue, broken)
     assert result.apply is None  # the last complete plan stays
     assert result.condition["status"] == "False" and result.condition["reason"] == "QuotaNotConserved"
+
+
+HOLD_ON_PROFILE_CHANGE = QueueSettings(profile_change_stop_policy="Hold")
+PROFILED = render.topology_profile([constants.LABEL_HOSTNAME, "x"])
+PROFILED_TOPOLOGIES = {*TOPOLOGIES, f"gpustack-{PROFILED}"}
+
+
+def a10g_flavors(**labels: str) -> list[dict]:
+    return [f for f in flavors_of(node("a", A10G, 4, labels=labels)) if "a10g" in render.name_of(f)]
+
+
+def profile_changed() -> tuple[list[dict], list[dict]]:
+    """One A10G flavor before a live profile change, and the flavors after it: the old one
+    retiring, its replacement."""
+    before = a10g_flavors()
+    retiring = copy.deepcopy(before[0])
+    retiring["metadata"]["labels"][constants.LABEL_FLAVOR_RETIRING] = "true"
+    return before, [retiring, *a10g_flavors(**{constants.LABEL_TOPOLOGY_PROFILE: PROFILED})]
+
+
+def held_plan(it: dict, queue: dict, flavors: list[dict]):
+    return plan(it, queue, flavors, topologies=PROFILED_TOPOLOGIES, settings=HOLD_ON_PROFILE_CHANGE)
+
+
+def test_with_the_hold_setting_a_profile_change_keeps_the_workloads_until_they_end() -> None:
+    it = instance_type()
+    before, after = profile_changed()
+    old, new = render.name_of(before[0]), render.name_of(after[1])
+    queue = kueue_wrote(plan(it, None, before).apply, reserving=1, flavors={old: M})
+    holding = held_plan(it, queue, after)
+    body = holding.apply
+    assert body["spec"]["stopPolicy"] == "Hold" and holding.requeue
+    assert [f["name"] for f in body["spec"]["resourceGroups"][0]["flavors"]] == [old]
+    assert body["metadata"]["annotations"][ANNOTATION_DRAIN_HOLD] == "None"
+    assert body["metadata"]["annotations"][ANNOTATION_APPLIED_STOP] == "Hold"
+    ((_, reason, message),) = holding.events
+    assert reason == "Draining" and "Hold" in message and "HoldAndDrain" not in message
+    assert not holding.backfill_inactive
+    # Kueue reported the hold and the workload still runs on the old flavor: nothing changes.
+    running = kueue_wrote(body, generation=2, reserving=1, flavors={old: M})
+    still = held_plan(it, running, after)
+    assert still.apply is None and still.requeue and not still.backfill_inactive and not still.events
+    # It ended: the plan swaps on the same queue and the saved policy comes back.
+    swapped = held_plan(it, kueue_wrote(body, generation=2, reserving=0), after)
+    assert swapped.apply["spec"]["stopPolicy"] == "None"
+    assert [f["name"] for f in swapped.apply["spec"]["resourceGroups"][0]["flavors"]] == [new]
+    assert ANNOTATION_DRAIN_HOLD not in swapped.apply["metadata"]["annotations"]
+    assert [r for _, r, _ in swapped.events] == ["Restored"]
+
+
+def test_our_profile_change_hold_is_not_an_admins_stop() -> None:
+    it = instance_type()
+    before, after = profile_changed()
+    old = render.name_of(before[0])
+    queue = kueue_wrote(plan(it, None, before).apply, reserving=1, flavors={old: M})
+    ours = kueue_wrote(held_plan(it, queue, after).apply, generation=2, reserving=1, flavors={old: M})
+    assert ours["spec"]["stopPolicy"] == "Hold"
+    assert not held_plan(it, ours, after).backfill_inactive
+    # The same Hold put on the queue by someone else (no drain marker, not what we applied).
+    theirs = copy.deepcopy(queue)
+    theirs["spec"]["stopPolicy"] = "Hold"
+    stopped = plan(it, theirs, before, settings=HOLD_ON_PROFILE_CHANGE)
+    assert stopped.backfill_inactive and stopped.apply["spec"]["stopPolicy"] == "Hold"
+    # An inactive type held through the change saves Hold and stays held after the swap.
+    inactive = instance_type(inactive=True)
+    held = kueue_wrote(plan(inactive, None, before).apply, reserving=1, flavors={old: M})
+    holding = held_plan(inactive, held, after).apply
+    assert holding["metadata"]["annotations"][ANNOTATION_DRAIN_HOLD] == "Hold"
+    swapped = held_plan(inactive, kueue_wrote(holding, generation=2, reserving=0), after).apply
+    assert swapped["spec"]["stopPolicy"] == "Hold"
+    assert ANNOTATION_DRAIN_HOLD not in swapped["metadata"]["annotations"]
+
+
+def test_the_hold_setting_leaves_other_drains_evicting() -> None:
+    """Only a profile change's retiring flavors are held with Hold: a flavor that left the pool
+    otherwise, the last flavor going and a queue's removal still drain with HoldAndDrain."""
+    it = instance_type()
+    flavors, queue, moved = reserved_flavor_relabelled_away(it)
+    hold = HOLD_ON_PROFILE_CHANGE
+    assert plan(it, queue, moved, settings=hold).apply["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert plan(it, queue, [], settings=hold).apply["spec"]["stopPolicy"] == "HoldAndDrain"
+    being_deleted = instance_type()
+    being_deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert plan(being_deleted, queue, flavors, settings=hold).apply["spec"]["stopPolicy"] == "HoldAndDrain"
+
+
+class _Stored:
+    """A Setting watch cache holding one value (None: no object)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def get(self, name: str, namespace: str | None = None) -> dict | None:
+        return None if self.value is None else {"spec": {"value": self.value}}
+
+
+def test_the_stop_policy_setting_reads_as_hold_and_drain_unless_a_choice() -> None:
+    for stored, read in [
+        (None, "HoldAndDrain"),
+        ("Hold", "Hold"),
+        ("hold", "HoldAndDrain"),
+        (1, "HoldAndDrain"),
+    ]:
+        reader = SettingsReader(_Stored(stored))  # type: ignore[arg-type]
+        assert reader.valid(PROFILE_CHANGE_STOP_POLICY) == read, stored

@@ -187,6 +187,21 @@ def test_phases() -> None:
     assert phase_of(it, draining)[0] == "Draining"
     drained = {"metadata": {}, "spec": {"stopPolicy": "HoldAndDrain"}, "status": {"reservingWorkloads": 0}}
     assert phase_of(it, drained)[0] == "Inactive"
+    # A profile change's Hold lets the admitted workloads run: Draining, never Inactive (which
+    # stops Instances), until the swap restores the saved policy; an inactive type stays Inactive.
+    for reserving in (1, 0):
+        ours = {
+            "metadata": {"annotations": {constants.ANNOTATION_DRAIN_PLAN_HOLD: "None"}},
+            "spec": {"stopPolicy": "Hold"},
+            "status": {"reservingWorkloads": reserving},
+        }
+        assert phase_of(it, ours)[0] == "Draining"
+    inactive = {
+        "metadata": {"annotations": {constants.ANNOTATION_DRAIN_PLAN_HOLD: "Hold"}},
+        "spec": {"stopPolicy": "Hold"},
+        "status": {"reservingWorkloads": 1},
+    }
+    assert phase_of(it, inactive) == ("Inactive", "held: the type is inactive")
     gone = copy.deepcopy(it)
     gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert phase_of(gone, active_queue(T4_POOL))[0] == "Inactive"
@@ -208,3 +223,18 @@ def test_pool_nodes_follow_the_matching_live_flavors() -> None:
         sum(int(f["resources"][0]["nominalQuota"]) for f in queue["spec"]["resourceGroups"][0]["flavors"])
         == 12 * M
     )
+
+
+def test_a_node_whose_profile_changed_still_counts_before_its_new_flavor_exists() -> None:
+    """Between a node's new topology profile and the flavor for it, the pool keeps the node."""
+    before = [node("a", A10G, 4), node("b", A10G, 8)]
+    flavors = [render.render_flavor(g) for g in render.flavor_groups(before).values()]
+    moved = node("b", A10G, 8)
+    moved["metadata"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] = "zoned"
+    groups = render.flavor_groups([before[0], moved])
+    assert any(name not in {render.name_of(f) for f in flavors} for name in groups)  # b's is new
+    it = instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g")
+    assert pool_nodes(it, groups, flavors, aware_cpu=False) == ["a", "b"]
+    # Once created, the new flavor carries b; the old one, retiring, no longer does.
+    flavors = [render.render_flavor(g) for g in groups.values()]
+    assert pool_nodes(it, groups, flavors, aware_cpu=False) == ["a", "b"]
