@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-_RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+# The LogRecord's own attributes: not extra fields, and ``logging`` refuses them as ``extra=`` keys.
+RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
 
 class JSONFormatter(logging.Formatter):
@@ -24,7 +25,7 @@ class JSONFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key not in _RESERVED and not key.startswith("_"):
+            if key not in RESERVED and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)

@@ -1,13 +1,19 @@
-"""What every test module shares: the process's signal handlers are the same after each test.
+"""What every test module shares: the process's signal handlers and root logger are the same
+after each test.
 
 A command run in-process (``cli.main([...])``) installs its SIGTERM/SIGINT handlers in the pytest
 process.  A child forked later (pyroute2 forks one to open a socket in another network namespace
 and ends it with SIGTERM) would run such a handler instead of dying: one that raises SystemExit
 left the child running the rest of the suite, inside that namespace, beside its parent.
+
+The same command also routes the root logger to the ``sys.stderr`` of that moment, which is the
+test's capture stream: once pytest closes it, every later log line from another test's threads
+failed with "I/O operation on closed file" and buried the real failure in tracebacks.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Iterator
 
@@ -23,3 +29,12 @@ def _signal_handlers_restored() -> Iterator[None]:
     for signum, handler in before.items():
         if signal.getsignal(signum) is not handler and handler is not None:
             signal.signal(signum, handler)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

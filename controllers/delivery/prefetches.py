@@ -228,8 +228,8 @@ class ModelPrefetchReconciler(Controller):
                 "warm-up pods",
                 extra={
                     "prefetch": f"{namespace}/{changes.name_of(prefetch)}",
-                    "created": len(result.create),
-                    "deleted": len(result.delete),
+                    "pods_created": len(result.create),
+                    "pods_deleted": len(result.delete),
                 },
             )
         apply_status(self.client, d.KIND_PREFETCH, prefetch, result.status, d.FIELD_MANAGER_PREFETCH)

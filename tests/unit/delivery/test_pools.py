@@ -469,8 +469,12 @@ def test_the_controllers_warm_pin_and_account_a_prefetch(hub: HubServer) -> None
         assert all(
             p["spec"]["volumes"][0]["csi"]["volumeAttributes"]["manifestDigest"] == digest for p in pods
         )
-        assert wait(lambda: get("NodeModelStore", "a1").get("spec", {}).get("pinned") == [digest])
-        assert get("NodeModelStore", "a2")["spec"]["pinned"] == [digest]
+        # One pins pass applies the node stores one after another: wait for both.
+        assert wait(
+            lambda: all(
+                get("NodeModelStore", n).get("spec", {}).get("pinned") == [digest] for n in ("a1", "a2")
+            )
+        )
         assert not get("NodeModelStore", "b1")["spec"].get("pinned")
         assert wait(lambda: (get("ModelPrefetch", "warm", NS).get("status") or {}).get("desiredNodes") == 2)
         status = get("ModelPrefetch", "warm", NS)["status"]
