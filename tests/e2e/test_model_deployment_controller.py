@@ -107,12 +107,22 @@ def md_env(cluster: harness.ClusterInfo):
     apply(cluster, ZONES)  # once the worker serves its admission
 
     def pools_ready() -> bool:
+        # The zones change every node's topology profile live: wait for the profiles and for the
+        # accelerated pools to count their cards again under the replacement flavors.
+        labelled = {
+            n["metadata"]["name"]: n["metadata"].get("labels") or {}
+            for n in cluster.kubectl_json("get", "nodes")["items"]
+        }
+        if any(constants.LABEL_TOPOLOGY_PROFILE not in labelled.get(name, {}) for name in NODES):
+            return False
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
         for pool in (H100_POOL, A10G_POOL, CPU_POOL):
             status = (types.get(pool) or {}).get("status") or {}
             if not status.get("entrance"):
                 return False
             if pool != CPU_POOL and not (status.get("detail") or {}).get("runtimeVersion"):
+                return False
+            if pool != CPU_POOL and not int((status.get("accelerator") or {}).get("capacity") or 0):
                 return False
         lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
         return len(lqs) >= 3
