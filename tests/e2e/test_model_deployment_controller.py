@@ -313,8 +313,14 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
     delete_and_wait_gone(cluster, "qwen3-8b")
 
 
-def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
+def test_joint_check_holds_a_group_until_the_other_reserves(md_env, request) -> None:
     cluster, _ = md_env
+    # A failure part way must not leave the deployment holding cards the next tests need.
+    request.addfinalizer(
+        lambda: cluster.kubectl(
+            "delete", "md", "joint", "-n", NS, "--ignore-not-found", "--wait=false", check=False
+        )
+    )
     entrance = cluster.kubectl_json("get", "instancetype", A10G_POOL)["status"]["entrance"]
     blocker = {
         "apiVersion": "v1",
@@ -331,48 +337,59 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env) -> None:
         },
     }
     apply(cluster, blocker)
-    harness.wait_for(
-        lambda: any(
-            p["metadata"]["name"] == "blocker" and p["spec"].get("nodeName")
-            for p in cluster.kubectl_json("get", "pods", "-n", NS)["items"]
-        ),
-        timeout=WAIT,
-        what="blocker running",
-    )
-    # Two groups: a (2 members, one card each) and b (one card).  One card is free: b reserves it
-    # and the joint check holds b until a reserves too.
-    apply(cluster, deployment("joint", role("a", size=2), role("b")))
-    group_a = names.pod_group_name(NS, "joint", "a", 0)
-    group_b = names.pod_group_name(NS, "joint", "b", 0)
+    try:
+        harness.wait_for(
+            lambda: any(
+                p["metadata"]["name"] == "blocker" and p["spec"].get("nodeName")
+                for p in cluster.kubectl_json("get", "pods", "-n", NS)["items"]
+            ),
+            timeout=WAIT,
+            what="blocker running",
+        )
+        # Two groups: a (2 members, one card each) and b (one card).  One card is free: b reserves it
+        # and the joint check holds b until a reserves too.
+        apply(cluster, deployment("joint", role("a", size=2), role("b")))
+        group_a = names.pod_group_name(NS, "joint", "a", 0)
+        group_b = names.pod_group_name(NS, "joint", "b", 0)
 
-    def held():
-        wls = workloads(cluster)
-        a, b = wls.get(group_a), wls.get(group_b)
-        if a is None or b is None:
-            return None
-        reserved = {cond["type"]: cond["status"] for cond in (b.get("status") or {}).get("conditions") or ()}
-        checks = {ch["name"]: ch for ch in (b.get("status") or {}).get("admissionChecks") or ()}
-        entry = checks.get(constants.ADMISSION_CHECK_JOINT) or {}
-        return b if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
+        def held():
+            wls = workloads(cluster)
+            a, b = wls.get(group_a), wls.get(group_b)
+            if a is None or b is None:
+                return None
+            reserved = {
+                cond["type"]: cond["status"] for cond in (b.get("status") or {}).get("conditions") or ()
+            }
+            checks = {ch["name"]: ch for ch in (b.get("status") or {}).get("admissionChecks") or ()}
+            entry = checks.get(constants.ADMISSION_CHECK_JOINT) or {}
+            return b if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
 
-    b = harness.wait_for(held, timeout=WAIT, what="group b reserved and held Pending")
-    message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[constants.ADMISSION_CHECK_JOINT][
-        "message"
-    ]
-    assert "a/r0" in message and "b/r0" not in message
-    assert all(not p["spec"].get("nodeName") for p in pods_of(cluster, "joint"))
-    status = md_get(cluster, "joint")["status"]
-    assert {r["name"]: r["quotaReserved"] for r in status["roles"]} == {"a": 0, "b": 1}
-    assert condition(md_get(cluster, "joint"), "QuotaReserved")["reason"] == "Pending"
-    # The blocker's own Workload is not a deployment's: the check answered Ready for it.
-    blocker_wl = next(
-        w
-        for w in workloads(cluster).values()
-        if any(o["name"] == "blocker" for o in w["metadata"].get("ownerReferences") or ())
-    )
-    states = {ch["name"]: ch["state"] for ch in blocker_wl["status"]["admissionChecks"]}
-    assert states[constants.ADMISSION_CHECK_JOINT] == "Ready"
-    cluster.kubectl("delete", "pod", "blocker", "-n", NS)
+        b = harness.wait_for(held, timeout=WAIT, what="group b reserved and held Pending")
+        message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[constants.ADMISSION_CHECK_JOINT][
+            "message"
+        ]
+        assert "a/r0" in message and "b/r0" not in message
+        assert all(not p["spec"].get("nodeName") for p in pods_of(cluster, "joint"))
+
+        def reported():
+            # The deployment's status follows its Workloads a reconcile later.
+            obj = md_get(cluster, "joint")
+            roles = {r["name"]: r.get("quotaReserved") for r in (obj.get("status") or {}).get("roles") or ()}
+            return obj if roles == {"a": 0, "b": 1} else None
+
+        obj = harness.wait_for(reported, timeout=WAIT, what="joint's status: b reserved, a not")
+        assert condition(obj, "QuotaReserved")["reason"] == "Pending"
+        # The blocker's own Workload is not a deployment's: the check answered Ready for it.
+        blocker_wl = next(
+            w
+            for w in workloads(cluster).values()
+            if any(o["name"] == "blocker" for o in w["metadata"].get("ownerReferences") or ())
+        )
+        states = {ch["name"]: ch["state"] for ch in blocker_wl["status"]["admissionChecks"]}
+        assert states[constants.ADMISSION_CHECK_JOINT] == "Ready"
+    finally:
+        # Held cards would starve every later test of the module.
+        cluster.kubectl("delete", "pod", "blocker", "-n", NS, "--ignore-not-found", check=False)
     ready = wait_ready(cluster, "joint")
     assert {r["name"]: r["ready"] for r in ready["status"]["roles"]} == {"a": 1, "b": 1}
     assert sorted(
