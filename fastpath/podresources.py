@@ -65,16 +65,17 @@ class _Reader:
         return self.pos + cython.cast(cython.Py_ssize_t, n)
 
     @cython.cfunc
-    @cython.locals(key=cython.ulonglong)
+    @cython.locals(key=cython.ulonglong, wire=cython.int)
     def field(self, end: cython.Py_ssize_t) -> cython.ulonglong:
         """The number of the message's next length-delimited field, the cursor at its first byte
         and ``stop`` at its end (fields of other wire types skipped); 0 at the message's end."""
         while self.pos < end:
             key = self.varint(end)
-            if key & 7 == _WIRE_LEN:
+            wire = cython.cast(cython.int, key & 7)
+            if wire == _WIRE_LEN:
                 self.stop = self.span(end)
                 return key >> 3
-            self.skip(key & 7, end)
+            self.skip(wire, end)
         return 0
 
     @cython.cfunc
