@@ -110,7 +110,7 @@ def _serve(argv: list[str]) -> int:
     allocator.set_inventory(inventory, devices.spec_groups(inventory, {}))
     allocator.replace_pods(_pods(allocations))
     watchers = Watchers()
-    allocator.listeners.append(watchers.bump)
+    watchers.follow(allocator)
     servers = []
     served: dict[str, list[float]] = {"allocate": [], "preferred": []}
     for resource in tokens.resources("nvidia"):

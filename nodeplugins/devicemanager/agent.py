@@ -265,7 +265,7 @@ class DeviceManager:
         from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers
 
         self.watchers = Watchers()
-        self.allocator.listeners.append(self.watchers.bump)  # health pushed at the reserve/release instant
+        self.watchers.follow(self.allocator)  # health pushed at the reserve/release instant
         args = self.args
         plugins = [
             DevicePlugin(resource, self.allocator, self.backend, self.record, self.watchers)

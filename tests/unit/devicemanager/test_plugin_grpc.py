@@ -74,7 +74,7 @@ def setup(short_dir):
     kubelet.start()
     allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}])
     watchers = Watchers()
-    allocator.listeners.append(watchers.bump)
+    watchers.follow(allocator)
     recorded: list = []
     plugins = [
         DevicePlugin(r, allocator, NvidiaBackend(), recorded.append, watchers) for r in tk.resources("nvidia")
@@ -253,7 +253,7 @@ def test_parallel_allocates_over_grpc_never_hand_a_card_to_two_containers(short_
         allocator.pod_event("ADDED", pod(f"whole-{i}", {BASE: 1}))
         allocator.pod_event("ADDED", pod(f"share-{i}", {f"{BASE}.shared": 2}))
     watchers = Watchers()
-    allocator.listeners.append(watchers.bump)
+    watchers.follow(allocator)
     servers = []
     for family in ("exclusive", "shared"):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
@@ -325,3 +325,27 @@ def test_parallel_allocates_over_grpc_never_hand_a_card_to_two_containers(short_
             assert rows[card_id]["mode"] == 0 and rows[card_id]["remaining"] == UNITS_PER_CARD
     for _granted, family, visible in granted:
         assert len(visible.split(",")) == (1 if family == "exclusive" else 2)
+
+
+def test_streams_wake_only_when_the_health_stamp_moves():
+    class Stamped:
+        def __init__(self) -> None:
+            self.listeners: list = []
+            self.stamp: tuple = ("a",)
+
+        def health_stamp(self) -> tuple:
+            return self.stamp
+
+    allocator = Stamped()
+    watchers = Watchers()
+    watchers.follow(allocator)  # type: ignore[arg-type]  # the stamp and listeners are all it reads
+    (changed,) = allocator.listeners
+    changed()
+    assert watchers.version == 1  # the first change is always announced
+    changed()
+    assert watchers.version == 1  # a reservation that moved no token's health wakes nobody
+    allocator.stamp = ("b",)
+    changed()
+    assert watchers.version == 2
+    watchers.bump()  # other moves (an interface pass, a new inventory) still wake every stream
+    assert watchers.version == 3
