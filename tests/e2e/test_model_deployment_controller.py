@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from api import constants
+from api.naming import topology_profile
 from controllers.modeldeployment import names
 from nodeplugins.devicemanager import simulated
 from tests.e2e.objects import delete_all
@@ -57,6 +58,7 @@ ZONES = {
     "metadata": {"name": f"md-zones-{SUFFIX}"},
     "spec": {"nodeSelector": {"matchLabels": ZONE}, "levels": list(ZONE), "nodeLabels": {}},
 }
+ZONED = topology_profile([*ZONE, constants.LABEL_HOSTNAME])  # the profile the source gives the nodes
 
 
 def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
@@ -107,14 +109,21 @@ def md_env(cluster: harness.ClusterInfo):
     apply(cluster, ZONES)  # once the worker serves its admission
 
     def pools_ready() -> bool:
-        # The zones change every node's topology profile live: wait for the profiles and for the
-        # accelerated pools to count their cards again under the replacement flavors.
+        # The zones change every node's topology profile live (the nodes may get the hostname-only
+        # profile first, before the source is Ready): wait for the zone profile on every node, for
+        # the accelerated queues to have swapped to its flavors (a deployment admitted into a
+        # hostname-only flavor on its way out would pin a profile no node has any more), and for the
+        # pools to count their cards again under them.
         labelled = {
             n["metadata"]["name"]: n["metadata"].get("labels") or {}
             for n in cluster.kubectl_json("get", "nodes")["items"]
         }
-        if any(constants.LABEL_TOPOLOGY_PROFILE not in labelled.get(name, {}) for name in NODES):
+        if any(labelled.get(name, {}).get(constants.LABEL_TOPOLOGY_PROFILE) != ZONED for name in NODES):
             return False
+        for pool in (H100_POOL, A10G_POOL):
+            flavors = queue_flavors(cluster, pool)
+            if not flavors or any(not name.endswith(f"-{ZONED}") for name in flavors):
+                return False
         types = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
         for pool in (H100_POOL, A10G_POOL, CPU_POOL):
             status = (types.get(pool) or {}).get("status") or {}
@@ -127,7 +136,18 @@ def md_env(cluster: harness.ClusterInfo):
         lqs = cluster.kubectl_json("get", "localqueues.kueue.x-k8s.io", "-n", NS)["items"]
         return len(lqs) >= 3
 
-    harness.wait_for(pools_ready, timeout=WAIT, what="derived pools with entrances and LocalQueues")
+    try:
+        harness.wait_for(pools_ready, timeout=WAIT, what="derived pools with entrances and LocalQueues")
+    except TimeoutError as error:
+        nodes_now = cluster.kubectl_json("get", "nodes")["items"]
+        profiles = {
+            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(constants.LABEL_TOPOLOGY_PROFILE)
+            for n in nodes_now
+        }
+        queues = {pool: queue_flavors(cluster, pool) for pool in (H100_POOL, A10G_POOL)}
+        raise TimeoutError(
+            f"{error}: want profile {ZONED}; profiles {profiles}; queue flavors {queues}"
+        ) from None
     try:
         yield cluster, op
     finally:
@@ -145,6 +165,15 @@ def md_env(cluster: harness.ClusterInfo):
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def queue_flavors(cluster: harness.ClusterInfo, pool: str) -> list[str]:
+    """The flavors the pool's ClusterQueue lists now (none while it does not exist)."""
+    out = cluster.kubectl("get", "clusterqueues.kueue.x-k8s.io", pool, "-o", "json", check=False)
+    if out.returncode != 0:
+        return []
+    spec = json.loads(out.stdout).get("spec") or {}
+    return [f["name"] for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
 
 
 def md_get(cluster, name) -> dict:
