@@ -7,16 +7,34 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import gpustack
 import harness
+
+from api import constants
 
 
 def get(cluster: harness.ClusterInfo, kind: str, name: str, namespace: str = "") -> dict | None:
     args = ["get", kind, name, "-o", "json"] + (["-n", namespace] if namespace else [])
     proc = cluster.kubectl(*args, check=False)
     return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def queue_flavors(cluster: harness.ClusterInfo, name: str) -> list[str]:
+    """The flavors a ClusterQueue lists now, in order (none while it does not exist)."""
+    spec = (get(cluster, "clusterqueues.kueue.x-k8s.io", name) or {}).get("spec") or {}
+    return [f["name"] for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
+
+
+def node_profiles(cluster: harness.ClusterInfo, names: Iterable[str]) -> dict[str, str | None]:
+    """The topology profile label of each named node (``None`` where it has none or is absent)."""
+    labelled = {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {}
+        for n in cluster.kubectl_json("get", "nodes")["items"]
+    }
+    return {name: labelled.get(name, {}).get(constants.LABEL_TOPOLOGY_PROFILE) for name in names}
 
 
 def condition(obj: dict | None, kind: str) -> tuple[str, str, str]:

@@ -34,7 +34,7 @@ from api import constants
 from api.naming import topology_profile
 from controllers.modeldeployment import names
 from nodeplugins.devicemanager import simulated
-from tests.e2e.objects import delete_all
+from tests.e2e.objects import delete_all, node_profiles, queue_flavors
 
 pytestmark = pytest.mark.e2e
 
@@ -114,11 +114,7 @@ def md_env(cluster: harness.ClusterInfo):
         # the accelerated queues to have swapped to its flavors (a deployment admitted into a
         # hostname-only flavor on its way out would pin a profile no node has any more), and for the
         # pools to count their cards again under them.
-        labelled = {
-            n["metadata"]["name"]: n["metadata"].get("labels") or {}
-            for n in cluster.kubectl_json("get", "nodes")["items"]
-        }
-        if any(labelled.get(name, {}).get(constants.LABEL_TOPOLOGY_PROFILE) != ZONED for name in NODES):
+        if any(profile != ZONED for profile in node_profiles(cluster, NODES).values()):
             return False
         for pool in (H100_POOL, A10G_POOL):
             flavors = queue_flavors(cluster, pool)
@@ -139,11 +135,7 @@ def md_env(cluster: harness.ClusterInfo):
     try:
         harness.wait_for(pools_ready, timeout=WAIT, what="derived pools with entrances and LocalQueues")
     except TimeoutError as error:
-        nodes_now = cluster.kubectl_json("get", "nodes")["items"]
-        profiles = {
-            n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(constants.LABEL_TOPOLOGY_PROFILE)
-            for n in nodes_now
-        }
+        profiles = node_profiles(cluster, NODES)
         queues = {pool: queue_flavors(cluster, pool) for pool in (H100_POOL, A10G_POOL)}
         raise TimeoutError(
             f"{error}: want profile {ZONED}; profiles {profiles}; queue flavors {queues}"
@@ -165,15 +157,6 @@ def md_env(cluster: harness.ClusterInfo):
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-
-def queue_flavors(cluster: harness.ClusterInfo, pool: str) -> list[str]:
-    """The flavors the pool's ClusterQueue lists now (none while it does not exist)."""
-    out = cluster.kubectl("get", "clusterqueues.kueue.x-k8s.io", pool, "-o", "json", check=False)
-    if out.returncode != 0:
-        return []
-    spec = json.loads(out.stdout).get("spec") or {}
-    return [f["name"] for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
 
 
 def md_get(cluster, name) -> dict:

@@ -39,7 +39,7 @@ import pytest
 
 from api import constants
 from api.naming import topology_profile
-from tests.e2e.objects import setting
+from tests.e2e.objects import node_profiles, queue_flavors, setting
 from tests.topology_inventory import Answer, Inventory, make_pki
 
 pytestmark = pytest.mark.e2e
@@ -103,7 +103,7 @@ def node_labels_source(name: str = SOURCE, levels: list[str] | None = None) -> d
 
 
 def profiles(cluster) -> dict[str, str | None]:
-    return {n: labels_of(cluster, n).get(constants.LABEL_TOPOLOGY_PROFILE) for n in NODES}
+    return node_profiles(cluster, NODES)
 
 
 def wait_profiles(cluster, want: str) -> None:
@@ -135,10 +135,6 @@ def flavor_of(cluster, profile: str) -> dict | None:
 
 def queue(cluster) -> dict:
     return kubectl_json(cluster, "get", "clusterqueues.kueue.x-k8s.io", POOL)
-
-
-def queue_flavors(cluster) -> list[str]:
-    return [f["name"] for g in queue(cluster)["spec"].get("resourceGroups") or [] for f in g["flavors"]]
 
 
 def events_of(cluster, kind: str, name: str, namespace: str = "default") -> list[dict]:
@@ -326,7 +322,9 @@ def wait_swapped(cluster, flavor: str) -> dict:
 
     def swapped():
         q = queue(cluster)
-        return q if queue_flavors(cluster) == [flavor] and q["spec"].get("stopPolicy") == "None" else None
+        return (
+            q if queue_flavors(cluster, POOL) == [flavor] and q["spec"].get("stopPolicy") == "None" else None
+        )
 
     try:
         return harness.wait_for(
@@ -357,7 +355,7 @@ def swap_state(cluster) -> dict:
         )
     return {
         "stopPolicy": q["spec"].get("stopPolicy"),
-        "flavors": queue_flavors(cluster),
+        "flavors": queue_flavors(cluster, POOL),
         "annotations": q["metadata"].get("annotations"),
         "generation": q["metadata"].get("generation"),
         "counts": {k: status.get(k) for k in ("reservingWorkloads", "admittedWorkloads", "pendingWorkloads")},
@@ -403,7 +401,7 @@ def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
     cluster, _ = topo
     old = flavor_of(cluster, RACKED)["metadata"]["name"]
     before = queue(cluster)
-    assert old in queue_flavors(cluster)
+    assert old in queue_flavors(cluster, POOL)
     assert admitted(cluster, "zoned") is not None  # a running group reserves the old flavor
     assert int(before["status"].get("reservingWorkloads") or 0) >= 1
 
@@ -451,7 +449,7 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it
     cluster, _ = topo
     old = flavor_of(cluster, ZONED)["metadata"]["name"]
     before = queue(cluster)
-    assert queue_flavors(cluster) == [old] and before["spec"].get("stopPolicy") == "None"
+    assert queue_flavors(cluster, POOL) == [old] and before["spec"].get("stopPolicy") == "None"
     apply(cluster, setting(STOP_SETTING, "Hold"))
     try:
         pods = start_group(cluster, "held", 2)
@@ -485,7 +483,7 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it
         assert condition(q, "Active")["status"] == "False"  # nothing new is admitted
         # The old flavor stays listed while the group runs (the replacement may already be listed
         # beside it: it was added in place before the old one was marked retiring).
-        assert old in queue_flavors(cluster)
+        assert old in queue_flavors(cluster, POOL)
         assert int(q["status"].get("reservingWorkloads") or 0) >= 1
 
         def not_evicted() -> None:
@@ -511,7 +509,7 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it
             what="the InstanceType Draining",
         )
         not_evicted()
-        assert old in queue_flavors(cluster)
+        assert old in queue_flavors(cluster, POOL)
 
         # The group ends: the plan swaps to the replacement on the same queue and the policy returns.
         cluster.kubectl("delete", "modeldeployment", "held", "-n", NS, "--wait=true", timeout=WAIT)
