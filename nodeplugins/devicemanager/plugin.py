@@ -67,14 +67,15 @@ class Watchers:
         node's streams to find that out cost a thread switch per stream per grant (a quarter of the
         plugins' CPU under 8 concurrent callers).  The stamp is read under the condition, so of two
         changes racing, the later check sees the later state and no move goes unannounced."""
-        last: list[tuple] = []
+        last: tuple | None = None
 
         def changed() -> None:
+            nonlocal last
             with self._cond:
                 stamp = allocator.health_stamp()
-                if last and last[0] == stamp:
+                if stamp == last:
                     return
-                last[:] = [stamp]
+                last = stamp
                 self.version += 1
                 self._cond.notify_all()
 
