@@ -1,7 +1,7 @@
 """The ModelDeployment controller on the local control plane with the real Kueue (issue 14, item 5).
 
-Simulated nodes (kwok: two with 8 × H100, one with 4 × A10G, labels and Devices ledgers written the
-way the simulated device manager writes them) run the Pods; the whole worker (webhooks and every
+Simulated nodes (kwok: two with 8 × H100, one with 4 × A10G, each with the publish-only device
+manager that writes its ``Devices`` and NodeFeature, labelled by nfd-master) run the Pods; the whole worker (webhooks and every
 controller) runs as a process, as it does in a cluster.  Everything is driven with kubectl:
 
 - the seeds' prefill/decode and topology deployments, retargeted to the derived pools as the seeds
@@ -33,7 +33,6 @@ import yaml
 from api import constants
 from api.naming import topology_profile
 from controllers.modeldeployment import names
-from nodeplugins.devicemanager import simulated
 from tests.e2e.objects import delete_all, node_profiles, queue_flavors
 
 pytestmark = pytest.mark.e2e
@@ -41,12 +40,16 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"md-ctl-{SUFFIX}"
-H100 = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
-A10G = simulated.PRODUCTS["NVIDIA A10G"]
 H100_POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
 CPU_POOL = "gpustack--generic-linux-amd64"
-NODES = {f"md-h100-a-{SUFFIX}": (H100, 8), f"md-h100-b-{SUFFIX}": (H100, 8), f"md-a10g-{SUFFIX}": (A10G, 4)}
+NODES = {
+    f"md-h100-a-{SUFFIX}": "h100-8.yaml",
+    f"md-h100-b-{SUFFIX}": "h100-8.yaml",
+    f"md-a10g-{SUFFIX}": "a10g-4.yaml",
+}
+# This module's device-manager ports (tests/cluster/nodes.py).
+SLOTS = {name: 13 + i for i, name in enumerate(NODES)}
 GROUP = "kueue.x-k8s.io/pod-group-name"
 WAIT = 240
 # The cloud provider's zone on every node, and the source that turns it into a zone → hostname
@@ -61,53 +64,47 @@ ZONES = {
 ZONED = topology_profile([*ZONE, constants.LABEL_HOSTNAME])  # the profile the source gives the nodes
 
 
-def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        "-",
-        input=json.dumps({k: v for k, v in devices.items() if k != "status"}),
-    )
-    status = {
-        "apiVersion": devices["apiVersion"],
-        "kind": "Devices",
-        "metadata": devices["metadata"],
-        "status": devices["status"],
-    }
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--subresource=status",
-        "-f",
-        "-",
-        input=json.dumps(status),
-    )
-
-
 @pytest.fixture(scope="module")
 def md_env(cluster: harness.ClusterInfo):
     op = gpustack.install(cluster)
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
-    for name, (product, count) in NODES.items():
-        # The labels NFD and the device manager would give the node, less the topology profile
-        # (the worker's topology controller publishes it through NFD), plus the zone.
-        labels = {**simulated.node_labels(name, product, count), **ZONE}
-        labels.pop(constants.LABEL_TOPOLOGY_PROFILE)
-        harness.create_fake_node(
-            cluster, name, labels=labels, capacity=simulated.plugin_capacity(product, count)
+    started: list[nodes.Node] = []
+    try:
+        for name, profile in NODES.items():
+            # A kwok node whose publish-only device manager writes its Devices and NodeFeature
+            # (nfd-master labels the node from it); the worker publishes the topology profile.
+            started.append(nodes.start_node(cluster, name, profile, slot=SLOTS[name], real=False))
+            # What the cloud provider puts on the node.
+            cluster.kubectl("label", "node", name, *(f"{k}={v}" for k, v in ZONE.items()), "--overwrite")
+        gpustack.start_worker(cluster, op, "--no-leader-election")
+        apply(cluster, ZONES)  # once the worker serves its admission
+        _wait_pools_ready(cluster)
+        yield cluster, op
+    finally:
+        delete_all(cluster, "modeldeployments", NS, WAIT, "deployments gone")
+        cluster.kubectl(
+            "delete", "topologysource", ZONES["metadata"]["name"], "--ignore-not-found", check=False
         )
-        ledger = simulated.devices(name, product, count)
-        ledger["metadata"]["labels"].pop(constants.LABEL_TOPOLOGY_PROFILE)  # the worker mirrors it
-        write_devices(cluster, ledger)
-    started_nfd = not nodes.nfd_master_running(cluster)
-    nodes.ensure_nfd_master(cluster, next(iter(NODES)))
-    gpustack.start_worker(cluster, op, "--no-leader-election")
-    apply(cluster, ZONES)  # once the worker serves its admission
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+        for node in started:
+            nodes.stop_node(node)
+            cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
+            # The features the harness published for it as nfd-worker would.
+            cluster.kubectl(
+                "delete",
+                "nodefeature",
+                node.name,
+                "-n",
+                nodes.NFD_NAMESPACE,
+                "--ignore-not-found",
+                check=False,
+            )
 
+
+def _wait_pools_ready(cluster: harness.ClusterInfo) -> None:
     def pools_ready() -> bool:
         # The zones change every node's topology profile live (the nodes may get the hostname-only
         # profile first, before the source is Ready): wait for the zone profile on every node, for
@@ -140,20 +137,6 @@ def md_env(cluster: harness.ClusterInfo):
         raise TimeoutError(
             f"{error}: want profile {ZONED}; profiles {profiles}; queue flavors {queues}"
         ) from None
-    try:
-        yield cluster, op
-    finally:
-        delete_all(cluster, "modeldeployments", NS, WAIT, "deployments gone")
-        cluster.kubectl(
-            "delete", "topologysource", ZONES["metadata"]["name"], "--ignore-not-found", check=False
-        )
-        gpustack.stop_worker(op)
-        gpustack.uninstall_webhooks(cluster)
-        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        for name in NODES:
-            harness.delete_fake_node(cluster, name)
-        if started_nfd:
-            nodes.stop_nfd_master(cluster)
 
 
 # --- helpers -------------------------------------------------------------------------------------
