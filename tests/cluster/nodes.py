@@ -529,6 +529,14 @@ def stop_node(node: Node) -> None:
         stop_component(Node("nfd-master", root.parent / "nfd", 0), "nfd-master")
 
 
+def remove_node(info: harness.ClusterInfo, node: Node) -> None:
+    """Stop the node's processes, then delete the Node and the features the harness published for
+    it as nfd-worker would (what the device manager published goes with the Node it is owned by)."""
+    stop_node(node)
+    info.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
+    info.kubectl("delete", "nodefeature", node.name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+
+
 def stop_all(info: harness.ClusterInfo | Path) -> None:
     """Stop every node process under the state dir (kubelets, fake runtimes, device managers)."""
     state = info.state_dir if isinstance(info, harness.ClusterInfo) else Path(info)

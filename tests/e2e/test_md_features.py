@@ -41,12 +41,12 @@ import pytest
 import yaml
 
 from api import constants
-from nodeplugins.devicemanager import simulated
 from tests.e2e.objects import condition, delete_artifacts, get, pool_ready, setting
 from tests.hub.repos import HubRepos
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
+import nodes
 
 pytestmark = pytest.mark.e2e
 
@@ -55,9 +55,9 @@ EXAMPLES = REPO / "examples"
 SUFFIX = uuid.uuid4().hex[:5]
 NS = f"md-feat-{SUFFIX}"
 SYSTEM = gpustack.SYSTEM_NAMESPACE
-A10G = simulated.PRODUCTS["NVIDIA A10G"]
 A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"  # the seed's instanceType
 NODE = f"mdf-a10g-{SUFFIX}"
+SLOT = 16  # this module's device-manager port (tests/cluster/nodes.py)
 BACKEND, POOL, BINDING, ARTIFACT, MD = "mooncake-dram", "shared-dram", "qwen-cache", "qwen-7b", "qwen-chat"
 SEED_REPOSITORY = "Qwen/Qwen2.5-7B-Instruct"
 TENANT = "default"  # the seed Binding names no domain
@@ -118,19 +118,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]
         yield master
 
 
-def write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
-    """The simulated device manager's Devices ledger of a kwok node (what it would publish)."""
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", "-",
-        input=json.dumps({k: v for k, v in devices.items() if k != "status"}),
-    )  # fmt: skip
-    status = {k: devices[k] for k in ("apiVersion", "metadata", "status")} | {"kind": "Devices"}
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "--subresource=status", "-f", "-",
-        input=json.dumps(status),
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Master):
     endpoint, _ = hub
@@ -141,16 +128,11 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
     cluster.apply(setting("model-artifact-huggingface-endpoint", endpoint))
     gpustack.ensure_namespace(cluster, NS)
     harness.wait_for_default_service_account(cluster, NS)
-    harness.create_fake_node(
-        cluster,
-        NODE,
-        labels=simulated.node_labels(NODE, A10G, 4),
-        capacity=simulated.plugin_capacity(A10G, 4),
-    )
-    write_devices(cluster, simulated.devices(NODE, A10G, 4))
-    gpustack.start_worker(cluster, op, "--no-leader-election")
-
+    node = None
     try:
+        # A kwok node whose publish-only device manager writes its Devices and NodeFeature.
+        node = nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
+        gpustack.start_worker(cluster, op, "--no-leader-election")
         wait(
             lambda: pool_ready(cluster, A10G_POOL, NS),
             "the A10G pool with an entrance and the namespace's LocalQueues",
@@ -186,7 +168,8 @@ def env(cluster: harness.ClusterInfo, hub: tuple[str, str], store: mooncake.Mast
             check=False,
         )
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        harness.delete_fake_node(cluster, NODE)
+        if node is not None:
+            nodes.remove_node(cluster, node)
 
 
 # --- tests -------------------------------------------------------------------------------------------

@@ -90,18 +90,7 @@ def md_env(cluster: harness.ClusterInfo):
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         for node in started:
-            nodes.stop_node(node)
-            cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
-            # The features the harness published for it as nfd-worker would.
-            cluster.kubectl(
-                "delete",
-                "nodefeature",
-                node.name,
-                "-n",
-                nodes.NFD_NAMESPACE,
-                "--ignore-not-found",
-                check=False,
-            )
+            nodes.remove_node(cluster, node)
 
 
 def _wait_pools_ready(cluster: harness.ClusterInfo) -> None:

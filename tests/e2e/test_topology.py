@@ -183,18 +183,7 @@ def topo(cluster: harness.ClusterInfo):
             cluster.kubectl("delete", kind, name, "-n", SYSTEM, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
         for node in started:
-            nodes.stop_node(node)
-            cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
-            # The features the harness published for it as nfd-worker would.
-            cluster.kubectl(
-                "delete",
-                "nodefeature",
-                node.name,
-                "-n",
-                nodes.NFD_NAMESPACE,
-                "--ignore-not-found",
-                check=False,
-            )
+            nodes.remove_node(cluster, node)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 
