@@ -346,7 +346,10 @@ def test_joint_check_holds_a_group_until_the_other_reserves(md_env, request) -> 
             }
             checks = {ch["name"]: ch for ch in (b.get("status") or {}).get("admissionChecks") or ()}
             entry = checks.get(constants.ADMISSION_CHECK_JOINT) or {}
-            return b if reserved.get("QuotaReserved") == "True" and entry.get("state") == "Pending" else None
+            # Kueue lists the check Pending with no message the moment b reserves; the joint check's
+            # own answer (which groups it waits for) comes a reconcile later.
+            pending = entry.get("state") == "Pending" and entry.get("message")
+            return b if reserved.get("QuotaReserved") == "True" and pending else None
 
         b = harness.wait_for(held, timeout=WAIT, what="group b reserved and held Pending")
         message = {ch["name"]: ch for ch in b["status"]["admissionChecks"]}[constants.ADMISSION_CHECK_JOINT][
