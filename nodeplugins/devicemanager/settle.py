@@ -218,11 +218,21 @@ def prefer(
     available: Sequence[str],
     must: Sequence[str],
     size: int,
-    units: int,
+    units: int | None,
 ) -> list[str]:
     """``GetPreferredAllocation``: only offered ids; whole cards lowest index first, shares and
-    slices on the most-occupied card that fits (ties by index)."""
+    slices on the most-occupied card that fits (ties by index).  A slice of unknown size (``units``
+    ``None``: no waiting container could be identified) goes to the card with the most room left,
+    where any size that fits at all fits."""
     offered = cards.NodeLedger(site.node, [card for card in node.cards if card.id in by_card])
+    if family == FAMILY_SLICED and units is None:
+        roomiest = sorted(offered.cards, key=lambda card: (-card.remaining, card.index))
+        demand = cards.Demand(FAMILY_SLICED, site.manufacturer, site.base, 1, UNITS_PER_PERCENT)
+        offered = next(
+            (one for card in roomiest if fit.choose(one := cards.NodeLedger(site.node, [card]), demand)),
+            cards.NodeLedger(site.node, []),
+        )
+        units = UNITS_PER_PERCENT
     if family == FAMILY_SLICED:
         demand = cards.Demand(FAMILY_SLICED, site.manufacturer, site.base, size, units)
     elif family == FAMILY_SHARED:

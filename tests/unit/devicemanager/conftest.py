@@ -41,7 +41,7 @@ def pod(
             "name": name,
             "namespace": "team-a",
             "uid": f"uid-{name}",
-            "creationTimestamp": f"2026-01-01T00:00:{n:02d}Z",
+            "creationTimestamp": f"2026-01-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z",
             **extra,
         },
         "spec": {

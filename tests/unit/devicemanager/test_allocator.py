@@ -120,6 +120,30 @@ def test_slice_preference_is_the_most_occupied_card_that_fits(h100: Allocator) -
     assert len(picked) == 1 and tk.parse_token(picked[0])[1] == h100.inventory.cards[2].id
 
 
+def test_a_slice_preference_for_a_pod_the_watch_has_not_delivered_reads_the_uncached_list() -> None:
+    """The first 60 % slice leaves 40 % on its card: the second, known only past the watch, must be
+    preferred onto another card (at 1 % it would go to the fuller one, and Allocate refuse it)."""
+    slice60 = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 960_000}
+    late = pod("late", slice60)
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], refresh_pods=lambda: [late])
+    allocator.pod_event("ADDED", pod("first", slice60))
+    allocator.allocate(R["sliced"], [tokens(allocator, "sliced", 0)[0]])
+    offered = [t for card in range(2) for t in tokens(allocator, "sliced", card, 3)[1:]]
+    picked = allocator.preferred(R["sliced"], offered, [], 1)
+    assert tk.parse_token(picked[0])[1] == allocator.inventory.cards[1].id
+    assert allocator.allocate(R["sliced"], picked).pod == "late"
+
+
+def test_a_slice_of_unknown_size_is_preferred_onto_the_card_with_the_most_room(h100: Allocator) -> None:
+    slice30 = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 480_000}
+    for name, card in (("a", 0), ("b", 1), ("c", 1)):
+        h100.pod_event("ADDED", pod(name, slice30))
+        h100.allocate(R["sliced"], [tokens(h100, "sliced", card, 3)[int(name == "c")]])
+    offered = [t for card in range(3) for t in tokens(h100, "sliced", card, 6)[3:]]
+    picked = h100.preferred(R["sliced"], offered, [], 1)  # nobody waits: the size is unknown
+    assert tk.parse_token(picked[0])[1] == h100.inventory.cards[2].id
+
+
 def test_partition_is_packed_on_a_partitioned_card_with_its_placement(h100: Allocator) -> None:
     limits = {
         f"{BASE}.partitioned": 1,
