@@ -117,7 +117,9 @@ def node_directory(info: harness.ClusterInfo, name: str) -> Path:
     return _state(info) / name
 
 
-def _launch(node: Node, component: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+def _launch(
+    node: Node, component: str, argv: list[str], env: dict[str, str] | None = None, *, cwd: Path | None = None
+) -> int:
     node.pid_file(component).parent.mkdir(parents=True, exist_ok=True)
     node.log_file(component).parent.mkdir(parents=True, exist_ok=True)
     log = node.log_file(component).open("ab")
@@ -130,7 +132,7 @@ def _launch(node: Node, component: str, argv: list[str], env: dict[str, str] | N
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         env=env,
-        cwd=gpustack.REPO,
+        cwd=cwd or gpustack.REPO,
     )
     node.pid_file(component).write_text(str(process.pid))
     return process.pid
@@ -310,9 +312,12 @@ def device_manager_ready(node: Node) -> bool:
 
 
 def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
+    # An empty working directory of their own: nothing a relative path names can be in the repository.
+    scratch = node.directory / "cwd"
+    scratch.mkdir(parents=True, exist_ok=True)
     if _alive(node, "cri-fake") is None:
         _launch(node, "cri-fake", [str(bin_dir / "cri-fake"), "--endpoint", f"unix://{node.directory / 'cri.sock'}",
-                                   "--record", str(node.records)])  # fmt: skip
+                                   "--record", str(node.records)], cwd=scratch)  # fmt: skip
     if _alive(node, "kubelet") is None:
         KUBELET_MOUNT.mkdir(parents=True, exist_ok=True)
         script = (
@@ -320,7 +325,9 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
             f'--config="{node.directory / "kubelet.yaml"}" --kubeconfig="{node.directory / "kubeconfig"}" '
             f"--hostname-override={node.name} --node-ip=127.0.0.1 --v=1"
         )
-        _launch(node, "kubelet", ["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+        _launch(
+            node, "kubelet", ["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=scratch
+        )
 
 
 def nfd_worker_features(

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,17 @@ func (r *recorder) CreateContainer(ctx context.Context, req *kubeapi.CreateConta
 	resp, err := r.RemoteRuntime.CreateContainer(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	// A real runtime reports the log file it writes: the sandbox's log directory joined with the
+	// container's log path. Upstream's fake leaves it empty, and the kubelet then cleans a removed
+	// container's logs by globbing "*" in its working directory.
+	if dir, rel := req.GetSandboxConfig().GetLogDirectory(), req.GetConfig().GetLogPath(); dir != "" && rel != "" {
+		svc := r.RuntimeService
+		svc.Lock()
+		if c, ok := svc.Containers[resp.GetContainerId()]; ok {
+			c.LogPath = filepath.Join(dir, rel)
+		}
+		svc.Unlock()
 	}
 	for _, kv := range rec.Env {
 		if kv.Key == exitCodeEnv {
