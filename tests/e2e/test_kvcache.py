@@ -381,6 +381,9 @@ def test_a_stopped_master_gives_error_and_comes_back(cluster, worker, store) -> 
     assert "capacity" not in down["status"] and conditions(down)["LeaderAvailable"][0] == "False"
     master.start()
     member.stop()
+    # The old member may have re-mounted into the restarted master before it stopped: the master
+    # counts its segment until the client's TTL runs out, and a new member meanwhile doubles the total.
+    wait(lambda: not master.segments(), "the stopped member's segment gone from the master", timeout=60)
     member.start()
     back = wait(
         lambda: (b := get(cluster, "kvcachebackend", BACKEND)) and phase(b) == "Ready" and b,
