@@ -330,7 +330,22 @@ def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cl
     assert running(cluster, "before-restart") and cards_of(record_of(cluster, "before-restart")) == first
     create(cluster, pod("after-restart", {BASE: "1"}, queue=gate5["entrance"]))
     harness.wait_for(lambda: running(cluster, "after-restart"), timeout=180, what="after-restart Running")
-    assert not set(cards_of(record_of(cluster, "after-restart"))) & set(first)
+    before = get(cluster, "before-restart")
+    story = restart_story(node, ("before-restart", "after-restart"))
+    assert before["status"].get("phase") == "Running", f"before-restart stopped: {before['status']}\n{story}"
+    after = cards_of(record_of(cluster, "after-restart"))
+    assert not set(after) & set(first), f"after-restart got {after}, before-restart holds {first}\n{story}"
+
+
+def restart_story(node: nodes.Node, pods: tuple[str, ...]) -> str:
+    """What the device manager and the kubelet logged of these Pods (volume chatter left out): a
+    failure of the restart test says which side let a card go."""
+    lines = []
+    for component in ("device-manager", "kubelet"):
+        for line in node.log_file(component).read_text(errors="replace").splitlines():
+            if (any(p in line for p in pods) and "Volume" not in line) or "re-created" in line:
+                lines.append(f"{component}: {line[:400]}")
+    return "\n".join(lines[-60:])
 
 
 def test_a_deleted_pod_frees_its_card_in_the_ledger_and_the_instance_type(cluster, gate5):
