@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -65,6 +66,10 @@ class ClusterSource(Protocol):
 
 def _client(configuration: k8s.Configuration, connection: Connection) -> ClusterClient:
     configuration.connection_pool_maxsize = POOL_SIZE
+    # A read that timed out is not retried underneath: the caller's timeout bounds the whole call
+    # (a readiness check abandoned at its timeout must not go on asking the cluster), and every
+    # caller retries with its own back-off. A connection that never opened is still retried.
+    configuration.retries = urllib3.Retry(total=3, read=0)
     return ClusterClient(
         k8s.ApiClient(configuration),
         timeout=connection.timeout,

@@ -182,6 +182,24 @@ def test_a_stalled_check_is_abandoned_after_the_timeout_and_retried(upstream):
     run(test)
 
 
+def test_a_check_that_timed_out_asks_nothing_more_until_the_next_one(upstream):
+    """The client under the check does not retry a read on its own: the next discovery call is the
+    manager's next check, after its back-off (urllib3's default would ask three more times)."""
+    a = upstream.cluster("a")
+    a.hold_discovery.clear()
+
+    async def test() -> None:
+        m, _ = manager(upstream, Settings(readiness_timeout=0.2, first_delay=5, max_delay=5))
+        await m.subscribe("a", "", [IT])
+        await until(lambda: (c := m.claim("a")) is not None and "timeout" in c.reason, what="the timeout")
+        await asyncio.sleep(1.0)  # five timeouts' worth: retries underneath would have landed
+        assert a.discovery_calls == 1
+        a.hold_discovery.set()
+        await m.close()
+
+    run(test)
+
+
 def test_failures_are_retried_with_growing_gaps_until_unsubscribe(upstream, caplog):
     a = upstream.cluster("a")
     a.discovery_status = 404
