@@ -331,15 +331,16 @@ def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cl
     create(cluster, pod("after-restart", {BASE: "1"}, queue=gate5["entrance"]))
     harness.wait_for(lambda: running(cluster, "after-restart"), timeout=180, what="after-restart Running")
     before = get(cluster, "before-restart")
-    story = restart_story(node, ("before-restart", "after-restart"))
+    uids = tuple(get(cluster, name)["metadata"]["uid"] for name in ("before-restart", "after-restart"))
+    story = restart_story(node, ("before-restart", "after-restart", *uids))
     assert before["status"].get("phase") == "Running", f"before-restart stopped: {before['status']}\n{story}"
     after = cards_of(record_of(cluster, "after-restart"))
     assert not set(after) & set(first), f"after-restart got {after}, before-restart holds {first}\n{story}"
 
 
 def restart_story(node: nodes.Node, pods: tuple[str, ...]) -> str:
-    """What the device manager and the kubelet logged of these Pods (volume chatter left out): a
-    failure of the restart test says which side let a card go."""
+    """What the device manager and the kubelet logged of these Pods, by name or UID (volume chatter
+    left out): a failure of the restart test says which side let a card go."""
     lines = []
     for component in ("device-manager", "kubelet"):
         for line in node.log_file(component).read_text(errors="replace").splitlines():
