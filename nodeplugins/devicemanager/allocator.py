@@ -503,26 +503,36 @@ class Allocator(Identifies, PartitionedGrants):
         by_card = Offered(available, self._cards_of(available))
         sliced = resource.family == FAMILY_SLICED
         waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
+        with self.lock:
+            found = self._identify(resource, size, waiting, None)
+            if found is not None or not sliced:
+                return self._prefer_locked(resource, found, by_card, available, must, size)
         # A slice's size is its container's: when none is known yet (a Pod bound a moment ago that
         # the watch has not delivered), read the node's Pods past the watch once, as Allocate does.
-        if sliced and not self._knows_waiting(resource, size, waiting) and self._refresh():
+        if self._refresh():
             waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
         with self.lock:
             found = self._identify(resource, size, waiting, None)
-            if found is not None and found[2] is not None:
-                return prefer_held(found[2], by_card, available, must, size)
-            node = self._ledger()
-            units: int | None = UNITS_PER_PERCENT
-            if sliced:
-                units = None  # size still unknown: the card with the most room
-                if found is not None:
-                    facts = facts_of(self.pods[found[0]], found[1])
-                    first = next((c for c in node.cards if c.id in by_card), None)
-                    units = slice_units(facts, first.memory_mib if first is not None else 0)
-            return prefer(self._site, node, resource.family, by_card, available, must, size, units)
+            return self._prefer_locked(resource, found, by_card, available, must, size)
 
-    def _knows_waiting(
-        self, resource: tk.Resource, size: int, waiting: set[tuple[str, str, str]] | None
-    ) -> bool:
-        with self.lock:
-            return self._identify(resource, size, waiting, None) is not None
+    def _prefer_locked(
+        self,
+        resource: tk.Resource,
+        found: tuple[str, str, Held | None] | None,
+        by_card: Offered,
+        available: Sequence[str],
+        must: Sequence[str],
+        size: int,
+    ) -> list[str]:
+        """The preference for the identified container (call under the mutex)."""
+        if found is not None and found[2] is not None:
+            return prefer_held(found[2], by_card, available, must, size)
+        node = self._ledger()
+        units: int | None = UNITS_PER_PERCENT
+        if resource.family == FAMILY_SLICED:
+            units = None  # size unknown: the card with the most room
+            if found is not None:
+                facts = facts_of(self.pods[found[0]], found[1])
+                first = next((c for c in node.cards if c.id in by_card), None)
+                units = slice_units(facts, first.memory_mib if first is not None else 0)
+        return prefer(self._site, node, resource.family, by_card, available, must, size, units)

@@ -319,9 +319,9 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
         _launch(node, "cri-fake", [str(bin_dir / "cri-fake"), "--endpoint", f"unix://{node.directory / 'cri.sock'}",
                                    "--record", str(node.records)], cwd=scratch)  # fmt: skip
     if _alive(node, "kubelet") is None:
+        KUBELET_MOUNT.mkdir(parents=True, exist_ok=True)
         # --vmodule: the device manager's decisions (pre-allocated, running, to allocate, removed
         # Pods) in the log; the only other manager.go files are DRA's and the object cache's.
-        KUBELET_MOUNT.mkdir(parents=True, exist_ok=True)
         script = (
             f'mount --bind "{node.root}" {KUBELET_MOUNT} && exec "{bin_dir / "kubelet"}" '
             f'--config="{node.directory / "kubelet.yaml"}" --kubeconfig="{node.directory / "kubeconfig"}" '
