@@ -12,6 +12,9 @@
   ``ListAndWatch`` stream open on every resource, offers the healthy unallocated devices, makes the
   calls, and serves the pod-resources API the plugins identify containers through (the Pods being
   admitted without devices, the admitted ones with theirs).
+- ``floor``: the same calls from the same caller against plugin servers whose handlers do nothing
+  of ours (the preference answers the first offered ids, ``Allocate`` one environment variable): what
+  Python gRPC itself costs per grant under this load, the least any handler of ours can add to.
 - ``discovery``: one NVML detection pass through pynvml's real wrappers on the simulated library,
   for each card count of ``--discovery-cards`` (8 and 64).
 - ``interfaces``: one RDMA interface pass (the confined sysfs reads and a netlink dump of this
@@ -35,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent import futures
 from pathlib import Path
@@ -48,7 +52,7 @@ from nodeplugins.devicemanager.backends import backend_for
 from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
 from nodeplugins.devicemanager.backends.simulated import inventory_of
 from nodeplugins.devicemanager.kubelet import PodResources
-from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb_grpc
+from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
 from nodeplugins.devicemanager.rdma.inventory import Interfaces
 from nodeplugins.devicemanager.rdma.sysfs import Sysfs
 from nodeplugins.devicemanager.simulation import profile as profiles
@@ -101,6 +105,8 @@ def _serve(argv: list[str]) -> int:
     allocator identifying containers through the pod-resources socket there; stops when stdin
     closes and prints how many containers it holds and the CPU seconds it spent meanwhile."""
     directory, cards, allocations, identify = Path(argv[0]), int(argv[1]), int(argv[2]), argv[3]
+    if identify == "floor":
+        return _serve_floor(directory, cards)
     profile = profiles.parse(
         {"manufacturer": "nvidia", "cards": [{"product": PRODUCT, "count": cards}]}, node=NODE
     )
@@ -130,6 +136,59 @@ def _serve(argv: list[str]) -> int:
     for server in servers:
         server.stop(0)
     print(json.dumps({"held": len(allocator.held), "cpu_s": cpu, **served}), flush=True)
+    return 0
+
+
+def _serve_floor(directory: Path, cards: int) -> int:
+    """The transport alone: every resource's socket served by Python gRPC as ``_serve`` does, with
+    handlers that touch no allocator (one healthy list, the first offered ids, an echo)."""
+    ids = [f"GPU-{card:04d}-slice-{n}" for card in range(cards) for n in range(125)]
+    served: dict[str, list[float]] = {"allocate": [], "preferred": []}
+    stop = threading.Event()
+
+    class Floor(pb_grpc.DevicePluginServicer):  # type: ignore[misc,name-defined]
+        def GetDevicePluginOptions(self, request: Any, context: Any) -> Any:
+            return pb.DevicePluginOptions(get_preferred_allocation_available=True)
+
+        def ListAndWatch(self, request: Any, context: Any) -> Any:
+            yield pb.ListAndWatchResponse(devices=[pb.Device(ID=i, health="Healthy") for i in ids])
+            while context.is_active() and not stop.wait(1.0):
+                pass
+
+        def GetPreferredAllocation(self, request: Any, context: Any) -> Any:
+            start = time.perf_counter()
+            out = pb.PreferredAllocationResponse()
+            for want in request.container_requests:
+                first = list(want.available_deviceIDs)[: want.allocation_size]
+                out.container_responses.append(pb.ContainerPreferredAllocationResponse(deviceIDs=first))
+            served["preferred"].append(time.perf_counter() - start)
+            return out
+
+        def Allocate(self, request: Any, context: Any) -> Any:
+            start = time.perf_counter()
+            out = pb.AllocateResponse()
+            for want in request.container_requests:
+                envs = {"NVIDIA_VISIBLE_DEVICES": ",".join(want.devices_ids)}
+                out.container_responses.append(pb.ContainerAllocateResponse(envs=envs))
+            served["allocate"].append(time.perf_counter() - start)
+            return out
+
+    servers = []
+    for resource in tokens.resources("nvidia"):
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        pb_grpc.add_DevicePluginServicer_to_server(Floor(), server)
+        server.add_insecure_port(f"unix://{directory / resource.socket}")
+        server.start()
+        servers.append(server)
+    print("serving", flush=True)
+    started = rusage.getrusage(rusage.RUSAGE_SELF)
+    sys.stdin.read()
+    ended = rusage.getrusage(rusage.RUSAGE_SELF)
+    cpu = ended.ru_utime + ended.ru_stime - started.ru_utime - started.ru_stime
+    stop.set()
+    for server in servers:
+        server.stop(0)
+    print(json.dumps({"held": len(served["allocate"]), "cpu_s": cpu, **served}), flush=True)
     return 0
 
 
@@ -180,8 +239,9 @@ def stand_in_binary() -> Path:
 def bench_grpc(
     cards: int, allocations: int, concurrency: int, identify: str = "pod-resources"
 ) -> list[dict[str, Any]]:
-    """``identify``: ``pod-resources`` (production: ask the kubelet) or ``pending`` (the allocator's
-    fallback from the pending Pods alone, what it costs without the kubelet's answer)."""
+    """``identify``: ``pod-resources`` (production: ask the kubelet), ``pending`` (the allocator's
+    fallback from the pending Pods alone, what it costs without the kubelet's answer) or ``floor``
+    (no allocator: handlers that do nothing of ours, what Python gRPC costs by itself)."""
     resource = next(r for r in tokens.resources("nvidia") if r.family == "sliced")
     binary = stand_in_binary()
     directory = Path(tempfile.mkdtemp(prefix="dmb", dir="/tmp"))
@@ -304,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for line in bench_grpc(args.cards, args.allocations, args.concurrency):
         print(json.dumps(line), flush=True)
+    for line in bench_grpc(args.cards, args.allocations, args.concurrency, "floor"):
+        print(json.dumps({**line, "case": f"{line['case']}-floor"}), flush=True)
     for count in (int(n) for n in args.discovery_cards.split(",") if n):
         print(json.dumps(bench_discovery(count, args.repeat)), flush=True)
     print(json.dumps(bench_interfaces(args.nics, args.vfs, args.repeat)), flush=True)

@@ -29,7 +29,15 @@ def test_benchmark_prints_one_json_line_per_case(capsys):
         == 0
     )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [line["case"] for line in lines] == ["preferred", "allocate", "discovery", "interfaces"]
+    assert [line["case"] for line in lines] == [
+        "preferred",
+        "allocate",
+        "preferred-floor",
+        "allocate-floor",
+        "discovery",
+        "interfaces",
+    ]
     assert lines[1]["held"] + lines[1]["refused"] == 8 and lines[1]["annotation_write"] is False
-    assert lines[2]["cards"] == 2 and {"p50_ms", "p99_ms", "max_ms"} <= set(lines[2])
-    assert lines[3]["nics"] == 2 and lines[3]["vfs"] == 2 and lines[3]["calls"] == 1
+    assert lines[3]["held"] + lines[3]["refused"] == 8 and lines[3]["identify"] == "floor"
+    assert lines[4]["cards"] == 2 and {"p50_ms", "p99_ms", "max_ms"} <= set(lines[4])
+    assert lines[5]["nics"] == 2 and lines[5]["vfs"] == 2 and lines[5]["calls"] == 1
