@@ -218,19 +218,23 @@ class DeviceManager:
                 self.stopping.wait(2.0)
 
     def _restore(self, pod: dict[str, Any]) -> None:
-        """Write back a record an edit removed or garbled (the hold stands; the annotation follows)."""
+        """Write back a record an edit removed or garbled (the hold stands; the annotation follows),
+        and remove one this agent never granted (an edit on a Pod that holds nothing)."""
         want = self.allocator.drifted(pod)
         if want is None:
             return
         meta = pod.get("metadata") or {}
-        log.warning(
-            "allocation record differs from what is held; restoring it",
-            extra={"pod": f"{meta.get('namespace')}/{meta.get('name')}"},
-        )
+        if want:
+            message = "allocation record differs from what is held; restoring it"
+        else:
+            message = "allocation record names cards this device manager never granted; removing it"
+        log.warning(message, extra={"pod": f"{meta.get('namespace')}/{meta.get('name')}"})
         self._patch_record(meta.get("namespace", ""), meta.get("name", ""), want)
 
     def _patch_record(self, namespace: str, name: str, record: allocation.Record) -> None:
-        body = {"metadata": {"annotations": {allocation.ANNOTATION: allocation.encode(record)}}}
+        """Write the Pod's record; an empty one removes the annotation."""
+        value = allocation.encode(record) if record else None
+        body = {"metadata": {"annotations": {allocation.ANNOTATION: value}}}
         try:
             self.client.patch("Pod", name, body, namespace=namespace)
         except ApiError as error:

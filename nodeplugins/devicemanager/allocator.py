@@ -186,7 +186,8 @@ class Allocator(Identifies, PartitionedGrants):
         info = PodInfo.of(pod, self.node)
         self._info[uid] = info
         self._by_name[(str(meta(pod).get("namespace") or ""), str(meta(pod).get("name") or ""))] = uid
-        self._adopt(uid, pod)
+        if not self.synced:  # the start list: what an earlier process of this agent granted
+            self._adopt(uid, pod)
         self._pending.index(uid, info, lambda u, c: (u, c) in self.held)
 
     def _forget(self, uid: str) -> list[str]:
@@ -205,9 +206,11 @@ class Allocator(Identifies, PartitionedGrants):
         return keys
 
     def _adopt(self, uid: str, pod: Mapping[str, Any]) -> None:
-        """Take over the containers a Pod's record names that this process holds nothing for (after
-        a restart of the agent): from then on the in-process hold, not the annotation, is the truth,
-        so an annotation edited by hand cannot free a card (:meth:`drifted` restores it)."""
+        """Take over the containers a Pod's record names that this process holds nothing for, from
+        the start list only (after a restart of the agent: an earlier process granted them).  From
+        then on the in-process hold, not the annotation, is the truth: an annotation edited by hand
+        can neither free a card nor, once the agent runs, charge one it never granted
+        (:meth:`drifted` restores or removes it)."""
         for container, groups in allocation.record_of(pod).items():
             if (uid, container) not in self.held:
                 self.held[(uid, container)] = adopted(uid, pod, container, groups, self._cards)
@@ -220,8 +223,18 @@ class Allocator(Identifies, PartitionedGrants):
 
     def drifted(self, pod: Mapping[str, Any]) -> allocation.Record | None:
         """The record to write back when the Pod's annotation no longer says what is held (edited
-        by hand, or never written); ``None`` when it agrees."""
-        return drift(pod, self.record_for(meta(pod).get("uid") or ""))
+        by hand, or never written); ``None`` when it agrees.  ``{}`` (remove it) for a record on a
+        running Pod this process holds nothing for once it has listed the node's Pods: no grant of
+        this agent's stands behind it, and gate 3 would charge the cards it names."""
+        uid = meta(pod).get("uid") or ""
+        want = self.record_for(uid)
+        if not want:
+            with self.lock:
+                info = self._info.get(uid)
+                stray = self.synced and info is not None and info.eligible
+            annotations = meta(pod).get("annotations") or {}
+            return {} if stray and allocation.ANNOTATION in annotations else None
+        return drift(pod, want)
 
     def _invalidate(self) -> None:
         """Something other than an allocation moved: rebuild the ledgers on next use."""

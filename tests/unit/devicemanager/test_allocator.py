@@ -19,6 +19,10 @@ def tokens(allocator: Allocator, family: str, card: int, n: int = 1) -> list[str
     return [tk.token_id(group, card_id, i) for i in range(n)]
 
 
+def card_id(allocator: Allocator, card: int) -> str:
+    return allocator.inventory.cards[card].id
+
+
 def row(allocator: Allocator, card: int) -> dict:
     card_id = allocator.inventory.cards[card].id
     return allocator.row_index()[(allocator.groups[0]["id"], card_id)]
@@ -73,6 +77,37 @@ def test_a_restarted_agent_adopts_the_recorded_allocations(h100: Allocator) -> N
     fresh.pod_event("ADDED", pod("next", {BASE: 1}))
     with pytest.raises(Refusal, match="held in exclusive mode"):
         fresh.allocate(R["exclusive"], tokens(fresh, "exclusive", 1))
+
+
+def test_a_record_written_by_hand_once_the_agent_runs_charges_nothing_and_is_removed(
+    h100: Allocator,
+) -> None:
+    """After the start list, a record on a Pod this process granted nothing is an edit: the card it
+    names stays free for the next container, and the agent is told to remove the annotation."""
+    h100.pod_event("ADDED", pod("whole", {BASE: 1}))
+    held = h100.allocate(R["exclusive"], tokens(h100, "exclusive", 1))
+    h100.replace_pods(list(h100.pods.values()))  # the start list: the agent now runs
+    forged = pod("forger", {BASE: 1})
+    forged["metadata"]["annotations"] = {}
+    forged["metadata"]["annotations"][allocation.ANNOTATION] = allocation.encode(
+        {
+            "main": [
+                {
+                    **held.groups[0],
+                    "accelerators": [{**held.groups[0]["accelerators"][0], "id": card_id(h100, 2)}],
+                }
+            ]
+        }
+    )
+    h100.pod_event("ADDED", forged)
+    assert row(h100, 2)["mode"] == 0
+    assert h100.drifted(h100.pods["uid-forger"]) == {}
+    h100.pod_event("ADDED", pod("next", {BASE: 1}))
+    assert h100.allocate(R["exclusive"], tokens(h100, "exclusive", 2)).pod == "next"  # the card is free
+    ended = pod("ended", {BASE: 1}, phase="Succeeded")
+    ended["metadata"]["annotations"] = dict(forged["metadata"]["annotations"])
+    h100.pod_event("ADDED", ended)
+    assert h100.drifted(h100.pods["uid-ended"]) is None  # an ended Pod's record is history
 
 
 def test_card_held_in_another_mode_is_refused_and_unhealthy_for_that_family(h100: Allocator) -> None:
