@@ -1,7 +1,8 @@
 """GPU Instances on the real control plane with the real Kueue (instances spec part A).
 
 The whole worker runs (webhooks and every registered controller, behind its Lease) over a kwok node
-with 4 simulated NVIDIA A10G cards; its pools controllers derive the InstanceType
+with 4 simulated NVIDIA A10G cards, whose publish-only device manager writes its Devices and
+NodeFeature (nfd-master labels the node from it); its pools controllers derive the InstanceType
 ``gpustack--nvidia-a10g-linux-amd64`` — the type the seed's Instance names — with its queues.  The
 seed's key and Instance are applied as the seed instructs (``spec.data`` replaced by a real key)
 and driven the way a user drives them with ``kubectl``: Ready with a node, IPs and node ports;
@@ -9,7 +10,7 @@ stopped (the Pod goes, Kueue's quota is given back, ``Stopped`` is the whole sta
 again; Pod and Service deleted by hand; a key, pull secret or claim missing; the InstanceType
 deactivated; the worker restarted; the Instance deleted.
 
-kwok nodes run no device manager, so no Pod here gets an allocation record from it: a card in
+A kwok node has no kubelet to call its device plugins, so no Pod here gets an allocation record: a card in
 ``status.allocations`` and the ``sshd`` container receiving its card through the visibility
 resource need a real kubelet node, and are checked in ``test_instances_on_nodes``.
 
@@ -27,6 +28,7 @@ from typing import Any
 
 import gpustack
 import harness
+import nodes
 import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
@@ -47,6 +49,7 @@ OTHER = f"inst-{SUFFIX}"
 NAME = "sliced-demo"
 CREDITS = "credits.gpustack.ai/nvidia"
 INTERNAL_IP, EXTERNAL_IP = "192.168.50.10", "203.0.113.10"
+SLOT = 17  # this module's device-manager port (tests/cluster/nodes.py)
 KEY_LINE = (
     ed25519.Ed25519PrivateKey.generate()
     .public_key()
@@ -111,31 +114,11 @@ def _queue_ready(cluster: harness.ClusterInfo) -> bool:
     return conditions.get("Active") == "True"
 
 
-def _write_devices(cluster: harness.ClusterInfo, devices: dict) -> None:
-    # The harness stands in for the device manager on kwok nodes (as in test_pools).
-    spec_only = {k: v for k, v in devices.items() if k != "status"}
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(spec_only))
-    status = {
-        **{k: devices[k] for k in ("apiVersion", "kind")},
-        "metadata": {"name": NODE},
-        "status": devices["status"],
-    }
-    cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--subresource=status",
-        "-f",
-        "-",
-        input=json.dumps(status),
-    )
-
-
-def create_node(cluster: harness.ClusterInfo) -> None:
-    """The kwok node, with the addresses a kubelet would report (kwok reports none of its own)."""
-    node = harness.fake_node_manifest(
-        NODE, labels=simulated.node_labels(NODE, A10G, 4), capacity=simulated.plugin_capacity(A10G, 4)
-    )
+def create_node(cluster: harness.ClusterInfo) -> nodes.Node:
+    """The kwok node, with the addresses and device-plugin capacity a kubelet would report (kwok
+    reports none of its own), then its publish-only device manager: the labels and the Devices
+    ledger are what that agent and nfd-master publish."""
+    node = harness.fake_node_manifest(NODE, capacity=simulated.plugin_capacity(A10G, 4))
     node["status"]["addresses"] = [
         {"type": "InternalIP", "address": INTERNAL_IP},
         {"type": "Hostname", "address": NODE},
@@ -143,6 +126,7 @@ def create_node(cluster: harness.ClusterInfo) -> None:
     ]
     cluster.kubectl("create", "-f", "-", input=json.dumps(node))
     harness.wait_for(lambda: harness.node_is_ready(cluster, NODE), timeout=60, what=f"node {NODE} Ready")
+    return nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
 
 
 def _quietly(predicate, what: str) -> None:
@@ -166,10 +150,9 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
     op = gpustack.install(cluster)
     for ns in (NS, OTHER):
         gpustack.ensure_namespace(cluster, ns)
-    create_node(cluster)
-    _write_devices(cluster, simulated.devices(NODE, A10G, 4))
-    gpustack.start_worker(cluster, op)
     try:
+        create_node(cluster)
+        gpustack.start_worker(cluster, op)
         harness.wait_for(
             lambda: ((get(cluster, "instancetype", POOL) or {}).get("status") or {}).get("phase") == "Active",
             timeout=120,
@@ -183,6 +166,9 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
         for ns in (NS, OTHER):
             cluster.kubectl("delete", "instances", "--all", "-n", ns, "--timeout=60s", check=False)
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
+        node = nodes.node(cluster, NODE)
+        if node is not None:
+            nodes.remove_node(cluster, node)
         harness.delete_fake_node(cluster, NODE)
         _quietly(
             lambda: (
@@ -340,11 +326,12 @@ def test_seed_instance_reaches_ready(cluster: harness.ClusterInfo, worker) -> No
 def test_a_hand_edited_allocation_claims_no_card_and_a_deleted_service_returns(
     cluster: harness.ClusterInfo, worker
 ) -> None:
-    card = simulated.devices(NODE, A10G, 4)["status"]["groups"][0]["accelerators"][0]["id"]
+    (group,) = cluster.kubectl_json("get", "devices", NODE)["status"]["groups"]
+    card = group["accelerators"][0]["id"]
     forged = {
         "main": [
             {
-                "id": A10G.group,
+                "id": group["id"],
                 "manufacturer": "nvidia",
                 "accelerators": [{"id": card, "index": 0, "mode": 1}],
             }
@@ -374,7 +361,17 @@ def test_a_hand_edited_allocation_claims_no_card_and_a_deleted_service_returns(
             timeout=30,
             what="the status showing the new node port",
         )
-    # The ledger shows card 0 free: the forged record is not believed.
+    # The ledger shows card 0 free: the forged record is not believed, and the device manager, which
+    # granted the Pod nothing, removes it.
+    assert "allocations" not in instance(cluster)["status"]
+    harness.wait_for(
+        lambda: (
+            constants.ANNOTATION_ACCELERATOR_ALLOCATED
+            not in (get(cluster, "pod", NAME, "-n", NS)["metadata"].get("annotations") or {})
+        ),
+        timeout=30,
+        what="the device manager removing the record it never wrote",
+    )
     assert "allocations" not in instance(cluster)["status"]
 
 
