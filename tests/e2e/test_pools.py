@@ -1,11 +1,13 @@
 """The scheduling chain's controllers (gates 2 and 4) on the real control plane with Kueue.
 
-Simulated nodes (two with 8 × NVIDIA H100 80GB HBM3, one with 4 × NVIDIA A10G) and their Devices
-ledgers (the H100 cards each holding a 50 % slice) become ResourceFlavors, a hostname Topology,
-one ClusterQueue per pool, LocalQueues in every tenant namespace, derived InstanceTypes with the
-four views in their columns, and node counting keys; a Devices change moves the InstanceType; a
-whole-card Pod on the A10G entrance is admitted by Kueue and bound to the A10G node; a restarted
-set of controllers converges to the same objects.  Every registered controller (the pool
+Simulated nodes (two with 8 × NVIDIA H100 80GB HBM3, one with 4 × NVIDIA A10G: kwok nodes, each with
+a publish-only device manager that writes its Devices ledger and NodeFeature, nfd-master labelling
+the node from them and from what nfd-worker would publish) become ResourceFlavors, a hostname
+Topology, one ClusterQueue per pool, LocalQueues in every tenant namespace, derived InstanceTypes
+with the four views in their columns, and node counting keys; a card turning unhealthy (the
+simulated hardware's profile edited) moves the InstanceType; a whole-card Pod on the A10G entrance
+is admitted by Kueue and bound to the A10G node; a restarted set of controllers converges to the
+same objects.  No label or ledger here is written by the test.  Every registered controller (the pool
 controllers and gate 3, which answers ``gpustack-node-devices`` once the accelerated queues
 reference it) runs in the test process, without leader election, until the worker fixture runs
 them; the Pod webhook is not needed (``nvidia.com/gpu: 1`` folds to nothing).
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 
 import gpustack
 import harness
+import nodes
 import pytest
 
 from api import constants
@@ -42,9 +45,12 @@ A10G_POOL = "gpustack--nvidia-a10g-linux-amd64"
 H100_POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 CPU_POOL = "gpustack--generic-linux-amd64"
 A10G_ENTRANCE = "gpustack-fnv64-c4680bb149644f1c"
-A10G_FLAVOR = "gpustack--generic--nvidia-a10g-linux-amd64-4d"
-H100_FLAVOR = "gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d"
-CPU_FLAVOR = "gpustack--generic-linux-amd64-64c"
+# The general key nfd-worker's CPU identity gives these nodes (AMD, family 25, model 1; NFD copies
+# a rule's annotations verbatim, so no CPU brand name reaches the node and the key falls back).
+GKEY = "amd-25-1"
+A10G_FLAVOR = f"gpustack--{GKEY}--nvidia-a10g-linux-amd64-4d"
+H100_FLAVOR = f"gpustack--{GKEY}--nvidia-h100-80gb-hbm3-linux-amd64-8d"
+CPU_FLAVOR = f"gpustack--{GKEY}-linux-amd64-64c"
 TOPOLOGY = f"gpustack-{simulated.HOSTNAME_PROFILE}"
 SUFFIX = uuid.uuid4().hex[:5]
 NODES = {
@@ -53,6 +59,14 @@ NODES = {
     f"pools-a10g-{SUFFIX}": (A10G, 4),
 }
 H100_A, H100_B, A10G_NODE = list(NODES)
+PROFILES = {H100.product: "h100-8.yaml", A10G.product: "a10g-4.yaml"}  # tests/cluster/profiles
+SLOTS = {name: 18 + i for i, name in enumerate(NODES)}  # this module's device-manager ports
+# The H100 type's ACCELERATOR(EX/SH/SL/PT) views once card 0 of one node is unhealthy: 15 whole
+# cards (8 at once on the healthy node), 150 shares, 1,500 % of slices remaining (the capacity still
+# counts the card: it is installed, just not usable); then with that node alone.
+UNHEALTHY_SUMMARY = "8/15 8/150 100/1500 0/0"
+UNHEALTHY_SLICED = {"onceMaxRequest": "100", "remaining": "1500", "capacity": "1600"}
+ONE_NODE_VIEWS = ["7/7", "7/70", "100/700", "0/0"]
 TENANTS = [f"pools-team-a-{SUFFIX}", f"pools-team-b-{SUFFIX}"]
 
 
@@ -64,31 +78,17 @@ def start_controllers(info: harness.ClusterInfo) -> Manager:
     return manager
 
 
-def half_sliced(devices: dict) -> dict:
-    for group in devices["status"]["groups"]:
-        for row in group["accelerators"]:
-            row.update(mode=3, allocated=M // 2, remaining=M // 2, allocatedSlices=1)
-    return devices
+def start_node(info: harness.ClusterInfo, name: str) -> nodes.Node:
+    """The kwok node and its publish-only device manager (the labels come through nfd-master)."""
+    product, _count = NODES[name]
+    return nodes.start_node(info, name, PROFILES[product.product], slot=SLOTS[name], real=False)
 
 
-def write_devices(info: harness.ClusterInfo, devices: dict) -> None:
-    spec_only = {k: v for k, v in devices.items() if k != "status"}
-    info.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(spec_only))
-    status = {
-        "apiVersion": devices["apiVersion"],
-        "kind": "Devices",
-        "metadata": {"name": devices["metadata"]["name"]},
-        "status": devices["status"],
-    }
-    info.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--subresource=status",
-        "-f",
-        "-",
-        input=json.dumps(status),
-    )
+def remove_node(info: harness.ClusterInfo, name: str) -> None:
+    node = nodes.node(info, name)
+    if node is not None:
+        nodes.remove_node(info, node)
+    harness.delete_fake_node(info, name)
 
 
 def get(info: harness.ClusterInfo, *args: str) -> dict | None:
@@ -116,17 +116,11 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         )
     for ns in TENANTS:
         gpustack.ensure_namespace(cluster, ns)
-    for name, (product, count) in NODES.items():
-        harness.create_fake_node(
-            cluster,
-            name,
-            labels=simulated.node_labels(name, product, count),
-            capacity=simulated.plugin_capacity(product, count),
-        )
-        devices = simulated.devices(name, product, count)
-        write_devices(cluster, half_sliced(devices) if product is H100 else devices)
-    state = {"manager": start_controllers(cluster)}
+    state: dict = {}
     try:
+        for name in NODES:
+            start_node(cluster, name)
+        state["manager"] = start_controllers(cluster)
         yield state
     finally:
         # While the controllers still run: nodes first (their flavors go, so nothing is derived
@@ -134,12 +128,13 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         for ns in TENANTS:
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
         for name in NODES:
-            harness.delete_fake_node(cluster, name)
+            remove_node(cluster, name)
         _wait_quietly(lambda: not _ours(cluster, "resourceflavors.kueue.x-k8s.io"), "flavors gone")
         cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         _wait_quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
         _wait_quietly(lambda: not _ours(cluster, "clusterqueues.kueue.x-k8s.io"), "queues gone")
-        state["manager"].stop()
+        if "manager" in state:
+            state["manager"].stop()
         for name in NODES:
             cluster.kubectl("delete", "devices", name, "--ignore-not-found", check=False)
 
@@ -177,7 +172,7 @@ def test_flavors_and_topology(cluster: harness.ClusterInfo, pools: dict) -> None
     assert h100["spec"]["topologyName"] == TOPOLOGY
     assert h100["metadata"]["annotations"]["note.gpustack.ai/memory"] == "80Gi"
     cpu = cluster.kubectl_json("get", "resourceflavors.kueue.x-k8s.io", CPU_FLAVOR)
-    assert cpu["metadata"]["labels"]["general.feature.gpustack.ai/generic.capacity"] == str(3 * 64)
+    assert cpu["metadata"]["labels"][f"general.feature.gpustack.ai/{GKEY}.capacity"] == str(3 * 64)
     topology = cluster.kubectl_json("get", "topologies.kueue.x-k8s.io", TOPOLOGY)
     assert topology["spec"]["levels"] == [{"nodeLabel": "kubernetes.io/hostname"}]
 
@@ -285,9 +280,9 @@ def test_instance_types_show_the_four_views(cluster: harness.ClusterInfo, pools:
             H100_POOL,
             local_queue_name(H100_POOL),
             "12/192Gi/100Gi",
-            "0/0",
-            "0/0",
-            "50/800",
+            "8/16",
+            "8/160",
+            "100/1600",
             "0/0",
             "64/128",
             "Active",
@@ -339,7 +334,10 @@ def test_node_counting_keys(cluster: harness.ClusterInfo, pools: dict) -> None:
     assert not any(".partitioned." in k for k in capacity)
 
 
-def test_a_devices_change_moves_the_instance_type(cluster: harness.ClusterInfo, pools: dict) -> None:
+def test_a_card_turning_unhealthy_moves_the_instance_type(cluster: harness.ClusterInfo, pools: dict) -> None:
+    """The simulated hardware reports card 0 of one H100 node unhealthy (its profile edited, as a
+    lost card or an Xid would): its device manager re-detects, the Devices ledger shows it, and the
+    InstanceType stops counting the card — seen on a ``kubectl get -w``."""
     watch = subprocess.Popen(
         [str(cluster.kubectl_path), "--kubeconfig", str(cluster.kubeconfig), "get", "instancetypes", "-w"],
         stdout=subprocess.PIPE,
@@ -352,22 +350,32 @@ def test_a_devices_change_moves_the_instance_type(cluster: harness.ClusterInfo, 
     reader.start()
     try:
         time.sleep(1.0)
-        devices = half_sliced(simulated.devices(H100_A, H100, 8))
-        devices["status"]["groups"][0]["accelerators"][0].update(
-            mode=0, allocated=0, remaining=M, allocatedSlices=0
+        node = nodes.node(cluster, H100_A)
+        assert node is not None
+        node.profile.write_text(
+            json.dumps(
+                {
+                    "manufacturer": "nvidia",
+                    "cards": [
+                        {"product": H100.product, "count": 1, "unhealthy": True},
+                        {"product": H100.product, "count": 7},
+                    ],
+                }
+            )
         )
-        write_devices(cluster, devices)
         harness.wait_for(
-            lambda: any(H100_POOL in ln and "1/1 1/10 100/850 0/0" in ln for ln in lines),
+            lambda: any(H100_POOL in ln and UNHEALTHY_SUMMARY in ln for ln in lines),
             timeout=60,
-            what="the watch to show the freed card",
+            what=f"the watch to show {UNHEALTHY_SUMMARY}",
         )
     finally:
         watch.terminate()
         watch.wait(timeout=10)
     status = cluster.kubectl_json("get", "instancetype", H100_POOL)["status"]
-    assert status["acceleratorSummary"] == "1/1 1/10 100/850 0/0"
-    assert status["acceleratorSliced"] == {"onceMaxRequest": "100", "remaining": "850", "capacity": "1600"}
+    assert status["acceleratorSummary"] == UNHEALTHY_SUMMARY
+    assert status["acceleratorSliced"] == UNHEALTHY_SLICED
+    (group,) = cluster.kubectl_json("get", "devices", H100_A)["spec"]["groups"]
+    assert [row["status"]["unhealthy"] for row in group["accelerators"]] == [True] + [False] * 7
 
 
 def test_a_whole_card_pod_on_the_a10g_entrance_is_admitted(cluster: harness.ClusterInfo, pools: dict) -> None:
@@ -521,7 +529,7 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
     assert (get(cluster, "pod", "whole-card", "-n", TENANTS[0]) or {}).get("spec", {}).get(
         "nodeName"
     ) == A10G_NODE
-    harness.delete_fake_node(cluster, A10G_NODE)
+    remove_node(cluster, A10G_NODE)
     seen: list[tuple[str, bool]] = []
 
     def emptied() -> dict | None:
@@ -542,14 +550,7 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
         lambda: (_table(cluster).get(A10G_POOL) or [""])[-1] == "Inactive", timeout=60, what="Inactive"
     )
     # The node comes back: the plan is restored and the queue admits again.
-    product, count = NODES[A10G_NODE]
-    harness.create_fake_node(
-        cluster,
-        A10G_NODE,
-        labels=simulated.node_labels(A10G_NODE, product, count),
-        capacity=simulated.plugin_capacity(product, count),
-    )
-    write_devices(cluster, simulated.devices(A10G_NODE, product, count))
+    start_node(cluster, A10G_NODE)
     restored = harness.wait_for(
         lambda: _queue_ready(cluster, A10G_POOL), timeout=90, what="the A10G queue restored"
     )
@@ -563,7 +564,7 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
 def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
     cluster: harness.ClusterInfo, pools: dict
 ) -> None:
-    harness.delete_fake_node(cluster, H100_B)
+    remove_node(cluster, H100_B)
     harness.wait_for(
         lambda: get(cluster, "devices", H100_B) is None, timeout=60, what="the ledger of the gone node"
     )
@@ -592,27 +593,26 @@ def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
     )
     assert queue["spec"]["stopPolicy"] == "None"
     harness.wait_for(
-        lambda: _table(cluster)[H100_POOL][3:7] == ["1/1", "1/10", "100/450", "0/0"],
+        lambda: _table(cluster)[H100_POOL][3:7] == ONE_NODE_VIEWS,
         timeout=60,
         what="the H100 type at one node",
     )
 
 
 def test_a_pool_of_two_cpu_models_gets_one_active_queue(cluster: harness.ClusterInfo, pools: dict) -> None:
-    """A CPU-only node with its own CPU model (amd-25-1) joins the CPU pool whose nodes count their
-    cores under the generic fallback: two flavors, one per general group, that no node shares — the
+    """A CPU-only node with its own CPU model (intel-6-143) joins the CPU pool whose nodes count
+    their cores under amd-25-1: two flavors, one per general group, that no node shares — the
     queue plans both, stays Active and TopologyReady is not False (it was, before commit 956b1c9:
     the two selectors were read as overlapping and the last plan kept)."""
-    name, model, cores = f"pools-cpu-amd-{SUFFIX}", "amd-25-1", 16
+    name, model, cores = f"pools-cpu-intel-{SUFFIX}", "intel-6-143", 16
     model_flavor = f"gpustack--{model}-linux-amd64-{cores}c"
-    labels = {
-        constants.LABEL_MANAGED: "true",
-        constants.LABEL_ACCELERATABLE: "false",
-        constants.label_general_group(model): "true",
-        f"{constants.PREFIX_GENERAL}{model}.count": str(cores),
-        constants.LABEL_TOPOLOGY_PROFILE: simulated.HOSTNAME_PROFILE,
-    }
-    harness.create_fake_node(cluster, name, labels=labels, capacity={"cpu": str(cores)})
+    # What the kubelet and nfd-worker would report: the cores, and a CPU (cpuid's vendor, family and
+    # model, no brand string) with no PCI accelerator. The worker's NodeFeature, the gpustack-cpu-info
+    # rule and nfd-master turn them into the node's labels.
+    harness.create_fake_node(cluster, name, capacity={"cpu": str(cores)})
+    cluster.apply(
+        nodes.nfd_worker_features(name, "", cpu_vendor="Intel", cpu_family="6", cpu_id="143", cpu_name="")
+    )
     try:
         harness.wait_for(
             lambda: get(cluster, "resourceflavors.kueue.x-k8s.io", model_flavor),
@@ -661,6 +661,9 @@ def test_a_pool_of_two_cpu_models_gets_one_active_queue(cluster: harness.Cluster
         )
     finally:
         harness.delete_fake_node(cluster, name)
+        cluster.kubectl(
+            "delete", "nodefeature", name, "-n", nodes.NFD_NAMESPACE, "--ignore-not-found", check=False
+        )
         _wait_quietly(
             lambda: get(cluster, "resourceflavors.kueue.x-k8s.io", model_flavor) is None,
             f"the {model} flavor gone",
