@@ -10,10 +10,11 @@ cluster's InstanceTypes say (kubectl), through capacity changes, deactivation, a
 an apiserver outage.  (No controller writes InstanceTypeFlavors yet, so the flavor view is covered
 by tests/gateway only.)
 
-Simulated nodes: the Node labels and the ``Devices`` ledgers are written by this test from
-``nodeplugins.devicemanager.simulated`` (what ``make dev`` and the pools e2e do today); a card
-"taken" is a ledger row written as exclusively allocated.  Once the device manager writes both,
-these nodes should come from it.
+Simulated nodes: kwok nodes, each with a publish-only device manager over a simulated hardware
+profile (tests/cluster/profiles) that writes its ``Devices`` ledger and NodeFeature, and each
+cluster's nfd-master labelling the node from them; nothing here writes a label or a ledger.  A
+capacity change is the simulated hardware reporting cards unhealthy (the node's profile edited, as
+an Xid or a lost card would): the device manager re-detects, and the InstanceType counts fewer.
 """
 
 from __future__ import annotations
@@ -27,29 +28,25 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import gpustack
 import harness
 import httpx
+import nodes
 import pytest
 
-from api.manufacturers import UNITS_PER_CARD
 from gateway.fleet import Fleet, item_name
-from nodeplugins.devicemanager import simulated
 from tests.gateway.serving import Watch
 
 pytestmark = pytest.mark.e2e
 
-H100 = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
-T4 = simulated.PRODUCTS["Tesla T4"]
 H100_TYPE = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 H100_ITEM = "generic-nvidia-h100-80gb-hbm3-linux-amd64-12c-192g-100g"  # the H100 unit preset: 12/192Gi
 SUFFIX = uuid.uuid4().hex[:5]
 EAST, WEST = "east", "west"
-NODES = {
-    EAST: {f"gw-h100-e-{SUFFIX}": (H100, 8), f"gw-t4-e-{SUFFIX}": (T4, 4)},
-    WEST: {f"gw-h100-w-{SUFFIX}": (H100, 8)},
+NODES = {  # node: (its hardware profile in tests/cluster/profiles, its device manager's port slot)
+    EAST: {f"gw-h100-e-{SUFFIX}": ("h100-8.yaml", 21), f"gw-t4-e-{SUFFIX}": ("t4-4.yaml", 22)},
+    WEST: {f"gw-h100-w-{SUFFIX}": ("h100-8.yaml", 23)},
 }
 PORT_NAMES = (
     "ETCD",
@@ -62,6 +59,7 @@ PORT_NAMES = (
     "KUEUE_METRICS",
     "KWOK",
     "WORKER",
+    "NFD",
 )
 
 
@@ -91,42 +89,27 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 # Simulated nodes --------------------------------------------------------------------------------
 
 
-def write_devices(info: harness.ClusterInfo, devices: dict) -> None:
-    spec_only = {k: v for k, v in devices.items() if k != "status"}
-    info.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(spec_only))
-    status = {
-        "apiVersion": devices["apiVersion"],
-        "kind": "Devices",
-        "metadata": {"name": devices["metadata"]["name"]},
-        "status": devices["status"],
-    }
-    info.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--subresource=status",
-        "-f",
-        "-",
-        input=json.dumps(status),
-    )
+def simulated_node(info: harness.ClusterInfo, name: str, profile: str, slot: int) -> None:
+    nodes.start_node(info, name, profile, slot=slot, real=False)
 
 
-def take_cards(info: harness.ClusterInfo, node: str, product: Any, count: int, taken: int) -> None:
-    """The node's ledger with its first ``taken`` cards held exclusively."""
-    devices = simulated.devices(node, product, count)
-    for row in devices["status"]["groups"][0]["accelerators"][:taken]:
-        row.update(mode=1, allocated=UNITS_PER_CARD, remaining=0)
-    write_devices(info, devices)
+def remove_simulated_node(info: harness.ClusterInfo, name: str) -> None:
+    node = nodes.node(info, name)
+    if node is not None:
+        nodes.remove_node(info, node)
+    harness.delete_fake_node(info, name)
 
 
-def simulated_node(info: harness.ClusterInfo, name: str, product: Any, count: int) -> None:
-    harness.create_fake_node(
-        info,
-        name,
-        labels=simulated.node_labels(name, product, count),
-        capacity=simulated.plugin_capacity(product, count),
-    )
-    write_devices(info, simulated.devices(name, product, count))
+def cards_turn_unhealthy(info: harness.ClusterInfo, name: str, unhealthy: int) -> None:
+    """The simulated hardware of 8-H100 node ``name`` reports its first ``unhealthy`` cards bad."""
+    node = nodes.node(info, name)
+    assert node is not None, name
+    product = "NVIDIA H100 80GB HBM3"
+    cards = [
+        {"product": product, "count": unhealthy, "unhealthy": True},
+        {"product": product, "count": 8 - unhealthy},
+    ]
+    node.profile.write_text(json.dumps({"manufacturer": "nvidia", "cards": cards}))
 
 
 def instance_types(info: harness.ClusterInfo) -> dict[str, dict]:
@@ -163,8 +146,8 @@ class Fleetside:
 def _member_up(name: str, info: harness.ClusterInfo, port: int) -> Member:
     op = gpustack.install(info, port=port)
     gpustack.start_worker(info, op)
-    for node, (product, count) in NODES[name].items():
-        simulated_node(info, node, product, count)
+    for node, (profile, slot) in NODES[name].items():
+        simulated_node(info, node, profile, slot)
     harness.wait_for(
         lambda: h100_remaining(info) == 8, timeout=120, what=f"{name}: the H100 InstanceType at 8/8"
     )
@@ -174,11 +157,12 @@ def _member_up(name: str, info: harness.ClusterInfo, port: int) -> Member:
 def _member_down(member: Member) -> None:
     info = member.info
     if not harness.is_running(info.state_dir):  # its apiserver was stopped: nothing to clean there
+        nodes.stop_all(info)  # but the node agents' processes still run
         gpustack.stop_worker(member.operator)
         return
     with contextlib.suppress(Exception):
         for node in NODES[member.name]:
-            harness.delete_fake_node(info, node)
+            remove_simulated_node(info, node)
         info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         harness.wait_for(lambda: not instance_types(info), timeout=90, what="types gone")
     gpustack.stop_worker(member.operator)
@@ -370,14 +354,14 @@ def test_the_flavor_view_lists_each_shape_once_with_its_clusters(fleet: Fleetsid
     assert flavors()["gpustack--generic"] == [EAST, WEST]
 
 
-def test_an_aggregated_watch_moves_when_a_card_is_taken_in_one_cluster(fleet: Fleetside) -> None:
+def test_an_aggregated_watch_moves_when_a_card_turns_unhealthy_in_one_cluster(fleet: Fleetside) -> None:
     east = fleet.members[EAST].info
     node = next(n for n in NODES[EAST] if "h100" in n)
     with fleet.client() as client:
         watch = Watch(fleet.client(), "/apis/instancetypes?watch=true&aggregated=true")
         try:
             assert watch.quiet(1.0)  # no snapshot
-            take_cards(east, node, H100, 8, taken=1)
+            cards_turn_unhealthy(east, node, 1)
             line = watch.until(
                 lambda x: (
                     x["object"].get("name") == H100_ITEM
@@ -457,7 +441,7 @@ def test_an_apiserver_outage_leaves_the_other_cluster_served(fleet: Fleetside) -
     with fleet.client() as client:
         watch = Watch(fleet.client(), "/apis/instancetypes?watch=true&aggregated=true&cluster=east")
         try:
-            take_cards(east, node, H100, 8, taken=2)
+            cards_turn_unhealthy(east, node, 2)
             line = watch.until(lambda x: x["object"].get("name") == H100_ITEM, timeout=60)
             assert candidates(line["object"]) == [(EAST, H100_TYPE, "Active")]
             assert line["object"]["status"]["remaining"]["accelerator"] == "6"
