@@ -1,13 +1,17 @@
 """Gate 3 against the real Kueue: the ``gpustack-node-devices`` AdmissionCheck holds a Workload
 whose whole cards Kueue's scalar credits let through, and releases it once the cards are free.
 
-The controller runs in this process (leader election off) over the local control plane: a kwok
-node with 8 simulated A10G cards whose ``Devices`` ledger holds a 50 % slice on every card (mode 3,
-remaining 800,000), a topology-aware ResourceFlavor / ClusterQueue (credits in
+The controller (and the node counting keys, which Kueue v0.17's topology-aware check needs) runs in
+this process (leader election off) over the local control plane: a kwok node with 8 simulated A10G
+cards whose publish-only device manager writes the ``Devices`` ledger and the NodeFeature that
+nfd-master turns into the node's labels, a topology-aware ResourceFlavor / ClusterQueue (credits in
 ``credits.gpustack.ai/nvidia``, ``admissionChecksStrategy`` listing ``gpustack-node-devices``) and a
-LocalQueue.  A 30 % slice fits at once; four whole cards (6,400,000 credits — Kueue has them) are
-answered ``Retry`` naming the PodSet and stay gated; freeing the cards in the ledger turns the
-check ``Ready`` and Kueue admits and ungates the Pod.
+LocalQueue.  A 30 % slice fits at once.  Then the simulated hardware reports six cards unhealthy
+(the node's profile edited, as Xids would): the ledger says so at once while the node's capacity
+still counts 8 (the kubelet's view lags; on kwok it never moves), so four whole cards (6,400,000
+credits — Kueue has them, and TAS finds the node) are answered ``Retry`` naming the PodSet and stay
+gated; the cards replaced (and the agent restarted: a critical Xid sticks) turn the check ``Ready``
+and Kueue admits and ungates the Pod.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import harness
+import nodes
 import pytest
 
 from api import constants
 from controllers.nodedevices import check
+from controllers.pools.node_capacity_keys import NodeCapacityReconciler
 from kube.client import Client, load_api_client
 from kube.manager import Manager
 from nodeplugins.devicemanager import simulated as sim
@@ -35,6 +40,7 @@ A10G = sim.PRODUCTS["NVIDIA A10G"]
 CREDITS = "credits.gpustack.ai/nvidia"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 BACKOFF = 3  # seconds Kueue waits before re-reserving a Retry-ed Workload (30 in production)
+SLOT = 24  # this module's device-manager port (tests/cluster/nodes.py)
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +52,7 @@ def gate3(cluster: harness.ClusterInfo):
     controller = manager.add(check.NodeDevicesCheck)
     assert isinstance(controller, check.NodeDevicesCheck)
     controller.retry_after_seconds = BACKOFF
+    manager.add(NodeCapacityReconciler)
     manager.start(sync_timeout=60)
     try:
         yield client, controller
@@ -101,14 +108,23 @@ def _wait(client: Client, ns: str, predicate, *, timeout: float, what: str):
         raise TimeoutError(f"{error}; workloads: {json.dumps(states)[:6000]}") from None
 
 
-def _ledger(node: str, rows: dict[int, dict[str, Any]]) -> dict:
-    obj = sim.devices(node, A10G, 8)
-    for i, row in rows.items():
-        obj["status"]["groups"][0]["accelerators"][i].update(row)
-    return obj
+def _profile(unhealthy: int) -> str:
+    """8 × A10G, the first ``unhealthy`` of them reported unhealthy."""
+    cards = [{"product": A10G.product, "count": 8 - unhealthy}]
+    if unhealthy:
+        cards.insert(0, {"product": A10G.product, "count": unhealthy, "unhealthy": True})
+    return json.dumps({"manufacturer": "nvidia", "cards": cards})
 
 
-def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.ClusterInfo, gate3) -> None:
+def _unhealthy_in_ledger(client: Client, node: str) -> int:
+    devices = client.get("Devices", node) or {}
+    rows = [row for g in (devices.get("spec") or {}).get("groups") or [] for row in g["accelerators"]]
+    return sum(1 for row in rows if (row.get("status") or {}).get("unhealthy")) if len(rows) == 8 else -1
+
+
+def test_gate3_holds_whole_cards_that_credits_let_through(
+    cluster: harness.ClusterInfo, gate3, tmp_path: Path
+) -> None:
     client, _controller = gate3
     suffix = uuid.uuid4().hex[:6]
     ns, node, topology, rf, cq, lq = (
@@ -119,44 +135,29 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         f"gate3-cq-{suffix}",
         "gate3-lq",
     )
-    labels = sim.node_labels(node, A10G, 8)
-    labels[constants.LABEL_TOPOLOGY_PROFILE] = suffix  # this test's own pool
+    # This test's own pool: the node by name, and the accelerator keys its labels carry.
     flavor_keys = (
-        constants.LABEL_OS,
-        constants.LABEL_ARCH,
-        constants.LABEL_MANAGED,
-        constants.label_general_group("generic"),
+        constants.LABEL_HOSTNAME,
         constants.label_accelerator_group(A10G.group),
         constants.label_accelerator_count(A10G.group),
-        constants.LABEL_TOPOLOGY_PROFILE,
     )
+    profile = tmp_path / "a10g-8.yaml"
+    profile.write_text(_profile(0))
+    simulated = None
     try:
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        harness.create_fake_node(
-            cluster,
-            node,
-            labels=labels,
-            capacity={
-                "nvidia.com/gpu": 8,
-                "nvidia.com/gpu.sliced": 8 * 128,
-                "nvidia.com/gpu.sliced.units": 8 * M,
-                # Kueue v0.17.0 re-checks a TAS placement against the node with the *transformed*
-                # quota requests, so a node without this key never fits ("Workload no longer fits
-                # after processing another workload"); the fake node carries it.
-                CREDITS: 8 * M,
-            },
+        simulated = nodes.start_node(cluster, node, profile, slot=SLOT, real=False)
+        labels = harness.wait_for(
+            lambda: (
+                (n := client.get("Node", node))
+                and (got := n["metadata"].get("labels") or {})
+                and got.get(constants.label_accelerator_count(A10G.group)) == "8"
+                and harness.parse_quantity((n["status"].get("capacity") or {}).get(CREDITS) or "0") == 8 * M
+                and got
+            ),
+            timeout=60,
+            what="the node labelled from its device manager's NodeFeature and its credits counted",
         )
-        devices = _ledger(
-            node,
-            {
-                i: {"mode": 3, "allocated": M // 2, "remaining": M // 2, "allocatedSlices": 1}
-                for i in range(8)
-            },
-        )
-        devices["metadata"]["labels"][constants.LABEL_TOPOLOGY_PROFILE] = suffix
-        status = devices.pop("status")
-        client.create(devices)
-        client.apply({**_meta(devices), "status": status}, field_manager="gate3-e2e", subresource="status")
         cluster.apply(
             [
                 {
@@ -247,7 +248,13 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         assert bound["spec"]["nodeName"] == node and not bound["spec"].get("schedulingGates")
         assert _check(_workload_of(client, ns, "slice"))["state"] == "Ready"
 
-        # Four whole cards: Kueue has the credits (8 x 800,000 free), no card is whole.
+        # Six cards go bad in the hardware; the device manager re-detects and the ledger says so.
+        simulated.profile.write_text(_profile(6))
+        harness.wait_for(
+            lambda: _unhealthy_in_ledger(client, node) == 6, timeout=60, what="six cards unhealthy"
+        )
+        # Four whole cards: Kueue has the credits and the node's capacity still counts 8; two cards
+        # are healthy.
         cluster.kubectl("create", "-f", "-", input=json.dumps(_pod(ns, "whole", lq, {"nvidia.com/gpu": "4"})))
         wl = harness.wait_for(lambda: _workload_of(client, ns, "whole"), timeout=30, what="workload of whole")
         name = wl["metadata"]["name"]
@@ -260,7 +267,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
         )
         assert 'PodSet "main"' in event["message"], event["message"]
         assert "4 whole nvidia-a10g cards" in event["message"], event["message"]
-        assert "0 of 8 cards whole and free" in event["message"], event["message"]
+        assert "of 2 cards whole and free" in event["message"], event["message"]
         # Kueue reserved the quota — that is what gate 3 is for — yet the Pod stays gated and unbound,
         # and it stays held when Kueue re-reserves after the back-off while no card is whole.
         retried = _wait(
@@ -281,9 +288,11 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
             for x in (_workload_of(client, ns, "whole") or {}).get("status", {}).get("conditions", [])
         )
 
-        # Free the cards: the device manager would republish the ledger like this.
-        free = _ledger(node, {})["status"]
-        client.apply({**_meta(devices), "status": free}, field_manager="gate3-e2e", subresource="status")
+        # The cards are replaced. A critical Xid keeps a card unhealthy for the agent's lifetime (as
+        # NVIDIA's own plugin does), so the device manager is restarted and republishes the ledger.
+        simulated.profile.write_text(_profile(0))
+        nodes.stop_component(simulated, "device-manager")
+        nodes.start_device_manager(cluster, simulated)
         bound = _wait(
             client,
             ns,
@@ -304,13 +313,6 @@ def test_gate3_holds_whole_cards_that_credits_let_through(cluster: harness.Clust
             cluster.kubectl(
                 "delete", f"{kind}.kueue.x-k8s.io", obj, "--ignore-not-found", "--wait=false", check=False
             )
-        cluster.kubectl("delete", "devices.worker.gpustack.ai", node, "--ignore-not-found", check=False)
+        if simulated is not None:
+            nodes.remove_node(cluster, simulated)
         harness.delete_fake_node(cluster, node)
-
-
-def _meta(obj: dict) -> dict:
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "metadata": {"name": obj["metadata"]["name"]},
-    }
