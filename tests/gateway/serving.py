@@ -77,7 +77,8 @@ class Watch:
         self._url = url
         self._opened = threading.Event()
         self._response: httpx.Response | None = None
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         if not self._opened.wait(10):
             raise AssertionError(f"watch {url} did not open")
 
@@ -118,13 +119,19 @@ class Watch:
         return False
 
     def close(self) -> None:
-        """Leave: shut the connection down under the reader, as a client that goes away does."""
+        """Leave: shut the connection down under the reader, as a client that goes away does.
+
+        The client is closed only once the reader has let go of the stream: closed under a reader
+        still inside OpenSSL, the descriptor can be reused at once by the caller's next connection,
+        and the reader's TLS close then lands on that connection (a fresh request failed with
+        EPIPE in the gateway e2e that way)."""
         if self._response is not None:
             stream = self._response.extensions.get("network_stream")
             raw = stream.get_extra_info("socket") if stream is not None else None
             if raw is not None:
                 with contextlib.suppress(OSError):
                     raw.shutdown(socket.SHUT_RDWR)
+        self._reader.join(timeout=10)
         self._client.close()
 
 
