@@ -538,12 +538,25 @@ def stop_node(node: Node) -> None:
         stop_component(Node("nfd-master", root.parent / "nfd", 0), "nfd-master")
 
 
-def remove_node(info: harness.ClusterInfo, node: Node) -> None:
-    """Stop the node's processes, then delete the Node and the features the harness published for
-    it as nfd-worker would (what the device manager published goes with the Node it is owned by)."""
-    stop_node(node)
-    info.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)
-    info.kubectl("delete", "nodefeature", node.name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+def remove_node(info: harness.ClusterInfo, which: Node | str) -> None:
+    """Stop the node's processes (given a name: those of its state directory, if it has one), then
+    delete the Node and the features the harness published for it as nfd-worker would (what the
+    device manager published goes with the Node it is owned by)."""
+    found = node(info, which) if isinstance(which, str) else which
+    name = which if isinstance(which, str) else which.name
+    if found is not None:
+        stop_node(found)
+    info.kubectl("delete", "node", name, "--ignore-not-found", check=False)
+    info.kubectl("delete", "nodefeature", name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+
+
+def cards_profile(product: str, count: int, *, unhealthy: int = 0, manufacturer: str = "nvidia") -> str:
+    """A hardware profile of ``count`` cards of ``product``, the first ``unhealthy`` of them reported
+    unhealthy (a critical Xid: it sticks until the device manager restarts)."""
+    cards = [{"product": product, "count": count - unhealthy}]
+    if unhealthy:
+        cards.insert(0, {"product": product, "count": unhealthy, "unhealthy": True})
+    return json.dumps({"manufacturer": manufacturer, "cards": cards})
 
 
 def stop_all(info: harness.ClusterInfo | Path) -> None:

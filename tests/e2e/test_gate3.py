@@ -108,14 +108,6 @@ def _wait(client: Client, ns: str, predicate, *, timeout: float, what: str):
         raise TimeoutError(f"{error}; workloads: {json.dumps(states)[:6000]}") from None
 
 
-def _profile(unhealthy: int) -> str:
-    """8 × A10G, the first ``unhealthy`` of them reported unhealthy."""
-    cards = [{"product": A10G.product, "count": 8 - unhealthy}]
-    if unhealthy:
-        cards.insert(0, {"product": A10G.product, "count": unhealthy, "unhealthy": True})
-    return json.dumps({"manufacturer": "nvidia", "cards": cards})
-
-
 def _unhealthy_in_ledger(client: Client, node: str) -> int:
     devices = client.get("Devices", node) or {}
     rows = [row for g in (devices.get("spec") or {}).get("groups") or [] for row in g["accelerators"]]
@@ -142,8 +134,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
         constants.label_accelerator_count(A10G.group),
     )
     profile = tmp_path / "a10g-8.yaml"
-    profile.write_text(_profile(0))
-    simulated = None
+    profile.write_text(nodes.cards_profile(A10G.product, 8))
     try:
         cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         simulated = nodes.start_node(cluster, node, profile, slot=SLOT, real=False)
@@ -249,7 +240,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
         assert _check(_workload_of(client, ns, "slice"))["state"] == "Ready"
 
         # Six cards go bad in the hardware; the device manager re-detects and the ledger says so.
-        simulated.profile.write_text(_profile(6))
+        simulated.profile.write_text(nodes.cards_profile(A10G.product, 8, unhealthy=6))
         harness.wait_for(
             lambda: _unhealthy_in_ledger(client, node) == 6, timeout=60, what="six cards unhealthy"
         )
@@ -290,7 +281,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
 
         # The cards are replaced. A critical Xid keeps a card unhealthy for the agent's lifetime (as
         # NVIDIA's own plugin does), so the device manager is restarted and republishes the ledger.
-        simulated.profile.write_text(_profile(0))
+        simulated.profile.write_text(nodes.cards_profile(A10G.product, 8))
         nodes.stop_component(simulated, "device-manager")
         nodes.start_device_manager(cluster, simulated)
         bound = _wait(
@@ -313,6 +304,4 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
             cluster.kubectl(
                 "delete", f"{kind}.kueue.x-k8s.io", obj, "--ignore-not-found", "--wait=false", check=False
             )
-        if simulated is not None:
-            nodes.remove_node(cluster, simulated)
-        harness.delete_fake_node(cluster, node)
+        nodes.remove_node(cluster, node)

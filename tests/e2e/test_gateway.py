@@ -89,27 +89,11 @@ def environment(values: dict[str, str]) -> Iterator[None]:
 # Simulated nodes --------------------------------------------------------------------------------
 
 
-def simulated_node(info: harness.ClusterInfo, name: str, profile: str, slot: int) -> None:
-    nodes.start_node(info, name, profile, slot=slot, real=False)
-
-
-def remove_simulated_node(info: harness.ClusterInfo, name: str) -> None:
-    node = nodes.node(info, name)
-    if node is not None:
-        nodes.remove_node(info, node)
-    harness.delete_fake_node(info, name)
-
-
 def cards_turn_unhealthy(info: harness.ClusterInfo, name: str, unhealthy: int) -> None:
     """The simulated hardware of 8-H100 node ``name`` reports its first ``unhealthy`` cards bad."""
     node = nodes.node(info, name)
     assert node is not None, name
-    product = "NVIDIA H100 80GB HBM3"
-    cards = [
-        {"product": product, "count": unhealthy, "unhealthy": True},
-        {"product": product, "count": 8 - unhealthy},
-    ]
-    node.profile.write_text(json.dumps({"manufacturer": "nvidia", "cards": cards}))
+    node.profile.write_text(nodes.cards_profile("NVIDIA H100 80GB HBM3", 8, unhealthy=unhealthy))
 
 
 def instance_types(info: harness.ClusterInfo) -> dict[str, dict]:
@@ -147,7 +131,7 @@ def _member_up(name: str, info: harness.ClusterInfo, port: int) -> Member:
     op = gpustack.install(info, port=port)
     gpustack.start_worker(info, op)
     for node, (profile, slot) in NODES[name].items():
-        simulated_node(info, node, profile, slot)
+        nodes.start_node(info, node, profile, slot=slot, real=False)
     harness.wait_for(
         lambda: h100_remaining(info) == 8, timeout=120, what=f"{name}: the H100 InstanceType at 8/8"
     )
@@ -162,7 +146,7 @@ def _member_down(member: Member) -> None:
         return
     with contextlib.suppress(Exception):
         for node in NODES[member.name]:
-            remove_simulated_node(info, node)
+            nodes.remove_node(info, node)
         info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         harness.wait_for(lambda: not instance_types(info), timeout=90, what="types gone")
     gpustack.stop_worker(member.operator)

@@ -166,10 +166,7 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
         for ns in (NS, OTHER):
             cluster.kubectl("delete", "instances", "--all", "-n", ns, "--timeout=60s", check=False)
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
-        node = nodes.node(cluster, NODE)
-        if node is not None:
-            nodes.remove_node(cluster, node)
-        harness.delete_fake_node(cluster, NODE)
+        nodes.remove_node(cluster, NODE)
         _quietly(
             lambda: (
                 not get(cluster, "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type")["items"]

@@ -84,13 +84,6 @@ def start_node(info: harness.ClusterInfo, name: str) -> nodes.Node:
     return nodes.start_node(info, name, PROFILES[product.product], slot=SLOTS[name], real=False)
 
 
-def remove_node(info: harness.ClusterInfo, name: str) -> None:
-    node = nodes.node(info, name)
-    if node is not None:
-        nodes.remove_node(info, node)
-    harness.delete_fake_node(info, name)
-
-
 def get(info: harness.ClusterInfo, *args: str) -> dict | None:
     proc = info.kubectl("get", *args, "-o", "json", check=False)
     return json.loads(proc.stdout) if proc.returncode == 0 else None
@@ -128,7 +121,7 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         for ns in TENANTS:
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
         for name in NODES:
-            remove_node(cluster, name)
+            nodes.remove_node(cluster, name)
         _wait_quietly(lambda: not _ours(cluster, "resourceflavors.kueue.x-k8s.io"), "flavors gone")
         cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         _wait_quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
@@ -352,17 +345,7 @@ def test_a_card_turning_unhealthy_moves_the_instance_type(cluster: harness.Clust
         time.sleep(1.0)
         node = nodes.node(cluster, H100_A)
         assert node is not None
-        node.profile.write_text(
-            json.dumps(
-                {
-                    "manufacturer": "nvidia",
-                    "cards": [
-                        {"product": H100.product, "count": 1, "unhealthy": True},
-                        {"product": H100.product, "count": 7},
-                    ],
-                }
-            )
-        )
+        node.profile.write_text(nodes.cards_profile(H100.product, 8, unhealthy=1))
         harness.wait_for(
             lambda: any(H100_POOL in ln and UNHEALTHY_SUMMARY in ln for ln in lines),
             timeout=60,
@@ -529,7 +512,7 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
     assert (get(cluster, "pod", "whole-card", "-n", TENANTS[0]) or {}).get("spec", {}).get(
         "nodeName"
     ) == A10G_NODE
-    remove_node(cluster, A10G_NODE)
+    nodes.remove_node(cluster, A10G_NODE)
     seen: list[tuple[str, bool]] = []
 
     def emptied() -> dict | None:
@@ -564,7 +547,7 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
 def test_a_node_leaving_shrinks_the_pool_and_its_ledger_goes(
     cluster: harness.ClusterInfo, pools: dict
 ) -> None:
-    remove_node(cluster, H100_B)
+    nodes.remove_node(cluster, H100_B)
     harness.wait_for(
         lambda: get(cluster, "devices", H100_B) is None, timeout=60, what="the ledger of the gone node"
     )
