@@ -452,6 +452,11 @@ def start_node(
     if not node.profile.exists():
         shutil.copyfile(profile if Path(profile).is_absolute() else PROFILES / profile, node.profile)
     gpustack.ensure_namespace(info, NFD_NAMESPACE)
+    # The namespace the device manager's DaemonSet runs in and publishes its NodeFeature to (the
+    # chart's install namespace): a module that installs no operator still needs it.
+    from api.constants import SYSTEM_NAMESPACE
+
+    gpustack.ensure_namespace(info, SYSTEM_NAMESPACE)
     from nodeplugins.devicemanager.simulation import profile as profiles
 
     vendor = {"nvidia": "10de"}.get(manufacturer) or _vendor_of(manufacturer)
