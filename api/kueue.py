@@ -1,11 +1,11 @@
 """The Kueue configuration the operator depends on, stated once: the credits transformations and,
-for a Kueue without ``resources.quotaCheckStrategy`` (v0.17.0), its emulation.
+for a Kueue without ``resources.quotaCheckStrategy`` (before v0.18), its emulation.
 
 Credits (devices spec §5): ``<base>`` × 1,600,000, ``<base>.shared`` × 160,000, ``.sliced.units``
 and ``.partitioned.units`` × 1 become ``credits.gpustack.ai/<manufacturer>`` (strategy Replace).
 
 ``quotaCheckStrategy: IgnoreUndeclared`` lets a queue ignore requests it does not declare (tokens,
-percentages, profiles, visibility, RDMA, memory).  Kueue v0.17.0 has no such field and refuses a
+percentages, profiles, visibility, RDMA, memory).  Kueue v0.17 has no such field and refuses a
 Workload requesting anything its queue does not cover, so there the same effect is configured:
 exact token keys are dropped by a Replace transformation with no outputs, and whole families by
 ``excludeResourcePrefixes`` (applied before transformations, so no prefix may cover a folded key).
@@ -36,8 +36,9 @@ ENV_QUOTA_CHECK_STRATEGY = "GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY"
 
 def quota_check_strategy(env: Mapping[str, str] | None = None) -> bool:
     """Whether the Kueue in front of the pools knows ``resources.quotaCheckStrategy`` (v0.18 and
-    later); the bundled v0.17.0 does not.  A deploy-time variable, read by the caller."""
-    return env_bool(ENV_QUOTA_CHECK_STRATEGY, False, env)
+    later, as the v0.19.0 the project runs does; the chart sets it from ``kueue.version``).  A
+    deploy-time variable, read by the caller; ``false`` selects the v0.17 emulation."""
+    return env_bool(ENV_QUOTA_CHECK_STRATEGY, True, env)
 
 
 CREDIT_FACTORS = {

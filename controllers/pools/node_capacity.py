@@ -13,14 +13,16 @@ the worker publishes the counting keys beside them on ``Node.status.capacity``:
 Keys are per base, summed over the manufacturer's models on the node, gated on **capacity** (not
 allocatable, which saturation zeroes), and every stale suffix or per-profile key is removed.
 
-**Kueue v0.17 compatibility** (``credits=True``): Kueue v0.17.0 checks a topology-aware admission's
-*transformed* requests against node capacity (kubernetes-sigs/kueue#12005, fixed by #12006 in
-v0.18), so a Workload whose accelerator keys became ``credits.gpustack.ai/<manufacturer>`` never
-fits any node.  With ``credits`` the node also advertises ``credits.gpustack.ai/<manufacturer>`` =
-its cards of that manufacturer × M: no Pod requests it (the kube-scheduler never sees it), and TAS
-then accounts credits per node, the same figure the queue's nominal sums.  Turn it off
-(``GPUSTACK_NODE_CREDITS_CAPACITY=false``) on a Kueue with the fix, where credits stay off nodes
-as the spec says.
+**Compatibility with Kueue before the fix of kubernetes-sigs/kueue#12005** (``credits=True``; off by
+default): Kueue v0.17.0-v0.17.4 and v0.18.0 check a topology-aware admission's *transformed*
+requests against node capacity, so a Workload whose accelerator keys became
+``credits.gpustack.ai/<manufacturer>`` never fits any node.  With ``credits`` the node also
+advertises ``credits.gpustack.ai/<manufacturer>`` = its cards of that manufacturer × M: no Pod
+requests it (the kube-scheduler never sees it), and TAS then accounts credits per node.  That makes
+those releases admit, but not fill a pool: they choose the node by the untransformed requests,
+which they never count as used, so every Workload after the first node is full goes back to it
+(docs/scheduling.md).  Kueue v0.17.5, v0.18.1 and later count the Pods' own requests on both sides;
+there credits stay off nodes as the spec says.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The keys are decided by ``controllers.pools.node_capacity`` from the node's capa
 object and written with a merge patch of the status subresource (capacity and allocatable alike,
 as a kubelet would mirror them), only when something changed; stale keys are removed.
 
-``GPUSTACK_NODE_CREDITS_CAPACITY`` (default ``true``, read at start) adds the Kueue v0.17
-compatibility credits capacity; see ``controllers.pools.node_capacity``.
+``GPUSTACK_NODE_CREDITS_CAPACITY`` (default ``false``, read at start; the chart sets it from
+``kueue.version``) adds the credits capacity a Kueue without the fix of kubernetes-sigs/kueue#12005
+needs; see ``controllers.pools.node_capacity``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ ENV_CREDITS = "GPUSTACK_NODE_CREDITS_CAPACITY"
 
 
 def credits_enabled(env: Mapping[str, str] | None = None) -> bool:
-    return env_bool(ENV_CREDITS, True, env)
+    return env_bool(ENV_CREDITS, False, env)
 
 
 class NodeCapacityReconciler(Controller):

@@ -60,19 +60,43 @@ modver() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2"); }
 modtime() { (cd "$HERE/$1" && go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' "$2"); }
 
 # build <module dir> <stamp name> <ldflags> <packages...>
-# One `go build` per module so shared packages are compiled once; each module
-# gets a stamp so a rerun after a failure skips what already built.
+# One `go build` per module so shared packages are compiled once. Each module
+# builds into a cache of its own, keyed by that module's pins, flags and
+# sources alone ($CACHE_ROOT/modules/<stamp>-<key>/), and BIN_DIR hard-links
+# from it: bumping Kueue rebuilds Kueue, not Kubernetes. A rerun after a
+# failure skips the modules that already built.
+module_key() { # <module dir> <ldflags> <packages...>: what decides the binaries
+    local dir="$1"
+    shift
+    { echo "format=$BUILD_FORMAT"
+      printf '%s\n' "$@" | grep -v '^-overlay=' # the overlay's path moves; its content follows go.sum
+      cd "$HERE/$dir" && cat go.mod go.sum
+      if [[ -d cmd ]]; then find cmd -name '*.go' | LC_ALL=C sort | xargs cat; fi
+    } | sha256sum | cut -c1-16
+}
 build() {
     local dir="$1" stamp="$2" ldflags="$3"
     shift 3
     if [[ -f "$BIN_DIR/.$stamp.done" ]]; then
         return 0
     fi
-    log "building $stamp: $*"
-    local start=$SECONDS
-    (cd "$HERE/$dir" && nice -n "${GPUSTACK_BUILD_NICE:-10}" \
-        go build -ldflags="-s -w $ldflags" -o "$BIN_DIR/" "$@")
-    log "built $stamp in $((SECONDS - start))s"
+    local cached
+    cached="$CACHE_ROOT/modules/$stamp-$(module_key "$dir" "$ldflags" "$@")"
+    mkdir -p "$cached"
+    if [[ ! -f "$cached/.done" ]]; then
+        log "building $stamp: $*"
+        local start=$SECONDS
+        (cd "$HERE/$dir" && nice -n "${GPUSTACK_BUILD_NICE:-10}" \
+            go build -ldflags="-s -w $ldflags" -o "$cached/" "$@")
+        log "built $stamp in $((SECONDS - start))s"
+        touch "$cached/.done"
+    else
+        log "$stamp: cached in $cached"
+    fi
+    local bin
+    for bin in "$cached"/*; do
+        ln -f "$bin" "$BIN_DIR/" 2>/dev/null || cp -f "$bin" "$BIN_DIR/"
+    done
     touch "$BIN_DIR/.$stamp.done"
 }
 
@@ -122,7 +146,7 @@ func gpustackMetricsCertDir(def string) string {
 	return def
 }
 GO
-    [[ "$(ls "$src/cmd/kueue")" == "main.go" ]] || { log "Kueue's cmd/kueue has more than main.go; update kueue_overlay"; exit 1; }
+    [[ "$(cd "$src/cmd/kueue" && ls -- *.go)" == "main.go" ]] || { log "Kueue's cmd/kueue has more Go files than main.go; update kueue_overlay"; exit 1; }
     printf '{"Replace": {"%s": "%s", "%s": "%s"}}\n' \
         "$HERE/kueue/cmd/kueue/main.go" "$ovl/main.go" \
         "$HERE/kueue/cmd/kueue/zz_gpustack_overlay.go" "$ovl/zz_gpustack_overlay.go" >"$ovl/overlay.json"

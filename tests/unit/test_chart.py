@@ -134,6 +134,37 @@ def test_kueue_configuration_is_what_api_kueue_states(strategy: bool) -> None:
     assert config["integrations"]["frameworks"] == ["pod", "batch/job", "deployment", "statefulset"]
 
 
+@pytest.mark.parametrize(
+    ("version", "gate", "strategy", "credits"),
+    [
+        ("v0.17.0", False, False, "true"),  # no quotaCheckStrategy, no gate, kueue#12005 unfixed
+        ("v0.17.5", False, False, "false"),  # the fix was backported to 0.17.5
+        ("v0.18.0", True, True, "true"),  # the field and the gate, but not the fix
+        ("v0.18.1", True, True, "false"),
+        ("v0.19.0", True, True, "false"),  # what the local cluster runs, and the default
+    ],
+)
+def test_the_kueue_configuration_follows_the_kueue_version(
+    version: str, gate: bool, strategy: bool, credits: str
+) -> None:
+    docs = render({"kueue": {"version": version}})
+    config = _resources(docs)
+    assert ("TASRespectNodeAffinityPreferred" in config["featureGates"]) is gate
+    assert (config["resources"].get("quotaCheckStrategy") == "IgnoreUndeclared") is strategy
+    assert ("excludeResourcePrefixes" in config["resources"]) is not strategy
+    env = env_of(by_kind(docs, "Deployment")["gpustack-operator-worker"])
+    assert env["GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY"] == str(strategy).lower()
+    assert env["GPUSTACK_NODE_CREDITS_CAPACITY"] == credits
+
+
+def test_the_default_kueue_version_is_the_one_the_local_cluster_builds() -> None:
+    pinned = (REPO / "tests" / "cluster" / "kueue" / "go.mod").read_text()
+    default = yaml.safe_load((REPO / "charts" / "gpustack-operator" / "values.yaml").read_text())["kueue"][
+        "version"
+    ]
+    assert f"sigs.k8s.io/kueue {default} " in pinned
+
+
 def test_a_row_set_to_null_is_gone_everywhere() -> None:
     docs = render({"global": {"manufacturers": {"thead": None, "amd": None}}})
     assert "gpustack-operator-device-manager-thead" not in by_kind(docs, "DaemonSet")

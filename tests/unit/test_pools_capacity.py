@@ -88,7 +88,7 @@ def test_kueue_compatibility_credits() -> None:
     keys = node_capacity(node("a", A10G, 4), devices("a", A10G, 4), credits=True).keys
     assert keys["credits.gpustack.ai/nvidia"] == str(4 * M)
     assert counting_key("credits.gpustack.ai/nvidia")
-    assert credits_enabled({}) and not credits_enabled({"GPUSTACK_NODE_CREDITS_CAPACITY": "false"})
+    assert not credits_enabled({}) and credits_enabled({"GPUSTACK_NODE_CREDITS_CAPACITY": "true"})
 
 
 def test_devices_labels_mirror_the_node() -> None:

@@ -63,12 +63,13 @@ def plan(it: dict | None, queue: dict | None, flavors: list[dict], **kw: object)
     )
 
 
-def test_pool_of_five_t4_cards_nominal_and_order() -> None:
+def test_pool_of_five_t4_cards_nominal_and_order(monkeypatch) -> None:
     # §5: a pool of 5 T4 cards (1 + 4 across two nodes) has nominal 8,000,000; smallest count first.
+    monkeypatch.setenv("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", "false")
     flavors = flavors_of(node("t4-four", T4, 4), node("t4-one", T4, 1))
     result = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors)
     (group,) = result.apply["spec"]["resourceGroups"]
-    # On the bundled Kueue v0.17 (no quotaCheckStrategy) the queue also declares cpu, unbounded.
+    # On a Kueue v0.17 (no quotaCheckStrategy) the queue also declares cpu, unbounded.
     assert group["coveredResources"] == ["credits.gpustack.ai/nvidia", "cpu"]
     assert {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}["cpu"] == "1000000"
     assert [(f["name"], f["resources"][0]["nominalQuota"]) for f in group["flavors"]] == [
@@ -330,7 +331,7 @@ def test_kueue_reencoded_quantities_compare_equal() -> None:
 
 
 def test_with_quota_check_strategy_an_accelerated_queue_declares_credits_only(monkeypatch) -> None:
-    monkeypatch.setenv("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", "true")
+    monkeypatch.delenv("GPUSTACK_KUEUE_QUOTA_CHECK_STRATEGY", raising=False)  # the default: Kueue v0.19
     flavors = flavors_of(node("t4-four", T4, 4))
     (group,) = plan(instance_type(T4_POOL, "nvidia-tesla-t4"), None, flavors).apply["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["credits.gpustack.ai/nvidia"]

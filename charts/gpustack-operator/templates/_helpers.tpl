@@ -155,3 +155,28 @@ nodeSelector:
 true
 {{- end -}}
 {{- end -}}
+
+{{/*
+What the Kueue release named by .Values.kueue.version knows, as "true"/"" strings:
+gpustack.kueueGate (the feature gate in .gate exists there; gates not listed exist in every
+release this chart supports), gpustack.kueueQuotaCheckStrategy (resources.quotaCheckStrategy, from
+v0.18, unless the value overrides it) and gpustack.kueueNodeCredits (the release lacks the fix of
+kubernetes-sigs/kueue#12005: topology-aware admission then needs credits capacity on nodes).
+*/}}
+{{- define "gpustack.kueueVersion" -}}
+{{- trimPrefix "v" (toString .Values.kueue.version) -}}
+{{- end -}}
+{{- define "gpustack.kueueGate" -}}
+{{- $since := dict "TASRespectNodeAffinityPreferred" "0.18.0" "QuotaCheckStrategy" "0.18.0" -}}
+{{- $v := include "gpustack.kueueVersion" .root -}}
+{{- if or (not (hasKey $since .gate)) (semverCompare (printf ">=%s-0" (get $since .gate)) $v) -}}true{{- end -}}
+{{- end -}}
+{{- define "gpustack.kueueQuotaCheckStrategy" -}}
+{{- $set := .Values.kueue.quotaCheckStrategy -}}
+{{- if kindIs "bool" $set -}}{{- if $set -}}true{{- end -}}
+{{- else if semverCompare ">=0.18.0-0" (include "gpustack.kueueVersion" .) -}}true{{- end -}}
+{{- end -}}
+{{- define "gpustack.kueueNodeCredits" -}}
+{{- $v := include "gpustack.kueueVersion" . -}}
+{{- if or (semverCompare "<0.17.5-0" $v) (semverCompare "~0.18.0-0, <0.18.1-0" $v) -}}true{{- end -}}
+{{- end -}}
