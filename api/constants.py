@@ -84,6 +84,17 @@ def label_fit_shared_free_cards(group: str) -> str:
     return f"shared-free-cards.fit.gpustack.ai/{group}"
 
 
+def label_fit_exclusive_free_cards(group: str) -> str:
+    """How many of the group's unpartitioned cards are whole and free (extends §6.6 to whole cards)."""
+    return f"exclusive-free-cards.fit.gpustack.ai/{group}"
+
+
+def label_fit_partitioned_free_instances(group: str, profile: str) -> str:
+    """How many more instances of ``profile`` the group's partitioned cards can place (extends §6.6
+    to partitions); the name is ``<aKey>.<profile>``, e.g. ``nvidia-h100-80gb-hbm3.3g.40gb``."""
+    return f"partitioned-free-instances.fit.gpustack.ai/{group}.{profile}"
+
+
 # --- Pools, InstanceTypes and Kueue --------------------------------------------------------------
 LABEL_QUEUE_ENTRANCE = "schedule.gpustack.ai/queue-entrance"
 LABEL_DERIVED_FROM_NODE = "schedule.gpustack.ai/derived-from-node"

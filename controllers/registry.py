@@ -21,6 +21,7 @@ from controllers.modeldeployment.controller import ModelDeploymentReconciler
 from controllers.modeldeployment.joint import JointAdmissionCheck
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
+from controllers.nodedevices.report import NodeDevicesFitReport
 from controllers.nodefeatures.reconciler import NodeFeatureReconciler
 from controllers.pools.cluster_queues import ClusterQueueReconciler
 from controllers.pools.devices_labels import DevicesLabelReconciler
@@ -51,8 +52,9 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     DevicesLabelReconciler,
     # Per-card fit labels the Workload fit pin reads (§6.6).
     NodeFitLabelReconciler,
-    # Gate 3: the per-card AdmissionCheck gpustack-node-devices.
+    # Gate 3: the per-card AdmissionCheck gpustack-node-devices; and why a Workload never fits.
     NodeDevicesCheck,
+    NodeDevicesFitReport,
     # KV cache (kv-cache spec §5): the store, its pools and their per-namespace grants.
     KVCacheBackendReconciler,
     KVCachePoolReconciler,

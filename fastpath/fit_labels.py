@@ -2,6 +2,13 @@
 per-profile capacity of its node keys (§3.2), and its per-card fit labels (§6.6), computed with
 the per-card predicates of ``fastpath.cards`` on a node ledger from ``fastpath.ledger``.
 
+The spec's two labels (slices, shares) are joined by one per family, so the Workload pin can keep
+Kueue's topology-aware placement off nodes that cannot take a PodSet's cards in any mode
+(docs/scheduling.md): ``exclusive-free-cards`` (whole and free) and ``partitioned-free-instances``
+(free placements of one profile).  A label whose key would not be a valid label key (a very long
+group or profile name) is left out; the pin then leaves its Workloads unpinned, as it does for
+the spec's labels.
+
 Compiled by Cython in pure-Python mode: the cards are ``fastpath.cards``' C structs.
 """
 
@@ -9,7 +16,13 @@ from __future__ import annotations
 
 import cython
 
-from api.constants import label_fit_shared_free_cards, label_fit_sliced_max_free_units
+from api.constants import (
+    label_fit_exclusive_free_cards,
+    label_fit_partitioned_free_instances,
+    label_fit_shared_free_cards,
+    label_fit_sliced_max_free_units,
+)
+from api.naming import is_qualified_name
 from fastpath.cards import Card, NodeLedger, Profile
 
 
@@ -67,6 +80,42 @@ def _shared_free_cards(node: NodeLedger, group: str) -> cython.longlong:
     return count if seen else -1
 
 
+@cython.cfunc
+@cython.locals(count=cython.longlong, seen=cython.bint)
+def _exclusive_free_cards(node: NodeLedger, group: str) -> cython.longlong:
+    card: Card
+    count = 0
+    seen = False
+    for card in node.cards:
+        if card.partitioned or card.group != group:
+            continue
+        seen = True
+        if card.healthy and card.exclusive_free():
+            count += 1
+    return count if seen else -1
+
+
+@cython.locals(i=cython.Py_ssize_t)
+def partitioned_free_instances(node: NodeLedger, group: str) -> dict:
+    """Free placements per profile over ``group``'s healthy partitioned cards, every published
+    profile listed (0 when none is left); empty without partitioned cards of ``group``."""
+    card: Card
+    free: dict = {}
+    for card in node.cards:
+        if not card.partitioned or card.group != group:
+            continue
+        for i in range(len(card.profiles)):
+            name = cython.cast(Profile, card.profiles[i]).name
+            free[name] = free.get(name, 0) + (card.free_instances(i) if card.healthy else 0)
+    return free
+
+
+def exclusive_free_cards(node: NodeLedger, group: str) -> int | None:
+    """How many of ``group``'s unpartitioned cards are whole and free; ``None`` without any."""
+    value = _exclusive_free_cards(node, group)
+    return None if value < 0 else value
+
+
 def sliced_max_free_units(node: NodeLedger, group: str) -> int | None:
     """The largest ``remaining`` over ``group``'s cards that can take a slice and have a free slot
     (0 when all are full); ``None`` when the node has no sliceable unpartitioned card of ``group``."""
@@ -98,4 +147,11 @@ def fit_labels(node: NodeLedger) -> dict:
         value = _shared_free_cards(node, group)
         if value >= 0:
             labels[label_fit_shared_free_cards(group)] = str(value)
+        value = _exclusive_free_cards(node, group)
+        if value >= 0:
+            labels[label_fit_exclusive_free_cards(group)] = str(value)
+        for profile, free in partitioned_free_instances(node, group).items():
+            key = label_fit_partitioned_free_instances(group, profile)
+            if is_qualified_name(key):
+                labels[key] = str(free)
     return labels

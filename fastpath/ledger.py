@@ -117,6 +117,17 @@ def _label_keys(devices: dict) -> list:
     return [k[len(prefix) :] for k, v in labels.items() if k.startswith(prefix) and str(v) == "true"]
 
 
+def group_keys(devices: dict) -> list:
+    """The ``<aKey>`` of each of the Devices' spec groups, first-seen order, each once."""
+    label_keys = _label_keys(devices)
+    out: list = []
+    for group in _list(_dict(devices.get("spec")).get("groups")):
+        key = accelerator_key(_dict(group), label_keys)
+        if key and key not in out:
+            out.append(key)
+    return out
+
+
 def _profiles_of(manufacturer: str, raw: list) -> list:
     profiles = []
     for entry in raw:

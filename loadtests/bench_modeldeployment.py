@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument(
         "--pool",
         choices=("cpu", "h100"),
-        default="cpu",
-        help="the pool the roles run on (default cpu: on Kueue v0.17 the topology-aware H100 flavor "
-        "stops admitting once its first node is full, see the README)",
+        default="h100",
+        help="the pool the roles run on: the H100 pool's kwok nodes (one card a replica, the pool "
+        "filled node after node), or the CPU-only pool (one CPU unit a replica)",
     )
     cluster.add_argument("--threads", type=int, default=8)
     cluster.add_argument("--timeout", type=float, default=1800.0)

@@ -1,5 +1,5 @@
-"""The Workload fit pin (§6.6): steer Kueue's topology-aware placement away from nodes whose cards
-cannot take a PodSet's slice or shared request, using the per-card fit labels.
+"""The Workload fit pin (§6.6, extended to every family): steer Kueue's topology-aware placement
+away from nodes whose cards cannot take a PodSet's accelerators, using the per-card fit labels.
 
 For a ``kueue.x-k8s.io/v1beta2`` Workload on CREATE, or on UPDATE while the old Workload holds no
 quota reservation, and only when the whole chain resolves — LocalQueue ``<ns>/<spec.queueName>`` →
@@ -8,7 +8,16 @@ naming an ``acceleratorGroup`` — and Setting ``workload-fit-affinity`` is true
 ANDed into every required node-affinity term of its template:
 
 - a slice of ``U`` units per card: ``sliced-max-free-units.fit.gpustack.ai/<group> Gt U-1``;
-- a shared request of ``N ≥ 2`` cards: ``shared-free-cards.fit.gpustack.ai/<group> Gt N-1``.
+- a shared request of ``N`` cards: ``shared-free-cards.fit.gpustack.ai/<group> Gt N-1``;
+- ``N`` whole cards: ``exclusive-free-cards.fit.gpustack.ai/<group> Gt N-1``;
+- a partition of ``profile``: ``partitioned-free-instances.fit.gpustack.ai/<group>.<profile> Gt 0``.
+
+The spec pins slices and shares of ``N ≥ 2``; the project pins every family, because Kueue counts
+a node's room per resource (a sum of units, of share tokens, of per-profile keys) while a node
+serves a Pod only with cards of the right mode, so without the pin a node whose room is in other
+modes is proposed again after every gate-3 ``Retry`` (docs/scheduling.md).  The expressions are
+thresholds on labels the worker keeps current, so a pin never needs to change: the Workload that
+loses a race is kept off the full node at its next attempt by the node's label, not by a re-pin.
 
 It never denies: anything it cannot read or understand leaves the Workload as it is.  The pin lives
 on the Workload only, never on a Pod or a job template.
@@ -52,11 +61,32 @@ def holds_reservation(workload: object) -> bool:
     return False
 
 
+def _threshold(key: str, floor: int) -> list[dict[str, Any]]:
+    if floor <= 0 or not is_qualified_name(key):
+        return []
+    return [{"key": key, "operator": "Gt", "values": [str(floor - 1)]}]
+
+
+def _expressions(facts: Any, vram_mib: int, group: str) -> list[dict[str, Any]]:
+    """The node-affinity expressions that keep a template off nodes whose cards of ``group``
+    cannot take it: one per family it asks for (rule 1 refuses a Pod with two, the pin still reads
+    them), none for a family whose label key would be invalid."""
+    out = _threshold(constants.label_fit_sliced_max_free_units(group), facts.slice_units(vram_mib))
+    if facts.shared_max > 0:
+        out += _threshold(constants.label_fit_shared_free_cards(group), facts.shared_max)
+    demand = facts.demand(vram_mib)
+    if demand is not None and demand.family == "exclusive":
+        out += _threshold(constants.label_fit_exclusive_free_cards(group), int(demand.count))
+    elif demand is not None and demand.family == "partitioned" and demand.profile:
+        key = constants.label_fit_partitioned_free_instances(group, demand.profile)
+        out += _threshold(key, int(demand.count))
+    return out
+
+
 def _wanted(
     pod_sets: list, vram_mib: int, group: str
 ) -> list[tuple[int, dict[str, Any], list[dict[str, Any]]]]:
-    """``(index, template spec, expressions)`` for each PodSet that asks for a slice or for two or
-    more shared cards."""
+    """``(index, template spec, expressions)`` for each PodSet that asks for an accelerator."""
     wanted = []
     for i, pod_set in enumerate(pod_sets):
         if not isinstance(pod_set, dict):
@@ -66,38 +96,18 @@ def _wanted(
         if not isinstance(spec, dict):
             continue
         facts = requests.scan_pod(spec)
-        if not facts.any_accelerator:
-            continue
-        expressions = []
-        units = facts.slice_units(vram_mib)
-        if units > 0:
-            expressions.append(
-                {
-                    "key": constants.label_fit_sliced_max_free_units(group),
-                    "operator": "Gt",
-                    "values": [str(units - 1)],
-                }
-            )
-        if facts.shared_max >= 2:
-            expressions.append(
-                {
-                    "key": constants.label_fit_shared_free_cards(group),
-                    "operator": "Gt",
-                    "values": [str(facts.shared_max - 1)],
-                }
-            )
+        expressions = _expressions(facts, vram_mib, group) if facts.any_accelerator else []
         if expressions:
             wanted.append((i, spec, expressions))
     return wanted
 
 
 def _asks(pod_sets: list) -> bool:
-    """Cheap pre-check before any lookup: some PodSet names a slice or a shared key."""
+    """Cheap pre-check before any lookup: some PodSet asks for an accelerator."""
     for pod_set in pod_sets:
         template = pod_set.get("template") if isinstance(pod_set, dict) else None
         spec = template.get("spec") if isinstance(template, dict) else None
-        facts = requests.scan_pod(spec)
-        if facts.families & ((1 << constants.DEVICE_MODE_SLICED) | (1 << constants.DEVICE_MODE_SHARED)):
+        if requests.scan_pod(spec).any_accelerator:
             return True
     return False
 
@@ -149,6 +159,7 @@ async def _pin(request: AdmissionRequest, lookups: Lookups) -> Decision:
         for key in (
             constants.label_fit_sliced_max_free_units(group),
             constants.label_fit_shared_free_cards(group),
+            constants.label_fit_exclusive_free_cards(group),
         )
     ):
         return allow(

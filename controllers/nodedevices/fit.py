@@ -37,7 +37,7 @@ from typing import Any
 from api import constants
 from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
 from fastpath import fit, fit_labels, requests
-from fastpath.ledger import Book, accelerator_key, is_held
+from fastpath.ledger import Book, accelerator_key, is_held, node_ledger
 
 CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
 READY = "Ready"
@@ -89,7 +89,8 @@ def holds_reservation(workload: Mapping[str, Any]) -> bool:
     return bool(_status(workload).get("admission")) and condition_true(workload, QUOTA_RESERVED)
 
 
-def _live(workload: Mapping[str, Any]) -> bool:
+def live(workload: Mapping[str, Any]) -> bool:
+    """Holds a reservation and is neither evicted nor finished."""
     return (
         holds_reservation(workload)
         and not condition_true(workload, EVICTED)
@@ -103,13 +104,13 @@ def needs_verdict(workload: Mapping[str, Any], name: str = CHECK) -> bool:
     them would overwrite the reset) and is not already ``Ready`` here (an admitted Workload's Pods
     are in the ledger: re-judging would count them against themselves)."""
     state = check_state(workload, name)
-    return state is not None and state.get("state") != READY and _live(workload)
+    return state is not None and state.get("state") != READY and live(workload)
 
 
 def is_inflight(workload: Mapping[str, Any], name: str = CHECK) -> bool:
     """A Workload whose cards are promised before its Pods hold them: reserved, live, and
     admitted or ``Ready`` for this check."""
-    if not _live(workload):
+    if not live(workload):
         return False
     state = check_state(workload, name)
     return condition_true(workload, ADMITTED) or (state is not None and state.get("state") == READY)
@@ -398,7 +399,7 @@ def decide(
             continue
         if not is_inflight(other):
             continue
-        _charge_inflight(other, book, held, flavors, devices, vram)
+        charge_inflight(other, book, held, flavors, devices, vram)
 
     for ps in pod_sets:
         if ps.demand is None:
@@ -416,7 +417,7 @@ def decide(
     return Verdict(READY, "the accelerators fit per card in the flavor's node pool")
 
 
-def _charge_inflight(
+def charge_inflight(
     other: Mapping[str, Any],
     book: Book,
     held: Mapping[tuple[str, str, str, str], int],
@@ -424,6 +425,8 @@ def _charge_inflight(
     devices: Mapping[str, Mapping[str, Any]],
     vram: dict[str, int],
 ) -> None:
+    """Charge ``other``'s topology-assigned Pods that the ledger does not hold yet to ``book``
+    (gate 3's inflight accounting; the fit labels use it too)."""
     meta = other.get("metadata") or {}
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     pod_sets = [ps for ps in podset_demands(other) if ps.nodes]
@@ -491,5 +494,105 @@ def _place_pool(
             return (
                 f'{ps.label}: none of the {len(pool)} nodes of ResourceFlavor "{ps.flavor}" can host '
                 f"{_wants(ps.demand, ps.group)} per Pod{placed}"
+            )
+    return ""
+
+
+# --- A demand no node of the pool can ever host ----------------------------------------------------------------
+
+
+def _phrase(n: int, demand: Any) -> str:
+    family = demand.family
+    if family == "exclusive":
+        return f"{n} whole card{'s' if n != 1 else ''}"
+    if family == "shared":
+        return f"{n} card{'s' if n != 1 else ''} with a free share"
+    if family == "sliced":
+        return f"a slice of {n / UNITS_PER_PERCENT:g} %"
+    return f"{n} {demand.profile or '(no profile)'} partition{'s' if n != 1 else ''}"
+
+
+def _capacity(ledger: Any, demand: Any, group: str) -> int:
+    """How much of ``demand``'s family a ledger offers (the unit its fit label counts)."""
+    family = demand.family
+    if family == "exclusive":
+        return fit_labels.exclusive_free_cards(ledger, group) or 0
+    if family == "shared":
+        return fit_labels.shared_free_cards(ledger, group) or 0
+    if family == "sliced":
+        return fit_labels.sliced_max_free_units(ledger, group) or 0
+    return int(fit_labels.partitioned_free_instances(ledger, group).get(demand.profile, 0))
+
+
+def _free_now(node: Mapping[str, Any], demand: Any, group: str) -> int:
+    """What the node's fit label says is free for ``demand``'s family now (the ledger less live
+    reservations, as ``controllers.nodedevices.fit_labels`` keeps it); 0 without the label."""
+    family = demand.family
+    if family == "exclusive":
+        key = constants.label_fit_exclusive_free_cards(group)
+    elif family == "shared":
+        key = constants.label_fit_shared_free_cards(group)
+    elif family == "sliced":
+        key = constants.label_fit_sliced_max_free_units(group)
+    else:
+        key = constants.label_fit_partitioned_free_instances(group, demand.profile)
+    try:
+        return int(((node.get("metadata") or {}).get("labels") or {}).get(key) or 0)
+    except ValueError:
+        return 0
+
+
+def never_fits(
+    workload: Mapping[str, Any],
+    *,
+    pool: str,
+    flavors: Iterable[Mapping[str, Any]],
+    nodes: Mapping[str, Mapping[str, Any]],
+    devices: Mapping[str, Mapping[str, Any]],
+) -> str:
+    """Why ``workload`` (waiting for a reservation in the queue of InstanceType ``pool``, whose
+    ResourceFlavors are ``flavors``) can never be admitted: the first PodSet whose per-Pod demand no
+    node of the pool could host even with every card free, with the largest shape a node has and
+    the largest that is free now (from the nodes' fit labels); "" when each PodSet fits some node.  Capacity, not room: a
+    demand that merely waits for cards is no news."""
+    flavors = list(flavors)
+    groups = sorted({g for f in flavors for g in accelerator_groups(f)})
+    members = sorted({n for f in flavors for n in pool_nodes(f, nodes)})
+    if len(groups) != 1 or not members:
+        return ""  # not an accelerated pool (or not observed yet): nothing to say
+    group = groups[0]
+    vram: dict[str, int] = {group: _vram_of(devices.values(), group)}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or ():
+        if not isinstance(pod_set, Mapping):
+            continue
+        template = pod_set.get("template") or {}
+        demand = requests.scan_pod(template.get("spec") or {}).demand(vram[group])
+        if demand is None:
+            continue
+        best_capacity: tuple[int, str, str] = (-1, "no card of the model", "")
+        best_free: tuple[int, str, str] = (-1, "", "")
+        for name in members:
+            obj = devices.get(name)
+            if obj is None:
+                continue
+            empty = node_ledger(dict(obj), group, [])  # every card free: what the node could ever give
+            if empty is None or not empty.cards:
+                continue
+            if fit.place(empty.copy(), demand) is not None:
+                break
+            capacity = _capacity(empty, demand, group)
+            if capacity > best_capacity[0]:
+                best_capacity = (capacity, _phrase(capacity, demand), name)
+            free = _free_now(nodes[name], demand, group)
+            if free > best_free[0]:
+                best_free = (free, _phrase(free, demand), name)
+        else:
+            largest = best_capacity[1] + (f" ({best_capacity[2]})" if best_capacity[2] else "")
+            now = f"; largest free now: {best_free[1]} ({best_free[2]})" if best_free[2] else ""
+            return (
+                f"{_label_of(pod_set.get('name') or 'main', template)} asks {_wants(demand, group)} per Pod, "
+                f"which no node of pool {pool} can host even with every card free: the most a node "
+                f"offers is {largest}{now}. Lower the request or add larger nodes to the pool; "
+                "until then the Workload stays pending"
             )
     return ""

@@ -1,7 +1,7 @@
 """Gate 3 against the real Kueue: the ``gpustack-node-devices`` AdmissionCheck holds a Workload
 whose whole cards Kueue's scalar credits let through, and releases it once the cards are free.
 
-The controller (and the node counting keys, which Kueue v0.17's topology-aware check needs) runs in
+The controller (and the node counting keys, which Kueue's topology-aware check counts) runs in
 this process (leader election off) over the local control plane: a kwok node with 8 simulated A10G
 cards whose publish-only device manager writes the ``Devices`` ledger and the NodeFeature that
 nfd-master turns into the node's labels, a topology-aware ResourceFlavor / ClusterQueue (credits in
@@ -143,11 +143,11 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
                 (n := client.get("Node", node))
                 and (got := n["metadata"].get("labels") or {})
                 and got.get(constants.label_accelerator_count(A10G.group)) == "8"
-                and harness.parse_quantity((n["status"].get("capacity") or {}).get(CREDITS) or "0") == 8 * M
+                and "nvidia.com/gpu.sliced.units" in (n["status"].get("capacity") or {})
                 and got
             ),
             timeout=60,
-            what="the node labelled from its device manager's NodeFeature and its credits counted",
+            what="the node labelled from its device manager's NodeFeature and its slice units counted",
         )
         cluster.apply(
             [
@@ -176,18 +176,13 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
                         "admissionChecksStrategy": {"admissionChecks": [{"name": check.CHECK}]},
                         "resourceGroups": [
                             {
-                                # Kueue v0.17.0 has no quotaCheckStrategy IgnoreUndeclared: the
-                                # slice token must be covered too.
-                                "coveredResources": ["cpu", "memory", CREDITS, "nvidia.com/gpu.sliced"],
+                                # Kueue v0.19 ignores what a queue does not declare: the
+                                # credits are the quota.
+                                "coveredResources": [CREDITS],
                                 "flavors": [
                                     {
                                         "name": rf,
-                                        "resources": [
-                                            {"name": "cpu", "nominalQuota": "8"},
-                                            {"name": "memory", "nominalQuota": "64Gi"},
-                                            {"name": CREDITS, "nominalQuota": str(8 * M)},
-                                            {"name": "nvidia.com/gpu.sliced", "nominalQuota": str(8 * 128)},
-                                        ],
+                                        "resources": [{"name": CREDITS, "nominalQuota": str(8 * M)}],
                                     }
                                 ],
                             }

@@ -215,11 +215,18 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
         seed("51-modeldeployment-prefill-decode.yaml"),
         seed("52-modeldeployment-qwen3-8b-topology.yaml"),
     )
-    # One after the other: on Kueue v0.17 with the topology-aware H100 flavor, the size-4 groups of
-    # the second seed stay "no longer fits after processing another workload" while the first seed
-    # fills one node, until quota is freed (observed; not this controller's decision).
+    # Both at once: together they need all 16 cards of the two H100 nodes (prefill and decode 2 × 2
+    # cards, the topology seed 2 groups of 4 one-card members), so their replicas spread over the
+    # pool's nodes and the size-4 groups land where each member fits (docs/scheduling.md).
     apply(cluster, pd)
+    apply(cluster, topo)
     ready = wait_ready(cluster, "qwen-prefill-decode")
+    wait_ready(cluster, "qwen3-8b")
+    cards: dict[str, int] = {}
+    for p in pods_of(cluster, "qwen-prefill-decode") + pods_of(cluster, "qwen3-8b"):
+        limits = p["spec"]["containers"][0]["resources"]["limits"]
+        cards[p["spec"]["nodeName"]] = cards.get(p["spec"]["nodeName"], 0) + int(limits["nvidia.com/gpu"])
+    assert cards == {name: 8 for name in NODES if name.startswith("md-h100-")}
     status = ready["status"]
     assert status["endpoint"] == f"http://qwen-prefill-decode.{NS}.svc:8000"
     assert {r["name"]: (r["desired"], r["ready"], r["quotaReserved"]) for r in status["roles"]} == {
@@ -274,7 +281,6 @@ def test_seed_deployments_reach_ready_with_an_endpoint(md_env) -> None:
     left = [s["metadata"]["name"] for s in cluster.kubectl_json("get", "services", "-n", NS)["items"]]
     assert not [s for s in left if s.startswith("qwen-prefill-decode")]
 
-    apply(cluster, topo)
     topo_ready = wait_ready(cluster, "qwen3-8b")
     assert topo_ready["status"]["endpoint"] == f"http://qwen3-8b.{NS}.svc:8000"
     members = pods_of(cluster, "qwen3-8b")
@@ -529,3 +535,35 @@ def test_a_restarted_worker_changes_nothing_converged(md_env) -> None:
     harness.wait_for(lambda: reconciles(op) >= 2, timeout=WAIT, what="the restarted worker reconciled")
     assert versions() == before
     delete_and_wait_gone(cluster, "fine")
+
+
+def test_a_role_no_node_can_ever_host_says_so_on_the_deployment(md_env) -> None:
+    cluster, _ = md_env
+    too_big = {
+        "apiVersion": "worker.gpustack.ai/v1",
+        "kind": "ModelDeployment",
+        "metadata": {"name": "too-big", "namespace": NS},
+        "spec": {
+            "model": {"name": "Qwen/Qwen2.5-72B-Instruct"},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "roles": [
+                {"name": "server", "replicas": 1, "instanceType": H100_POOL, "resources": {"accelerator": 9}}
+            ],
+        },
+    }
+    apply(cluster, too_big)
+    try:
+
+        def never_fits() -> str:
+            events = cluster.kubectl_json(
+                "get", "events", "-n", NS, "--field-selector", "involvedObject.name=too-big,reason=NeverFits"
+            )["items"]
+            return events[0]["message"] if events else ""
+
+        message = harness.wait_for(never_fits, timeout=WAIT, what="the NeverFits event on the deployment")
+        assert message.startswith('PodSet "server" asks 9 whole nvidia-h100-80gb-hbm3 cards per Pod')
+        assert "the most a node offers is 8 whole cards" in message
+        md = cluster.kubectl_json("get", "md", "too-big", "-n", NS)
+        assert condition(md, "QuotaReserved")["status"] == "False"
+    finally:
+        delete_and_wait_gone(cluster, "too-big")

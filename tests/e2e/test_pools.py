@@ -210,9 +210,10 @@ def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -
                 for f in group["flavors"]
             ],
         )
-    # Kueue v0.17 has no IgnoreUndeclared: accelerated queues also declare cpu, unbounded (api.kueue).
-    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(A10G_FLAVOR, 4 * M)])
-    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia", "cpu"], [(H100_FLAVOR, 16 * M)])
+    # Kueue v0.19 ignores what a queue does not declare (IgnoreUndeclared): an accelerated queue
+    # declares its credits only (on v0.17 it would also declare cpu, unbounded: api.kueue).
+    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia"], [(A10G_FLAVOR, 4 * M)])
+    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia"], [(H100_FLAVOR, 16 * M)])
     assert nominal[CPU_POOL] == (["cpu"], [(CPU_FLAVOR, 3 * 64)])
     # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones;
     # the ModelDeployment joint check on every queue once Active (devices-and-admission §9).

@@ -385,16 +385,32 @@ def test_fit_labels(f) -> None:
     assert f.fit_labels(node) == {
         f"sliced-max-free-units.fit.gpustack.ai/{T4}": "1600000",
         f"shared-free-cards.fit.gpustack.ai/{T4}": "1",
+        f"exclusive-free-cards.fit.gpustack.ai/{T4}": "1",
     }
     # A card whose slots are all taken is full for the sliced label, whatever its memory.
     node = t4_node(f, [row(0, 3, 1_500_000, 128), row(1, 1), row(2, 2, SHARE)], cards=3)
     assert f.sliced_max_free_units(node, T4) == 0
     assert f.shared_free_cards(node, T4) == 1
-    # No card of the population: no label.
+    assert f.exclusive_free_cards(node, T4) == 0  # sliced, exclusive, shared: none is whole
+    # Partitioned cards publish free placements per profile and nothing of the other families; a
+    # profile whose key is no valid label key (``1g.10gb+me``) is left out.
     partitioned = f.node_ledger(devices("h1", H100, [accelerator(0, profiles=H100_PROFILES)]))
-    assert f.fit_labels(partitioned) == {}
+    assert f.exclusive_free_cards(partitioned, H100) is None
+    assert f.partitioned_free_instances(partitioned, H100)["3g.40gb"] == 2
+    assert f.fit_labels(partitioned) == {
+        f"partitioned-free-instances.fit.gpustack.ai/{H100}.{name}": str(count)
+        for name, count in f.partitioned_free_instances(partitioned, H100).items()
+        if "+" not in name
+    }
+    taken = f.node_ledger(devices("h1", H100, [accelerator(0, profiles=H100_PROFILES)]))
+    assert f.place(taken, Demand("partitioned", profile="4g.40gb")) is not None
+    assert f.partitioned_free_instances(taken, H100)["4g.40gb"] == 0
+    assert f.partitioned_free_instances(taken, H100)["3g.40gb"] == 1  # the 4g blocks one 3g placement
     no_slicing = t4_node(f, cards=2, slices=0)
-    assert f.fit_labels(no_slicing) == {f"shared-free-cards.fit.gpustack.ai/{T4}": "2"}
+    assert f.fit_labels(no_slicing) == {
+        f"shared-free-cards.fit.gpustack.ai/{T4}": "2",
+        f"exclusive-free-cards.fit.gpustack.ai/{T4}": "2",
+    }
 
 
 # --- Compiled == interpreted ------------------------------------------------------------------------------

@@ -520,3 +520,46 @@ def test_accelerator_groups_of_a_flavor() -> None:
 @pytest.mark.parametrize("state", ["Ready", "Retry"])
 def test_verdict_carries_state(state: str) -> None:
     assert fit.Verdict(state, "m").ready is (state == "Ready")
+
+
+# --- A demand no node of the pool can ever host -------------------------------------------------------------------
+
+
+def test_nine_whole_cards_on_eight_card_nodes_never_fit_and_the_message_names_the_shapes() -> None:
+    nodes = {"n1": node("n1"), "n2": node("n2")}
+    # What is free now comes from the nodes' fit labels (the ledger less live reservations).
+    for name, free in (("n1", "6"), ("n2", "3")):
+        nodes[name]["metadata"]["labels"][constants.label_fit_exclusive_free_cards(A10G.group)] = free
+    devs = {
+        "n1": devices("n1", rows={i: {"mode": 1, "allocated": M, "remaining": 0} for i in range(2)}),
+        "n2": devices("n2"),
+    }
+    wl = workload("big", [pod_set(limits=gpu(9))], reserved=False)
+    message = fit.never_fits(wl, pool="pool-a", flavors=[flavor()], nodes=nodes, devices=devs)
+    assert message.startswith('PodSet "main" asks 9 whole nvidia-a10g cards per Pod')
+    assert "no node of pool pool-a" in message
+    assert "the most a node offers is 8 whole cards (n1)" in message
+    assert "largest free now: 6 whole cards (n1)" in message
+    # Eight fit an empty node: a Workload that only waits for room is no news.
+    for fits in (gpu(8), slice_units(M), shared(8)):
+        wl = workload("ok", [pod_set(limits=fits)], reserved=False)
+        assert fit.never_fits(wl, pool="pool-a", flavors=[flavor()], nodes=nodes, devices=devs) == ""
+    # Shares on nine distinct cards cannot exist on an eight-card node either.
+    nine = workload("shares", [pod_set(limits=shared(9))], reserved=False)
+    assert "9 distinct" in fit.never_fits(nine, pool="pool-a", flavors=[flavor()], nodes=nodes, devices=devs)
+    # A pool whose flavors name no model, or no observed node: nothing to say.
+    assert fit.never_fits(wl, pool="p", flavors=[], nodes=nodes, devices=devs) == ""
+
+
+def test_a_profile_no_card_offers_never_fits() -> None:
+    nodes = {"h1": node("h1", H100, 1)}
+    devs = {"h1": devices("h1", H100, 1, partitioned=True)}
+    odd = workload("odd", [pod_set(limits=partition("9g.99gb"))], reserved=False)
+    message = fit.never_fits(
+        odd, pool="h", flavors=[flavor(product=H100, count=1)], nodes=nodes, devices=devs
+    )
+    assert "partition 9g.99gb" in message and "0 9g.99gb partitions (h1)" in message
+    ok = workload("ok", [pod_set(limits=partition("3g.40gb"))], reserved=False)
+    assert (
+        fit.never_fits(ok, pool="h", flavors=[flavor(product=H100, count=1)], nodes=nodes, devices=devs) == ""
+    )

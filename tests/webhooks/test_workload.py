@@ -19,6 +19,7 @@ QUEUE = "gpustack-fnv64-c4680bb149644f1c"
 GROUP = "nvidia-a10g"
 SLICED_LABEL = f"sliced-max-free-units.fit.gpustack.ai/{GROUP}"
 SHARED_LABEL = f"shared-free-cards.fit.gpustack.ai/{GROUP}"
+EXCLUSIVE_LABEL = f"exclusive-free-cards.fit.gpustack.ai/{GROUP}"
 AFFINITY = "/affinity"
 
 
@@ -160,12 +161,40 @@ def test_shared_pin_and_podsets_judged_apart() -> None:
     )
     decision = call(obj, chain())
     paths = [op["path"] for op in decision.patch]
-    assert paths == ["/spec/podSets/1/template/spec/affinity", "/spec/podSets/3/template/spec/affinity"]
+    assert paths == [f"/spec/podSets/{i}/template/spec/affinity" for i in range(4)]
     after = jsonpatch.apply(obj, decision.patch)
-    shared_terms = after["spec"]["podSets"][1]["template"]["spec"]["affinity"]["nodeAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ]["nodeSelectorTerms"]
-    assert shared_terms == [{"matchExpressions": [{"key": SHARED_LABEL, "operator": "Gt", "values": ["2"]}]}]
+
+    def terms(i: int) -> list:
+        return after["spec"]["podSets"][i]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+
+    # Every family is pinned to its own label, each PodSet by its own demand (docs/scheduling.md).
+    assert terms(0) == [{"matchExpressions": [{"key": EXCLUSIVE_LABEL, "operator": "Gt", "values": ["1"]}]}]
+    assert terms(1) == [{"matchExpressions": [{"key": SHARED_LABEL, "operator": "Gt", "values": ["2"]}]}]
+    assert terms(2) == [{"matchExpressions": [{"key": SHARED_LABEL, "operator": "Gt", "values": ["0"]}]}]
+    assert terms(3)[0]["matchExpressions"][0]["key"] == SLICED_LABEL
+
+
+def test_a_partition_is_pinned_to_its_profile_and_an_invalid_key_is_not_pinned() -> None:
+    mig = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"}
+    decision = call(workload(pod_set("main", mig)), chain())
+    (op,) = decision.patch
+    (term,) = op["value"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {
+        "matchExpressions": [
+            {
+                "key": f"partitioned-free-instances.fit.gpustack.ai/{GROUP}.3g.40gb",
+                "operator": "Gt",
+                "values": ["0"],
+            }
+        ]
+    }
+    # A profile whose label key cannot exist (``+`` is no label character) stays unpinned.
+    odd = {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-1g.10gb+me": "1"}
+    assert call(workload(pod_set("main", odd)), chain()).patch == []
 
 
 def test_pin_is_anded_into_every_term_and_idempotent() -> None:
@@ -283,7 +312,6 @@ def test_nothing_to_pin_reads_nothing() -> None:
             return None
 
     for obj in (
-        workload(pod_set("main", {"nvidia.com/gpu": "4"})),
         workload(pod_set("main", {"cpu": "2"})),
         workload(pod_set("main", SLICE), queue=""),
     ):
