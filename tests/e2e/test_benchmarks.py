@@ -95,3 +95,23 @@ def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.
     assert figures["ready"]["deployments"] == 2 and figures["ready"]["seconds"] is not None
     assert figures["cpu_per_reconcile_ms"]["reconciles"] > 0
     assert figures["converged"]["objects"] > 0 and "changed" in figures["converged"]
+
+
+def test_bench_pool_fill_fills_two_nodes_in_every_phase(cluster: harness.ClusterInfo) -> None:
+    lines = _run(
+        cluster, "bench_pool_fill", "--nodes", "2", "--idle", "1", "--threads", "2", "--timeout", "300"
+    )
+    phases = {line["phase"]: line for line in lines}
+    assert set(phases) == {"whole", "waiting", "sliced"}, lines
+    assert phases["whole"]["admitted"] == phases["whole"]["pods"] == 16
+    assert phases["sliced"]["admitted"] == phases["sliced"]["pods"] == 32
+    for phase in ("whole", "sliced"):
+        for field in ("fill_s", "gate3_retries_per_admitted", "kueue_attempts_per_admitted", "worker_cpu_s"):
+            assert field in phases[phase], phases[phase]
+    assert "kueue_attempts" in phases["waiting"]
+
+
+def test_kueue_tas_repro_places_every_pod_on_this_kueue(cluster: harness.ClusterInfo) -> None:
+    (line,) = _run(cluster, "kueue_tas_repro", "--nodes", "2", "--pods", "10", "--wait", "20", "--mixed")
+    # Kueue v0.19.0 has the fix of kubernetes-sigs/kueue#12005: both nodes serve (docs/scheduling.md).
+    assert line["placed"] == {"tas-repro-0": 6, "tas-repro-1": 4}, line
