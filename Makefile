@@ -26,16 +26,14 @@ dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GP
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries mooncake wrk  ## ruff and mypy, then the whole suite: unit, webhooks, e2e against the real control plane
-	@.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null
-	@.venv/bin/mypy
-	@$(PY) -m pytest -q
+test: bootstrap cluster-binaries mooncake wrk  ## lint, the e2e lane (real control plane) and the parallel lane, at once
+	@scripts/test.sh
 
 test-unit: bootstrap mooncake wrk       ## unit and webhook tests only (no control plane)
-	@$(PY) -m pytest -q -m "not e2e"
+	@TEST_LANES=parallel scripts/test.sh
 
 test-e2e: bootstrap cluster-binaries mooncake  ## the e2e tests alone, against their own local control plane
-	@$(PY) -m pytest -q -m e2e
+	@TEST_LANES=e2e scripts/test.sh
 
 lint: bootstrap            ## ruff and the type checker
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .

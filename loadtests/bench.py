@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtests import mix
+from tests.cluster.ports import port as fixed_port
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         "--duration", type=int, default=15, help="seconds per endpoint, over all rounds (default 15)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved passes per endpoint (medians)")
-    parser.add_argument("--port", type=int, default=27790)
+    parser.add_argument("--port", type=int, default=fixed_port("bench-worker"))
     parser.add_argument(
         "--workers-scan", default="1,2", help="uvicorn worker counts to measure the Pod webhook with"
     )

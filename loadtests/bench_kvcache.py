@@ -5,7 +5,7 @@ pass against the real Mooncake master on loopback.
 
 - ``inject``: median and p99 microseconds of one ``webhooks.kvcache.inject.mutate`` decision
   (file lookups, so the figure is the decision, not the apiserver), per engine;
-- ``ledger``: a master (ports ``GPUSTACK_MOONCAKE_BENCH_{RPC,ADMIN}_PORT``, defaults 27800-27803)
+- ``ledger``: a master (ports ``GPUSTACK_MOONCAKE_BENCH_{RPC,ADMIN}_PORT``, defaults: the "bench-store" range of tests/cluster/ports.py)
   with one 64 MiB member; milliseconds to write ``--tenants`` ceilings one PUT each, to read them
   back in one list, and a converge pass that finds nothing to write.
 
@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
 import mooncake  # noqa: E402  (tests/cluster/mooncake.py)
+import ports  # noqa: E402  (tests/cluster/ports.py)
 
 from controllers.kvcache import admin, quota  # noqa: E402
 from tests.webhooks.kvcache_objects import backend, binding, pod, ready_pool  # noqa: E402
@@ -68,14 +69,14 @@ def bench_ledger(tenants: int) -> None:
     with tempfile.TemporaryDirectory() as state:
         master = mooncake.Master(
             Path(state),
-            rpc_port=mooncake.port("BENCH_RPC", 27800),
-            admin_port=mooncake.port("BENCH_ADMIN", 27801),
+            rpc_port=mooncake.port("BENCH_RPC", ports.port("bench-store")),
+            admin_port=mooncake.port("BENCH_ADMIN", ports.port("bench-store", 1)),
         )
         member = mooncake.Member(
             Path(state),
             master=master,
-            port=mooncake.port("BENCH_MEMBER", 27802),
-            http_port=mooncake.port("BENCH_MEMBER_HTTP", 27803),
+            port=mooncake.port("BENCH_MEMBER", ports.port("bench-store", 2)),
+            http_port=mooncake.port("BENCH_MEMBER_HTTP", ports.port("bench-store", 3)),
         )
         master.start(fresh_policy=True)
         try:

@@ -3,7 +3,7 @@
 Against a worker started with file lookups (see README, "Load tests"):
 
     locust -f loadtests/locustfile.py --headless -u 16 -r 8 -t 30s \\
-        --host https://127.0.0.1:27790 --only-summary
+        --host https://127.0.0.1:PORT --only-summary
 
 A response counts as a failure when it is not a well-formed AdmissionReview answering the request's
 uid, when a review the mix expects to be allowed is refused (or the reverse), or when a decision is

@@ -1,6 +1,6 @@
 """Run the locust users headless against a worker started here with file lookups over TLS.
 
-    python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--port 27791]
+    python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--port PORT]
 
 Prints locust's summary, then one JSON line (requests, failures, requests/s, p50/p99 ms over all
 endpoints), and exits with locust's status (non-zero when any request failed).
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from loadtests import mix
 from loadtests.bench import REPO, Server
+from tests.cluster.ports import port as fixed_port
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--spawn-rate", type=int, default=8)
     parser.add_argument("--time", default="30s")
-    parser.add_argument("--port", type=int, default=27791)
+    parser.add_argument("--port", type=int, default=fixed_port("bench-worker", 1))
     args = parser.parse_args(argv)
     from certs import issue
 

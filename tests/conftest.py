@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,23 @@ def _root_logger_restored() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+_E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` runs tests/e2e in its own lane and everything else beside it (scripts/test.sh),
+    choosing by directory and marker at once: a test that is in one and not the other would be run
+    by neither lane, so it is refused here."""
+    misplaced = [
+        item.nodeid
+        for item in items
+        if (_E2E_DIR in Path(str(item.fspath)).resolve().parents)
+        != (item.get_closest_marker("e2e") is not None)
+    ]
+    if misplaced:
+        raise pytest.UsageError(
+            "tests under tests/e2e must be marked e2e and no other test may be (scripts/test.sh picks lanes "
+            f"by both): {misplaced[:5]}"
+        )

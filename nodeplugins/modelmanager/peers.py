@@ -265,7 +265,8 @@ class PeerServer(ThreadingHTTPServer):
         return found
 
     def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="peer-port", daemon=True)
+        # A 0.1 s poll: stopping the port (a Pod terminating, a test's teardown) waits at most that.
+        thread = threading.Thread(target=self.serve_forever, args=(0.1,), name="peer-port", daemon=True)
         thread.start()
         return thread
 

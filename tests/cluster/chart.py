@@ -29,14 +29,15 @@ from typing import Any
 
 import gpustack
 import harness
+import ports
 
 REPO = harness.REPO_ROOT
 CHART = REPO / "charts" / "gpustack-operator"
 RELEASE = "gpustack-operator"
 NAMESPACE = gpustack.SYSTEM_NAMESPACE
 HOST_NODE = "gpustack-host"
-SERVICE_PORT = int(os.environ.get("GPUSTACK_HOST_SERVICE_PORT", "27655"))
-PORT_BASE = int(os.environ.get("GPUSTACK_HOST_PORT_BASE", "27656"))
+SERVICE_PORT = int(os.environ.get("GPUSTACK_HOST_SERVICE_PORT", str(ports.port("dev-host"))))
+PORT_BASE = int(os.environ.get("GPUSTACK_HOST_PORT_BASE", str(ports.port("dev-host", 1))))
 WORKER_SELECTOR = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=worker"
 ON_HOST = {
     "nodeSelector": {"gpustack.ai/process-node": "true"},

@@ -30,6 +30,7 @@ import harness
 import localhub
 import mooncake
 import nodes
+import ports
 
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
@@ -47,7 +48,7 @@ STORE_BACKEND = "local-mooncake"
 def _store() -> tuple[mooncake.Master, mooncake.Member]:
     """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
     GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
-    return mooncake.loopback(STORE, "DEV", 27680, segment="256MB")
+    return mooncake.loopback(STORE, "DEV", ports.port("dev-store"), segment="256MB")
 
 
 def _start_store(info: harness.ClusterInfo) -> None:
@@ -60,7 +61,7 @@ def _start_store(info: harness.ClusterInfo) -> None:
     info.apply(mooncake.external_backend(STORE_BACKEND, master))
 
 
-HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", "27670"))
+HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", str(ports.port("dev-hub"))))
 HUB_PID = DEV / "hub.pid"
 
 

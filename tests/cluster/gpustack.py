@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness
+import ports
 
 REPO = harness.REPO_ROOT
 CRDS = REPO / "charts" / "gpustack-operator" / "crds"
-WORKER_PORT = int(os.environ.get("GPUSTACK_WORKER_PORT", "27650"))
+WORKER_PORT = int(os.environ.get("GPUSTACK_WORKER_PORT", str(ports.block("dev-control-plane")["WORKER"])))
 SYSTEM_NAMESPACE = "gpustack-system"
 PYTHON = (
     str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable

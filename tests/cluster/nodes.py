@@ -38,14 +38,16 @@ from typing import Any
 
 import gpustack
 import harness
+import ports
 
 HERE = Path(__file__).resolve().parent
 PROFILES = HERE / "profiles"
 KUBELET_MOUNT = Path("/var/lib/kubelet")
 NFD_NAMESPACE = "node-feature-discovery"
-NODE_PORT_BASE = int(os.environ.get("GPUSTACK_NODE_PORT_BASE", "27661"))
+NODE_PORT_BASE = int(os.environ.get("GPUSTACK_NODE_PORT_BASE", str(ports.port("dev-nodes"))))
 NODE_READY_TIMEOUT = float(os.environ.get("GPUSTACK_NODE_READY_TIMEOUT", "120"))
-DM_PORT_OFFSET = 100  # publish-only device managers of kwok nodes: NODE_PORT_BASE + 100 + i
+# Publish-only device managers of kwok nodes: one port per slot from here.
+KWOK_DM_PORT_BASE = int(os.environ.get("GPUSTACK_KWOK_DM_PORT_BASE", str(ports.port("dev-kwok-dm"))))
 
 
 def node_bin_dir() -> Path:
@@ -87,9 +89,7 @@ class Node:
 
     @property
     def dm_port(self) -> int:
-        return (
-            NODE_PORT_BASE + 3 * self.slot + 2 if self.real else NODE_PORT_BASE + DM_PORT_OFFSET + self.slot
-        )
+        return NODE_PORT_BASE + 3 * self.slot + 2 if self.real else KWOK_DM_PORT_BASE + self.slot
 
     @property
     def kube_socket(self) -> Path:
@@ -396,7 +396,9 @@ def ensure_nfd_master(info: harness.ClusterInfo, host: str) -> None:
             '"general.feature.gpustack.ai", "topology.gpustack.ai"]\n'
         )
     env = {**info.env(), "KUBERNETES_NAMESPACE": NFD_NAMESPACE, "NODE_NAME": host}
-    port = info.endpoints.get("NFD_PORT") or os.environ.get("GPUSTACK_NFD_PORT", "27651")
+    port = info.endpoints.get("NFD_PORT") or os.environ.get(
+        "GPUSTACK_NFD_PORT", str(ports.block("dev-control-plane")["NFD"])
+    )
     argv = [
         str(node_bin_dir() / "nfd-master"),
         f"-kubeconfig={info.kubeconfig}",

@@ -8,7 +8,7 @@ stops it at the end only if it started it.
 
 Environment:
   GPUSTACK_CLUSTER_DIR   state dir (default .dev/e2e; `make dev` uses .dev/cluster)
-  GPUSTACK_*_PORT        the e2e port block 27751-27760 unless exported
+  GPUSTACK_*_PORT        the e2e ranges of tests/cluster/ports.py unless exported
   GPUSTACK_CLUSTER_KEEP  =1 leaves a cluster this run started running
 """
 
@@ -21,31 +21,22 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+import ports
+
 # The e2e suite runs its own control plane (state dir and port block), so `make test` never
 # disturbs a `make dev` cluster running beside it; exported values win.
-_E2E_PORTS = {
-    "ETCD": 27751,
-    "ETCD_PEER": 27752,
-    "APISERVER": 27753,
-    "CONTROLLER_MANAGER": 27754,
-    "SCHEDULER": 27755,
-    "KUEUE_WEBHOOK": 27756,
-    "KUEUE_HEALTH": 27757,
-    "KUEUE_METRICS": 27758,
-    "KWOK": 27759,
-    "WORKER": 27760,
-    "NFD": 27761,  # nfd-master's health/metrics
-}
-for _name, _port in _E2E_PORTS.items():
+for _name, _port in ports.block("e2e-control-plane").items():
     os.environ.setdefault(f"GPUSTACK_{_name}_PORT", str(_port))
 # The process node's Service stand-in, and the ports it hands its Pods (tests/cluster/chart.py).
-os.environ.setdefault("GPUSTACK_HOST_SERVICE_PORT", "27745")
-os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", "27746")
-# Real kubelet nodes take three ports each from here (kubelet, its healthz, the device manager).
-os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", "27762")
+os.environ.setdefault("GPUSTACK_HOST_SERVICE_PORT", str(ports.port("e2e-host")))
+os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", str(ports.port("e2e-host", 1)))
+# Real kubelet nodes take three ports each from here (kubelet, its healthz, the device manager);
+# kwok nodes' publish-only device managers one each.
+os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", str(ports.port("e2e-nodes")))
+os.environ.setdefault("GPUSTACK_KWOK_DM_PORT_BASE", str(ports.port("e2e-kwok-dm")))
 os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 import gpustack  # noqa: E402  (tests/cluster/gpustack.py)
 import harness  # noqa: E402
 

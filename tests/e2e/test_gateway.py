@@ -33,6 +33,7 @@ import gpustack
 import harness
 import httpx
 import nodes
+import ports
 import pytest
 
 from gateway.fleet import Fleet, item_name
@@ -66,7 +67,7 @@ PORT_NAMES = (
 def second_ports() -> dict[str, str]:
     return {
         f"GPUSTACK_{name}_PORT": os.environ.get(
-            f"GPUSTACK_SECOND_{name}_PORT", str(int(os.environ[f"GPUSTACK_{name}_PORT"]) + 20)
+            f"GPUSTACK_SECOND_{name}_PORT", str(ports.block("e2e-second-cluster")[name])
         )
         for name in PORT_NAMES
     }

@@ -25,6 +25,7 @@ from tests.e2e.objects import get
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
+import ports
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +54,7 @@ def phase(obj: dict | None) -> str:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[mooncake.Master, mooncake.Member]]:
-    master, member = mooncake.loopback(tmp_path_factory.mktemp("kv-e2e"), "E2E", 27780)
+    master, member = mooncake.loopback(tmp_path_factory.mktemp("kv-e2e"), "E2E", ports.port("e2e-store"))
     with mooncake.serving(master, member):
         yield master, member
 

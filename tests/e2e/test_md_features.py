@@ -19,7 +19,7 @@ node of the seed's InstanceType.  What is checked, through kubectl and the maste
   the registration (no reconcile error), and the Binding then goes, its ledger entry with it.
 
 Ports: ``GPUSTACK_MD_HUB_PORT`` (a free port when unset) and ``GPUSTACK_MOONCAKE_MD_{RPC,ADMIN,
-MEMBER,MEMBER_HTTP}_PORT`` (27790-27793).
+MEMBER,MEMBER_HTTP}_PORT`` (the "e2e-store" range of tests/cluster/ports.py).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from tests.hub.repos import HubRepos
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
 import nodes
+import ports
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +115,9 @@ def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]:
-    with mooncake.serving(*mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", 27790)) as master:
+    with mooncake.serving(
+        *mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", ports.port("e2e-store", 4))
+    ) as master:
         yield master
 
 

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from api.objects import Obj
 from gateway.kinds import KINDS
+from tests.net import serving_thread
 
 GROUP_PATH = "/apis/worker.gpustack.ai/v1"
 PLURALS = {k.plural: k for k in KINDS.values()}
@@ -95,7 +96,7 @@ class FakeUpstream:
         self.port = self.server.server_address[1]
 
     def start(self) -> FakeUpstream:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serving_thread(self.server).start()
         return self
 
     def stop(self) -> None:

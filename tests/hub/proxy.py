@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.net import serving_thread
+
 _HOP = {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "te", "trailers", "upgrade"}
 
 
@@ -88,7 +90,7 @@ class _Server(ThreadingHTTPServer):
 class ForwardProxy:
     def __init__(self) -> None:
         self._server = _Server()
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = serving_thread(self._server)
 
     @property
     def url(self) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from tests.hub.repos import HubRepos, RepoRecord, StoredFile, token_hash
+from tests.net import serving_thread
 
 KEYWORDS = ("revision", "tree", "resolve")
 _SEND_CHUNK = 1 << 20
@@ -549,7 +550,7 @@ class HubServer:
         return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> HubServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="local-hub", daemon=True)
+        self._thread = serving_thread(self._server, name="local-hub")
         self._thread.start()
         return self
 

@@ -17,27 +17,30 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
+import ports
 
-DEFAULTS = {
-    "RPC": 27770,
-    "ADMIN": 27771,
-    "MEMBER": 27772,
-    "MEMBER_HTTP": 27773,
-    "SPARE_RPC": 27774,
-    "SPARE_ADMIN": 27775,
-    "TIER_RPC": 27784,
-    "TIER_ADMIN": 27785,
-    "TIER_MEMBER_HTTP": 27786,
-    "TIER_LIMIT_RPC": 27797,
-    "TIER_LIMIT_ADMIN": 27798,
-    "TIER_LIMIT_MEMBER_HTTP": 27799,
-    "HA_ETCD": 27787,
-    "HA_ETCD_PEER": 27788,
-    "HA_A_RPC": 27789,
-    "HA_A_ADMIN": 27794,
-    "HA_B_RPC": 27795,
-    "HA_B_ADMIN": 27796,
-}
+# Each store port from the "store-tests" range of tests/cluster/ports.py, in this order.
+NAMES = (
+    "RPC",
+    "ADMIN",
+    "MEMBER",
+    "MEMBER_HTTP",
+    "SPARE_RPC",
+    "SPARE_ADMIN",
+    "TIER_RPC",
+    "TIER_ADMIN",
+    "TIER_MEMBER_HTTP",
+    "TIER_LIMIT_RPC",
+    "TIER_LIMIT_ADMIN",
+    "TIER_LIMIT_MEMBER_HTTP",
+    "HA_ETCD",
+    "HA_ETCD_PEER",
+    "HA_A_RPC",
+    "HA_A_ADMIN",
+    "HA_B_RPC",
+    "HA_B_ADMIN",
+)
+DEFAULTS = {name: ports.port("store-tests", i) for i, name in enumerate(NAMES)}
 
 
 def port(name: str) -> int:
@@ -75,3 +78,11 @@ def single_tenant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake
         yield master
     finally:
         master.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The store tests take fixed ports (above): under pytest-xdist they all run on one worker.
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.xdist_group("store-ports"))

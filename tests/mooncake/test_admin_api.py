@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import http.server
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from controllers.kvcache import admin
+from tests.net import serving_thread
 
 MiB = 1024 * 1024
 
@@ -128,7 +128,7 @@ class _Wrong(http.server.BaseHTTPRequestHandler):
 def wrong() -> Iterator[tuple[http.server.HTTPServer, type[_Wrong]]]:
     handler = type("Handler", (_Wrong,), {})
     server = http.server.HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = serving_thread(server)
     thread.start()
     try:
         yield server, handler

@@ -7,11 +7,11 @@ import socket
 import socketserver
 import subprocess
 import sys
-import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from controllers.modeldeployment import drain
 from controllers.modeldeployment.render import render_role
+from tests.net import serving_thread
 from tests.unit.md_fixtures import context, deployment, role
 
 
@@ -40,7 +40,7 @@ def hook(scheme: str, port: int, grace: int) -> list[str]:
 def run_hook(pages: list[str]) -> tuple[int, int]:
     Metrics.pages, Metrics.reads = pages, 0
     server = HTTPServer(("127.0.0.1", 0), Metrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = serving_thread(server)
     thread.start()
     try:
         command = drain.pre_stop("vLLM", "http", server.server_address[1], 60)["preStop"]["exec"]["command"]
@@ -94,7 +94,7 @@ def test_a_tls_failure_ends_the_hook_on_its_first_read() -> None:
     ``SSLError``): one connection, then the hook returns."""
     Plain.connections = 0
     server = socketserver.TCPServer(("127.0.0.1", 0), Plain)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = serving_thread(server)
     thread.start()
     try:
         command = hook("https", server.server_address[1], 60)

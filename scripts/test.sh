@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# make test: three lanes at once, and the run fails if any of them fails.
+#
+#   lint      ruff, ruff format --check, mypy
+#   e2e       tests/e2e against one local control plane (tests/cluster), one module after another
+#   parallel  everything else on two pytest-xdist workers (the store tests share one worker:
+#             their ports are fixed, tests/cluster/ports.py)
+#
+# The e2e lane waits on the control plane, kubelets and Kueue for most of its time (about 40 % of
+# the machine's two cores measured alone), so the other lanes fill the idle core. Each lane writes
+# .dev/test/<lane>.log and .dev/test/<lane>.xml (JUnit, for docs/testing.md's table); the logs are
+# printed when all have ended. PYTEST_ADDOPTS reaches both pytest lanes; TEST_LANES=e2e (or
+# "lint parallel") runs a subset.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=.dev/test
+mkdir -p "$OUT"
+rm -f "$OUT"/*.rc
+
+# Bytecode and pytest's rewritten test modules are cached (this machine's environment turns the
+# cache off): every pytest process and every worker the tests start would otherwise compile again.
+export PYTHONDONTWRITEBYTECODE=
+export PYTHONPYCACHEPREFIX="$PWD/.dev/pycache"
+
+lanes=${TEST_LANES:-lint e2e parallel}
+started=$(date +%s)
+
+run_lane() {
+  local name=$1
+  shift
+  (
+    local t0 rc
+    t0=$(date +%s)
+    "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    echo "$rc $(($(date +%s) - t0))" >"$OUT/$name.rc"
+  ) &
+}
+
+for lane in $lanes; do
+  case $lane in
+  lint)
+    run_lane lint bash -c '.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null && .venv/bin/mypy'
+    ;;
+  e2e)
+    run_lane e2e .venv/bin/python -m pytest -q tests/e2e -m e2e --durations=30 --junitxml="$OUT/e2e.xml"
+    ;;
+  parallel)
+    run_lane parallel .venv/bin/python -m pytest -q -m "not e2e" --ignore=tests/e2e -n 2 --dist loadgroup \
+      --durations=30 --junitxml="$OUT/parallel.xml"
+    ;;
+  *)
+    echo "unknown lane: $lane (lint, e2e, parallel)" >&2
+    exit 2
+    ;;
+  esac
+done
+wait
+
+failed=0
+summary=()
+for lane in $lanes; do
+  read -r rc seconds <"$OUT/$lane.rc" || { rc=1 seconds=?; }
+  echo
+  echo "==================== lane $lane: exit $rc after ${seconds}s ($OUT/$lane.log) ===================="
+  cat "$OUT/$lane.log"
+  summary+=("$lane: exit $rc, ${seconds}s")
+  [ "$rc" = 0 ] || failed=1
+done
+echo
+echo "make test: $(($(date +%s) - started))s in all; ${summary[*]}"
+exit $failed

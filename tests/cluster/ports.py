@@ -1,0 +1,91 @@
+"""Every fixed loopback port the tests, `make dev` and the benchmarks use: one table of ranges.
+
+`make test` runs two lanes at once (tests/run_suite.py): the e2e lane (its control plane, real
+kubelet nodes, stores) and everything else beside it, while a `make dev` cluster may be running
+too. A port two of them take makes one fail at random, so no default port is written anywhere but
+here, the ranges do not overlap (``tests/unit/test_ports.py``), and all lie below the Linux
+ephemeral range (32768-60999), where the kernel never hands out an outgoing connection's port and
+``free_port()`` never lands. Every value can still be pinned from the environment where the code
+that uses it says so.
+
+``tests/cluster/lib.sh`` repeats the dev control plane's ports for the shell; the unit test keeps
+the two equal.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Range(NamedTuple):
+    first: int
+    last: int
+    who: str
+
+    def port(self, offset: int = 0) -> int:
+        port = self.first + offset
+        if not self.first <= port <= self.last:
+            raise ValueError(f"port offset {offset} is outside {self.first}-{self.last} ({self.who})")
+        return port
+
+
+# The order of a control plane block (lib.sh, harness, the e2e conftest).
+CONTROL_PLANE = (
+    "ETCD",
+    "ETCD_PEER",
+    "APISERVER",
+    "CONTROLLER_MANAGER",
+    "SCHEDULER",
+    "KUEUE_WEBHOOK",
+    "KUEUE_HEALTH",
+    "KUEUE_METRICS",
+    "KWOK",
+    "WORKER",
+    "NFD",
+)
+
+NODE_PORTS = 3  # a real kubelet node takes three: kubelet, its healthz, the device manager
+
+RANGES: dict[str, Range] = {
+    # make dev (tests/cluster/lib.sh, dev.py) and the benchmarks' own clusters.
+    "dev-control-plane": Range(27641, 27651, "make dev: etcd .. nfd-master, in CONTROL_PLANE order"),
+    "dev-host": Range(27655, 27659, "make dev: the process node's Service stand-in and its Pods' ports"),
+    "dev-nodes": Range(27661, 27669, "make dev: real kubelet nodes, three ports per slot (3 slots)"),
+    "dev-hub": Range(27670, 27670, "make dev: the local model hub"),
+    "dev-store": Range(27680, 27683, "make dev: the Mooncake master and member"),
+    "dev-kwok-dm": Range(27700, 27739, "make dev and benchmarks: publish-only device managers of kwok nodes"),
+    # The e2e lane (tests/e2e/conftest.py exports these).
+    "e2e-host": Range(27745, 27750, "e2e: the process node's Service stand-in and its Pods' ports"),
+    "e2e-control-plane": Range(27751, 27761, "e2e: etcd .. nfd-master, in CONTROL_PLANE order"),
+    "e2e-nodes": Range(27762, 27857, "e2e: real kubelet nodes, three ports per slot (32 slots)"),
+    "e2e-kwok-dm": Range(27862, 27893, "e2e: publish-only device managers of kwok nodes, one per slot"),
+    "e2e-second-cluster": Range(27900, 27910, "e2e: the gateway test's second control plane"),
+    "e2e-store": Range(27920, 27939, "e2e: Mooncake stores of the KV cache and deployment modules"),
+    # The parallel lane.
+    "store-tests": Range(27950, 27989, "tests/mooncake: masters, members, an etcd for HA"),
+    "bench-store": Range(27990, 27993, "loadtests/bench_kvcache: its master and member"),
+    "bench-worker": Range(27995, 27996, "make bench and make locust: the worker they drive"),
+}
+
+
+def block(name: str) -> dict[str, int]:
+    """A control plane block as ``{"ETCD": port, ...}``."""
+    first = RANGES[name].first
+    ports = {component: first + i for i, component in enumerate(CONTROL_PLANE)}
+    assert ports["NFD"] == RANGES[name].last, name
+    return ports
+
+
+def port(name: str, offset: int = 0) -> int:
+    return RANGES[name].port(offset)
+
+
+def overlaps() -> list[tuple[str, str]]:
+    """Pairs of ranges that share a port (none, asserted by the unit test)."""
+    items = sorted(RANGES.items(), key=lambda kv: kv[1].first)
+    return [
+        (a, b)
+        for i, (a, ra) in enumerate(items)
+        for b, rb in items[i + 1 :]
+        if ra.first <= rb.last and rb.first <= ra.last
+    ]

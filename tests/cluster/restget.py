@@ -1,0 +1,234 @@
+"""``kubectl get ... -o json`` answered in-process, for the tests' polls.
+
+A forked ``kubectl get`` costs about 140 ms of CPU on this machine (a Go binary starting, reading
+its kubeconfig and discovery cache); the e2e suite's waits poll hundreds of times a minute, so
+forking was a good part of what the e2e lane spent its cores on. This reader answers the same
+question over one kept-alive HTTPS connection per thread (a few milliseconds) and prints what
+kubectl prints: the object, or a ``List`` whose items carry their ``kind`` and ``apiVersion``.
+
+It understands ``get RESOURCE [NAME] [-n NS | -A] [-l SEL] [--field-selector SEL]
+[--ignore-not-found] -o json`` and resource names the way kubectl resolves them from discovery
+(plural, singular, short names, ``plural.group``). Anything else returns ``None`` and the caller
+forks kubectl as before, so an unusual command line is never answered differently.
+
+Stdlib only, like ``harness``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+import subprocess
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Resource:
+    group_version: str  # "v1" or "group/version"
+    plural: str
+    namespaced: bool
+    kind: str
+
+    def path(self, namespace: str | None, name: str | None) -> str:
+        base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{urllib.parse.quote(namespace)}"
+        base += f"/{self.plural}"
+        return base + (f"/{urllib.parse.quote(name)}" if name else "")
+
+
+@dataclass
+class Query:
+    resource: str
+    name: str | None = None
+    namespace: str | None = None
+    all_namespaces: bool = False
+    selector: str | None = None
+    field_selector: str | None = None
+    ignore_not_found: bool = False
+
+
+_VALUE_FLAGS = {
+    "-n": "namespace",
+    "--namespace": "namespace",
+    "-l": "selector",
+    "--selector": "selector",
+    "--field-selector": "field_selector",
+}
+
+
+def parse(args: tuple[str, ...]) -> Query | None:
+    """The query of a ``get`` command line, or None for one this reader does not answer."""
+    if not args or args[0] != "get":
+        return None
+    positional: list[str] = []
+    values: dict[str, Any] = {}
+    output = None
+    rest = list(args[1:])
+    while rest:
+        arg = rest.pop(0)
+        flag, eq, inline = arg.partition("=")
+        if flag in _VALUE_FLAGS:
+            if not eq:
+                if not rest:
+                    return None
+                inline = rest.pop(0)
+            values[_VALUE_FLAGS[flag]] = inline
+        elif flag in ("-o", "--output"):
+            if not eq:
+                if not rest:
+                    return None
+                inline = rest.pop(0)
+            output = inline
+        elif arg == "-ojson":
+            output = "json"
+        elif arg in ("-A", "--all-namespaces"):
+            values["all_namespaces"] = True
+        elif arg == "--ignore-not-found":
+            values["ignore_not_found"] = True
+        elif arg.startswith("-"):
+            return None
+        else:
+            positional.append(arg)
+    if output != "json" or not 1 <= len(positional) <= 2 or "," in positional[0] or "/" in positional[0]:
+        return None
+    return Query(positional[0], positional[1] if len(positional) == 2 else None, **values)
+
+
+class Reader:
+    """One cluster's in-process ``get``; safe to share between threads."""
+
+    def __init__(self, server: str, ca: Path, cert: Path, key: Path, namespace: str = "default") -> None:
+        parsed = urllib.parse.urlsplit(server)
+        self._host, self._port = parsed.hostname or "127.0.0.1", parsed.port or 443
+        self._context = ssl.create_default_context(cafile=str(ca))
+        self._context.load_cert_chain(str(cert), str(key))
+        self._namespace = namespace
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._names: dict[str, Resource] = {}
+
+    # --- HTTP -------------------------------------------------------------------------------------
+    def _request(self, path: str, timeout: float) -> tuple[int, bytes]:
+        for attempt in (0, 1):
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = http.client.HTTPSConnection(
+                    self._host, self._port, context=self._context, timeout=timeout
+                )
+                self._local.conn = conn
+            conn.timeout = timeout
+            try:
+                conn.request("GET", path, headers={"Accept": "application/json"})
+                response = conn.getresponse()
+                return response.status, response.read()
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _json(self, path: str, timeout: float) -> Any:
+        status, body = self._request(path, timeout)
+        if status != 200:
+            raise LookupError(f"GET {path}: {status}")
+        return json.loads(body)
+
+    # --- discovery --------------------------------------------------------------------------------
+    def _discover(self, timeout: float) -> None:
+        names: dict[str, Resource] = {}
+
+        def add(group_version: str, group: str, resources: list[dict[str, Any]]) -> None:
+            for r in resources:
+                if "/" in r["name"] or "get" not in r.get("verbs", []):
+                    continue
+                res = Resource(group_version, r["name"], bool(r.get("namespaced")), r["kind"])
+                aliases = [r["name"], r.get("singularName") or r["kind"].lower(), *r.get("shortNames", [])]
+                for alias in aliases:
+                    names.setdefault(alias, res)  # the first group wins, as kubectl's order does
+                    if group:
+                        names.setdefault(f"{alias}.{group}", res)
+
+        add("v1", "", self._json("/api/v1", timeout)["resources"])
+        for group in self._json("/apis", timeout)["groups"]:
+            preferred = group["preferredVersion"]["groupVersion"]
+            try:
+                add(preferred, group["name"], self._json(f"/apis/{preferred}", timeout)["resources"])
+            except LookupError:
+                continue  # a group going away (a CRD being deleted) while we read
+        with self._lock:
+            self._names = names
+
+    def resource(self, name: str, timeout: float) -> Resource | None:
+        found = self._names.get(name) or self._names.get(name.lower())
+        if found is None:
+            self._discover(timeout)  # a CRD installed since the last look
+            found = self._names.get(name) or self._names.get(name.lower())
+        return found
+
+    # --- get --------------------------------------------------------------------------------------
+    def get(self, args: tuple[str, ...], timeout: float = 60) -> subprocess.CompletedProcess | None:
+        """kubectl's answer to ``args``, or None when this reader does not take the command."""
+        query = parse(args)
+        if query is None:
+            return None
+        try:
+            resource = self.resource(query.resource, timeout)
+            if resource is None:
+                return None
+            for attempt in (0, 1):
+                status, body = self._request(self._path(query, resource), timeout)
+                if status == 404 and query.name is None and not attempt:
+                    # The collection itself is gone (CRD deleted and recreated): look again once.
+                    self._discover(timeout)
+                    fresh = self.resource(query.resource, timeout)
+                    if fresh is None:
+                        return None
+                    resource = fresh
+                    continue
+                break
+        except (OSError, http.client.HTTPException, LookupError, ValueError) as exc:
+            return subprocess.CompletedProcess(
+                ["kubectl", *args], 1, "", f"Unable to connect to the server: {exc}"
+            )
+        if status == 200:
+            obj = json.loads(body)
+            if query.name is None:
+                obj = _as_list(obj, resource)
+            return subprocess.CompletedProcess(["kubectl", *args], 0, json.dumps(obj), "")
+        if status == 404 and query.ignore_not_found:
+            return subprocess.CompletedProcess(["kubectl", *args], 0, "", "")
+        return subprocess.CompletedProcess(["kubectl", *args], 1, "", _error(status, body))
+
+    def _path(self, query: Query, resource: Resource) -> str:
+        namespace = None
+        if resource.namespaced and not query.all_namespaces:
+            namespace = query.namespace or self._namespace
+        path = resource.path(namespace, query.name)
+        params = {}
+        if query.name is None:
+            if query.selector:
+                params["labelSelector"] = query.selector
+            if query.field_selector:
+                params["fieldSelector"] = query.field_selector
+        return path + ("?" + urllib.parse.urlencode(params) if params else "")
+
+
+def _as_list(obj: dict[str, Any], resource: Resource) -> dict[str, Any]:
+    api_version = obj.get("apiVersion", resource.group_version)
+    items = [{"apiVersion": api_version, "kind": resource.kind, **item} for item in obj.get("items") or []]
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+
+
+def _error(status: int, body: bytes) -> str:
+    try:
+        answer = json.loads(body)
+        return f"Error from server ({answer.get('reason') or status}): {answer.get('message', '')}"
+    except ValueError:
+        return f"Error from server ({status}): {body[:200].decode(errors='replace')}"

@@ -1,0 +1,74 @@
+"""The in-process ``kubectl get -o json`` of the e2e harness (tests/cluster/restget.py): which command
+lines it takes (the rest fork kubectl) and what it prints for a list."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cluster import restget
+
+
+@pytest.mark.parametrize(
+    ("args", "query"),
+    [
+        (("get", "pods", "-o", "json"), restget.Query("pods")),
+        (("get", "pod", "p", "-n", "ns", "-o", "json"), restget.Query("pod", "p", namespace="ns")),
+        (
+            ("get", "pods", "-A", "-l", "a=b", "-ojson"),
+            restget.Query("pods", all_namespaces=True, selector="a=b"),
+        ),
+        (
+            ("get", "pods", "--namespace=ns", "--field-selector", "spec.nodeName=n", "-o=json"),
+            restget.Query("pods", namespace="ns", field_selector="spec.nodeName=n"),
+        ),
+        (
+            ("get", "nms", "n", "--ignore-not-found", "-o", "json"),
+            restget.Query("nms", "n", ignore_not_found=True),
+        ),
+    ],
+)
+def test_the_get_command_lines_it_answers(args: tuple[str, ...], query: restget.Query) -> None:
+    assert restget.parse(args) == query
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("get", "pods"),  # a table, not JSON
+        ("get", "pods", "-o", "jsonpath={.items}"),
+        ("get", "pods,services", "-o", "json"),
+        ("get", "pod/p", "-o", "json"),
+        ("get", "pods", "a", "b", "-o", "json"),
+        ("get", "pods", "--sort-by", ".metadata.name", "-o", "json"),
+        ("get", "pods", "-n"),
+        ("delete", "pod", "p", "-o", "json"),
+        (),
+    ],
+)
+def test_everything_else_forks_kubectl(args: tuple[str, ...]) -> None:
+    assert restget.parse(args) is None
+
+
+def test_a_list_prints_as_kubectl_prints_it() -> None:
+    resource = restget.Resource("kueue.x-k8s.io/v1beta2", "workloads", True, "Workload")
+    answer = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadList",
+        "items": [{"metadata": {"name": "w"}}],
+    }
+    assert restget._as_list(answer, resource) == {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"}}],
+    }
+
+
+def test_paths_follow_scope() -> None:
+    pods = restget.Resource("v1", "pods", True, "Pod")
+    nodes = restget.Resource("v1", "nodes", False, "Node")
+    flavors = restget.Resource("kueue.x-k8s.io/v1beta2", "resourceflavors", False, "ResourceFlavor")
+    assert pods.path("ns", "p") == "/api/v1/namespaces/ns/pods/p"
+    assert pods.path(None, None) == "/api/v1/pods"
+    assert nodes.path("ignored", "n") == "/api/v1/nodes/n"
+    assert flavors.path(None, None) == "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
