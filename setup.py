@@ -5,6 +5,7 @@ Every module under fastpath/ except the package files is compiled from its pure-
 stays importable uncompiled through fastpath.pure for differential tests.
 """
 
+import os
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -19,8 +20,12 @@ extensions = [
     if src.name not in NOT_COMPILED
 ]
 
+# scripts/bootstrap.sh builds the extensions once, in place and cached (GPUSTACK_NO_EXTENSIONS=1 keeps
+# pip's editable install from compiling them a second time in its own build directory).
 setup(
-    ext_modules=cythonize(
+    ext_modules=[]
+    if os.environ.get("GPUSTACK_NO_EXTENSIONS") == "1"
+    else cythonize(
         extensions,
         language_level=3,
         compiler_directives={

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from api.objects import Obj
 from kube.client import Client
@@ -33,6 +33,15 @@ RECONCILE_SECONDS = Histogram(
 )
 RECONCILE_ERRORS = Counter(
     "gpustack_controller_reconcile_errors_total", "Reconciles that raised.", ["controller"]
+)
+
+RECONCILES = Counter("gpustack_controller_reconciles_total", "Reconciles run.", ["controller"])
+# 1 once this replica's controllers took over (every cached object enqueued) and every queue has
+# drained since: a full pass over the caches has happened and nothing is pending now. Tests wait on
+# it instead of sleeping; an operator reads it as "caught up".
+SETTLED = Gauge(
+    "gpustack_controllers_settled",
+    "1 when the leader's controllers made their take-over pass and have no key pending now.",
 )
 
 Mapper = Callable[[str, Obj, Obj | None], Iterable[Hashable]]
@@ -74,11 +83,13 @@ class Controller:
     def _work(self, stop: threading.Event) -> None:
         duration = RECONCILE_SECONDS.labels(self.name)
         errors = RECONCILE_ERRORS.labels(self.name)
+        runs = RECONCILES.labels(self.name)
         while not stop.is_set():
             key = self.queue.get(timeout=0.5)
             if key is None:
                 continue
             started = time.perf_counter()
+            runs.inc()
             try:
                 after = self.reconcile(key)
             except Exception as error:
@@ -136,6 +147,8 @@ class Manager:
         self._stop = threading.Event()
         self._workers_stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._took_over = False
+        SETTLED.set_function(lambda: 1.0 if self.settled() else 0.0)
 
     def informer(
         self,
@@ -178,6 +191,11 @@ class Manager:
     def synced(self) -> bool:
         return all(informer.synced() for informer in self._informers.values())
 
+    def settled(self) -> bool:
+        """The controllers took over (every cached object was enqueued) and every queue is idle:
+        a full reconcile pass has happened and nothing is pending now."""
+        return self._took_over and all(controller.queue.idle() for controller in self.controllers)
+
     def leading(self) -> bool:
         return self.elector is None or self.elector.leading
 
@@ -198,9 +216,11 @@ class Manager:
             for handler in list(informer._handlers):
                 for obj in informer.list():
                     handler("MODIFIED", obj, obj)
+        self._took_over = True
         log.info("controllers started", extra={"controllers": [c.name for c in self.controllers]})
 
     def _stop_workers(self) -> None:
+        self._took_over = False
         self._workers_stop.set()
         for thread in self._threads:
             thread.join(timeout=5)

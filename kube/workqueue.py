@@ -37,6 +37,13 @@ class WorkQueue:
         with self._cond:
             return len(self._ready)
 
+    def idle(self) -> bool:
+        """Nothing to do now: no key ready, being processed, marked for another pass, or due from
+        the delayed heap (a requeue set for later does not count)."""
+        with self._cond:
+            due = bool(self._delayed) and self._delayed[0][0] <= time.monotonic()
+            return not (self._ready or self._processing or self._dirty or due)
+
     def add(self, key: Hashable) -> None:
         with self._cond:
             if self._shutdown:

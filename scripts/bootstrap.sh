@@ -1,21 +1,44 @@
 #!/usr/bin/env bash
 # Create .venv and install the project with its test extras; a no-op when nothing changed.
-# Wheels come from PyPI through pip's cache (~/.cache/pip), so a second machine-local run is fast.
+# Wheels come from PyPI through pip's cache (~/.cache/pip); the Cython extensions are built once per
+# source state and kept under ~/.cache/gpustack-operator/ext/, so a fresh clone copies them in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+scripts/prerequisites.sh || exit 1
+CACHE=${GPUSTACK_CACHE:-$HOME/.cache/gpustack-operator}
 stamp=.venv/.installed
 want=$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
+
+# fastpath/*.so in place: from the cache when these sources were built before, else built (both
+# cores) and kept. The key covers what the compiled code depends on.
+extensions() {
+  local key dir
+  key=$(
+    {
+      cat setup.py fastpath/*.py fastpath/*.pxd
+      .venv/bin/python -c 'import sys, Cython; print(sys.version, Cython.__version__)'
+    } | sha256sum | cut -c1-16
+  )
+  dir="$CACHE/ext/$key"
+  if [ -f "$dir/.complete" ]; then
+    cp -p "$dir"/*.so fastpath/
+    touch fastpath/*.so # newer than the sources the clone just wrote: build_ext leaves them be
+  else
+    .venv/bin/python setup.py -q build_ext --inplace -j 2 >/dev/null
+    mkdir -p "$dir" && cp -p fastpath/*.so "$dir"/ && touch "$dir/.complete"
+  fi
+}
+
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  # Sources may have changed since: rebuild the extensions in place (fast when nothing changed).
-  .venv/bin/python setup.py -q build_ext --inplace >/dev/null
+  extensions
   .venv/bin/python -m nodeplugins.protos.generate
   exit 0
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel "cython>=3.1,<3.4"
-.venv/bin/python -m pip install -q -e '.[test]'
-.venv/bin/python setup.py -q build_ext --inplace >/dev/null
+GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q -e '.[test]'
+extensions
 # The node agents' gRPC modules, generated from nodeplugins/protos/**/*.proto (grpcio-tools).
 .venv/bin/python -m nodeplugins.protos.generate
 echo "$want" >"$stamp"

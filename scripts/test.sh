@@ -2,9 +2,10 @@
 # make test: three lanes at once, and the run fails if any of them fails.
 #
 #   lint      ruff, ruff format --check, mypy
-#   e2e       tests/e2e against one local control plane (tests/cluster), one module after another
-#   parallel  everything else on two pytest-xdist workers (the store tests share one worker:
-#             their ports are fixed, tests/cluster/ports.py)
+#   e2e0, e2e1  tests/e2e split in two by measured time (scripts/e2e-lanes.py), each against its own
+#             local control plane (tests/cluster), one module after another
+#   parallel  everything else on two pytest-xdist workers, a module to a worker (the store tests'
+#             fixed ports differ per worker: tests/cluster/ports.py, tests/mooncake/conftest.py)
 #
 # The e2e lane waits on the control plane, kubelets and Kueue for most of its time (about 40 % of
 # the machine's two cores measured alone), so the other lanes fill the idle core. Each lane writes
@@ -22,8 +23,12 @@ rm -f "$OUT"/*.rc
 export PYTHONDONTWRITEBYTECODE=
 export PYTHONPYCACHEPREFIX="$PWD/.dev/pycache"
 
+# Nothing may skip here: the machine `make test` prepared has every tool (tests/conftest.py).
+export GPUSTACK_TEST_NO_SKIP=${GPUSTACK_TEST_NO_SKIP:-1}
+
 lanes=${TEST_LANES:-lint e2e parallel}
 started=$(date +%s)
+e2e_lanes=()
 
 run_lane() {
   local name=$1
@@ -43,10 +48,17 @@ for lane in $lanes; do
     run_lane lint bash -c '.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null && .venv/bin/mypy'
     ;;
   e2e)
-    run_lane e2e .venv/bin/python -m pytest -q tests/e2e -m e2e --durations=30 --junitxml="$OUT/e2e.xml"
+    # E2E_LANES lanes (default 2), each with its own control plane, ports and state dir.
+    for ((i = 0; i < ${E2E_LANES:-2}; i++)); do
+      mapfile -t modules < <(.venv/bin/python scripts/e2e-lanes.py "${E2E_LANES:-2}" "$i")
+      [ ${#modules[@]} -gt 0 ] || continue
+      run_lane "e2e$i" env GPUSTACK_E2E_SHARD="$i" .venv/bin/python -m pytest -q -m e2e "${modules[@]}" \
+        --durations=15 --junitxml="$OUT/e2e$i.xml"
+      e2e_lanes+=("e2e$i")
+    done
     ;;
   parallel)
-    run_lane parallel .venv/bin/python -m pytest -q -m "not e2e" --ignore=tests/e2e -n 2 --dist loadgroup \
+    run_lane parallel .venv/bin/python -m pytest -q -m "not e2e" --ignore=tests/e2e -n 2 --dist loadfile \
       --durations=30 --junitxml="$OUT/parallel.xml"
     ;;
   *)
@@ -59,7 +71,11 @@ wait
 
 failed=0
 summary=()
+ran=()
 for lane in $lanes; do
+  if [ "$lane" = e2e ]; then ran+=("${e2e_lanes[@]}"); else ran+=("$lane"); fi
+done
+for lane in "${ran[@]}"; do
   read -r rc seconds <"$OUT/$lane.rc" || { rc=1 seconds=?; }
   echo
   echo "==================== lane $lane: exit $rc after ${seconds}s ($OUT/$lane.log) ===================="

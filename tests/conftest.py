@@ -14,6 +14,7 @@ failed with "I/O operation on closed file" and buried the real failure in traceb
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,4 +59,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "tests under tests/e2e must be marked e2e and no other test may be (scripts/test.sh picks lanes "
             f"by both): {misplaced[:5]}"
+        )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Under `make test` (GPUSTACK_TEST_NO_SKIP=1, set by scripts/test.sh) a skipped test fails: the
+    machine `make test` prepares has every tool (helm, Go binaries, root for namespaces), so a skip
+    there hides a missing install step instead of saying so. Run pytest directly to allow skips."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("GPUSTACK_TEST_NO_SKIP") == "1" and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under make test, where nothing may skip (GPUSTACK_TEST_NO_SKIP=1): {reason}"
         )

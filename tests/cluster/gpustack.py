@@ -129,6 +129,27 @@ def worker_ready(op: Operator) -> bool:
         return False
 
 
+def metric(op: Operator, name: str) -> float | None:
+    """One unlabelled sample of the worker's ``/metrics`` (None when absent or unreachable)."""
+    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
+    try:
+        with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        sample, _, value = line.partition(" ")
+        if sample == name:
+            return float(value)
+    return None
+
+
+def controllers_settled(op: Operator) -> bool:
+    """The worker's controllers made their take-over pass and have nothing pending
+    (``gpustack_controllers_settled``, kube/manager.py): what a test waits on after a restart."""
+    return metric(op, "gpustack_controllers_settled") == 1.0
+
+
 def start_worker(info: harness.ClusterInfo, op: Operator, *extra: str, timeout: float = 90) -> int:
     """Start ``gpustack-operator worker`` in the background (a no-op when it already runs)."""
     pid = _pid(op)

@@ -486,6 +486,22 @@ def start_node(
     return node
 
 
+def start_nodes(info: harness.ClusterInfo, specs: list[dict[str, Any]]) -> list[Node]:
+    """``start_node(info, **spec)`` for each spec: the first alone (it may start nfd-master and
+    create the namespaces), the rest at once. Each waits on its own kubelet and device manager,
+    so starting them together costs the longest start, not the sum."""
+    if not specs:
+        return []
+    first = start_node(info, **specs[0])
+    if len(specs) == 1:
+        return [first]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(specs) - 1) as pool:
+        rest = list(pool.map(lambda spec: start_node(info, **spec), specs[1:]))
+    return [first, *rest]
+
+
 def _vendor_of(manufacturer: str) -> str:
     from api.manufacturers import BY_NAME
 

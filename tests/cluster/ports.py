@@ -14,6 +14,7 @@ the two equal.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 
@@ -61,10 +62,17 @@ RANGES: dict[str, Range] = {
     "e2e-kwok-dm": Range(27862, 27893, "e2e: publish-only device managers of kwok nodes, one per slot"),
     "e2e-second-cluster": Range(27900, 27910, "e2e: the gateway test's second control plane"),
     "e2e-store": Range(27920, 27939, "e2e: Mooncake stores of the KV cache and deployment modules"),
+    # The second e2e lane (GPUSTACK_E2E_SHARD=1): its own control plane and everything around it.
+    "e2e1-host": Range(28060, 28065, "e2e lane 2: the process node's Service stand-in and its Pods' ports"),
+    "e2e1-control-plane": Range(28066, 28076, "e2e lane 2: etcd .. nfd-master, in CONTROL_PLANE order"),
+    "e2e1-nodes": Range(28077, 28172, "e2e lane 2: real kubelet nodes, three ports per slot (32 slots)"),
+    "e2e1-kwok-dm": Range(28173, 28204, "e2e lane 2: publish-only device managers of kwok nodes"),
+    "e2e1-second-cluster": Range(28205, 28215, "e2e lane 2: the gateway test's second control plane"),
+    "e2e1-store": Range(28216, 28235, "e2e lane 2: Mooncake stores"),
     # The parallel lane.
-    "store-tests": Range(27950, 27989, "tests/mooncake: masters, members, an etcd for HA"),
-    "bench-store": Range(27990, 27993, "loadtests/bench_kvcache: its master and member"),
-    "bench-worker": Range(27995, 27996, "make bench and make locust: the worker they drive"),
+    "store-tests": Range(27950, 28049, "tests/mooncake: masters, members, an etcd; 50 per xdist worker"),
+    "bench-store": Range(28050, 28053, "loadtests/bench_kvcache: its master and member"),
+    "bench-worker": Range(28055, 28056, "make bench and make locust: the worker they drive"),
 }
 
 
@@ -78,6 +86,23 @@ def block(name: str) -> dict[str, int]:
 
 def port(name: str, offset: int = 0) -> int:
     return RANGES[name].port(offset)
+
+
+def e2e_prefix(shard: int | None = None) -> str:
+    """The e2e lane's range names: ``e2e-*`` for the first lane, ``e2e1-*`` for the second
+    (``GPUSTACK_E2E_SHARD``, set by scripts/test.sh)."""
+    if shard is None:
+        shard = int(os.environ.get("GPUSTACK_E2E_SHARD", "0") or 0)
+    return "e2e" if shard == 0 else f"e2e{shard}"
+
+
+def e2e(kind: str, offset: int = 0) -> int:
+    """A port of this e2e lane: ``e2e("store")``, ``e2e("host", 1)``."""
+    return port(f"{e2e_prefix()}-{kind}", offset)
+
+
+def e2e_block(kind: str = "control-plane") -> dict[str, int]:
+    return block(f"{e2e_prefix()}-{kind}")
 
 
 def overlaps() -> list[tuple[str, str]]:

@@ -26,16 +26,19 @@ import ports
 
 # The e2e suite runs its own control plane (state dir and port block), so `make test` never
 # disturbs a `make dev` cluster running beside it; exported values win.
-for _name, _port in ports.block("e2e-control-plane").items():
+for _name, _port in ports.e2e_block().items():
     os.environ.setdefault(f"GPUSTACK_{_name}_PORT", str(_port))
 # The process node's Service stand-in, and the ports it hands its Pods (tests/cluster/chart.py).
-os.environ.setdefault("GPUSTACK_HOST_SERVICE_PORT", str(ports.port("e2e-host")))
-os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", str(ports.port("e2e-host", 1)))
+os.environ.setdefault("GPUSTACK_HOST_SERVICE_PORT", str(ports.e2e("host")))
+os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", str(ports.e2e("host", 1)))
 # Real kubelet nodes take three ports each from here (kubelet, its healthz, the device manager);
 # kwok nodes' publish-only device managers one each.
-os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", str(ports.port("e2e-nodes")))
-os.environ.setdefault("GPUSTACK_KWOK_DM_PORT_BASE", str(ports.port("e2e-kwok-dm")))
-os.environ.setdefault("GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / "e2e"))
+os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", str(ports.e2e("nodes")))
+os.environ.setdefault("GPUSTACK_KWOK_DM_PORT_BASE", str(ports.e2e("kwok-dm")))
+# Each e2e lane its own state dir: .dev/e2e, .dev/e2e1.
+os.environ.setdefault(
+    "GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / ports.e2e_prefix())
+)
 
 import gpustack  # noqa: E402  (tests/cluster/gpustack.py)
 import harness  # noqa: E402

@@ -206,7 +206,5 @@ def test_a_restarted_worker_converges_without_duplicates(cluster, chain):
         timeout=60,
         what="a leader",
     )
-    import time
-
-    time.sleep(5)  # a full pass over every cache
+    harness.wait_for(lambda: gpustack.controllers_settled(op), timeout=60, what="a full reconcile pass")
     assert snapshot() == before

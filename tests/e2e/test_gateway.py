@@ -67,7 +67,7 @@ PORT_NAMES = (
 def second_ports() -> dict[str, str]:
     return {
         f"GPUSTACK_{name}_PORT": os.environ.get(
-            f"GPUSTACK_SECOND_{name}_PORT", str(ports.block("e2e-second-cluster")[name])
+            f"GPUSTACK_SECOND_{name}_PORT", str(ports.e2e_block("second-cluster")[name])
         )
         for name in PORT_NAMES
     }

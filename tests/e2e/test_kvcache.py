@@ -54,7 +54,7 @@ def phase(obj: dict | None) -> str:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[mooncake.Master, mooncake.Member]]:
-    master, member = mooncake.loopback(tmp_path_factory.mktemp("kv-e2e"), "E2E", ports.port("e2e-store"))
+    master, member = mooncake.loopback(tmp_path_factory.mktemp("kv-e2e"), "E2E", ports.e2e("store"))
     with mooncake.serving(master, member):
         yield master, member
 

@@ -116,7 +116,7 @@ def hub(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake.Master]:
     with mooncake.serving(
-        *mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", ports.port("e2e-store", 4))
+        *mooncake.loopback(tmp_path_factory.mktemp("md-kv"), "MD", ports.e2e("store", 4))
     ) as master:
         yield master
 

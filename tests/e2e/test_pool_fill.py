@@ -58,13 +58,14 @@ FILL_TIMEOUT = 240  # seconds for a pool to fill (a Retry costs 30 s of Kueue ba
 def pools(cluster, tmp_path_factory):
     op = gpustack.install(cluster)
     gpustack.start_worker(cluster, op)
-    started = []
     profiles = tmp_path_factory.mktemp("profiles")
     try:
+        specs = []
         for name, (slot, cards) in NODES.items():
             profile = profiles / f"{name}.json"
             profile.write_text(json.dumps({"manufacturer": "nvidia", "cards": cards}))
-            started.append(nodes.start_node(cluster, name, profile, slot=slot))
+            specs.append({"name": name, "profile": profile, "slot": slot})
+        nodes.start_nodes(cluster, specs)
         ensure_namespace(cluster, NS)
         entrances = {
             pool: wait_for_entrance(cluster, pool, NS, timeout=180, what=f"the entrance of {pool}")
@@ -75,8 +76,8 @@ def pools(cluster, tmp_path_factory):
         cluster.kubectl(
             "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=240, check=False
         )
-        for node in started:
-            nodes.remove_node(cluster, node)
+        for name in NODES:
+            nodes.remove_node(cluster, name)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 

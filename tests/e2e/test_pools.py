@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -343,7 +342,8 @@ def test_a_card_turning_unhealthy_moves_the_instance_type(cluster: harness.Clust
     reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, "")), daemon=True)
     reader.start()
     try:
-        time.sleep(1.0)
+        # The watch prints the current list (its header first) once it is established.
+        harness.wait_for(lambda: any(ln.startswith("NAME") for ln in lines), timeout=30, what="the watch")
         node = nodes.node(cluster, H100_A)
         assert node is not None
         node.profile.write_text(nodes.cards_profile(H100.product, 8, unhealthy=1))
@@ -440,8 +440,8 @@ def test_restarted_controllers_converge_without_duplicates(cluster: harness.Clus
         what="a settled snapshot",
     )
     pools["manager"].stop()
-    pools["manager"] = start_controllers(cluster)
-    time.sleep(8)
+    pools["manager"] = restarted = start_controllers(cluster)
+    harness.wait_for(restarted.settled, timeout=60, what="a full reconcile pass of the restarted controllers")
     after = _snapshot(cluster)
     assert after == before
     assert len(after["localqueues"]) == 3 * len([*TENANTS, "default"])

@@ -47,6 +47,25 @@ async def until(predicate: Callable[[], Any], timeout: float = 10.0, what: str =
         await asyncio.sleep(0.02)
 
 
+class Checks:
+    """The readiness check, counting the calls that returned (raised or not): the event the tests
+    wait on before they assert that nothing more happened."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.returned = 0
+
+    def __call__(self, client: Any, timeout: float) -> Readiness:
+        self.started += 1
+        try:
+            return readiness.check(client, timeout)
+        finally:
+            self.returned += 1
+
+    def settled(self) -> bool:
+        return self.started == self.returned
+
+
 def manager(upstream: FakeUpstream, settings: Settings = FAST, **kw: Any) -> tuple[Manager, Bus]:
     bus = Bus()
     return Manager(GPUStackAPISource(upstream.port), bus, settings, **kw), bus
@@ -81,7 +100,9 @@ def test_a_cluster_subscribed_with_no_kinds_stays_registered_and_is_read_on_dema
         snapshot = await m.snapshot(FLAVOR)  # InstanceTypeFlavor is watched from its first read
         assert [o["metadata"]["name"] for _, o in snapshot.pairs] == ["f"]
         assert sorted(claim.informers) == ["InstanceTypeFlavor"]
-        await asyncio.sleep(0.3)
+        # The on-demand watch is up and the readiness loop has ended: nothing left to change it.
+        await until(claim.informers["InstanceTypeFlavor"].synced, what="the on-demand watch")
+        await until(lambda: claim.task is not None and claim.task.done(), what="the readiness loop's end")
         assert m.clusters() == {"a": "registered"}
         await m.close()
 
@@ -114,8 +135,10 @@ def test_unsubscribe_stops_an_in_flight_check_and_a_late_check_never_registers(u
     a = upstream.cluster("a")
     a.hold_discovery.clear()  # the check hangs in the upstream
 
+    checks = Checks()
+
     async def test() -> None:
-        m, bus = manager(upstream)
+        m, bus = manager(upstream, check=checks)
         watcher = bus.subscribe("InstanceType", 100)
         await m.subscribe("a", "", [IT])
         first = m.claim("a")
@@ -126,7 +149,7 @@ def test_unsubscribe_stops_an_in_flight_check_and_a_late_check_never_registers(u
         assert m.clusters() == {}
         assert watcher.pending() == 0  # never registered: nothing to drop
         a.hold_discovery.set()  # the late answer arrives after the unsubscribe
-        await asyncio.sleep(0.3)
+        await until(lambda: checks.returned == 1, what="the late check's answer")
         assert m.clusters() == {}
         assert not first.registered
         await m.close()
@@ -139,12 +162,17 @@ def test_a_late_check_of_a_replaced_claim_does_not_touch_the_new_registration(up
     started = threading.Event()
     release = threading.Event()
     calls = []
+    late = threading.Event()
 
     def check(client: Any, timeout: float) -> Readiness:
         calls.append(client)
         if len(calls) == 1:  # the first claim's check: answers only after the second registered
             started.set()
             release.wait(10)
+            try:
+                return readiness.check(client, timeout)
+            finally:
+                late.set()
         return readiness.check(client, timeout)
 
     async def test() -> None:
@@ -156,7 +184,8 @@ def test_a_late_check_of_a_replaced_claim_does_not_touch_the_new_registration(up
         await until(lambda: m.clusters() == {"a": "registered"})
         second = m.claim("a")
         release.set()
-        await asyncio.sleep(0.3)
+        await until(late.is_set, what="the replaced claim's late answer")
+        await until(lambda: first is not None and first.task is not None and first.task.done())
         assert m.claim("a") is second and second is not None and second.registered
         assert first is not None and not first.registered
         await m.close()
@@ -188,11 +217,14 @@ def test_a_check_that_timed_out_asks_nothing_more_until_the_next_one(upstream):
     a = upstream.cluster("a")
     a.hold_discovery.clear()
 
+    checks = Checks()
+
     async def test() -> None:
-        m, _ = manager(upstream, Settings(readiness_timeout=0.2, first_delay=5, max_delay=5))
+        m, _ = manager(upstream, Settings(readiness_timeout=0.2, first_delay=5, max_delay=5), check=checks)
         await m.subscribe("a", "", [IT])
         await until(lambda: (c := m.claim("a")) is not None and "timeout" in c.reason, what="the timeout")
-        await asyncio.sleep(1.0)  # five timeouts' worth: retries underneath would have landed
+        # The check's own call returns only once every retry underneath it gave up.
+        await until(lambda: checks.returned == 1, what="the timed-out check's call to return")
         assert a.discovery_calls == 1
         a.hold_discovery.set()
         await m.close()
@@ -205,16 +237,19 @@ def test_failures_are_retried_with_growing_gaps_until_unsubscribe(upstream, capl
     a.discovery_status = 404
     caplog.set_level(logging.DEBUG, logger="gateway.manager")
 
+    checks = Checks()
+
     async def test() -> None:
-        m, _ = manager(upstream, Settings(readiness_timeout=2, first_delay=0.05, max_delay=0.2))
+        m, _ = manager(upstream, Settings(readiness_timeout=2, first_delay=0.05, max_delay=0.2), check=checks)
         await m.subscribe("a", "", [IT])
         await until(lambda: a.discovery_calls >= 5, what="five checks")
         claim = m.claim("a")
         assert claim is not None and "is the operator installed" in claim.reason
         count = a.discovery_calls
         await m.unsubscribe("a")
-        await asyncio.sleep(0.7)  # longer than the largest gap (0.2 s): a live loop would check again
-        # At most the one check already on the wire lands; no loop starts another.
+        # The loop has ended and the check it had on the wire (if any) returned: none can follow.
+        await until(lambda: claim.task is not None and claim.task.done(), what="the loop's end")
+        await until(checks.settled, what="the last check's answer")
         assert a.discovery_calls <= count + 1
         await m.close()
 
@@ -271,6 +306,8 @@ def test_changes_reach_the_bus_and_unsubscribe_drops_the_cluster_for_every_kind(
         watcher = bus.subscribe("InstanceType", 100)
         flavors = bus.subscribe("InstanceTypeFlavor", 100)
         await m.subscribe("a", "", [IT])
+        claim = m.claim("a")
+        assert claim is not None
         first = await watcher.next()
         assert first is not None and (first.type, first.cluster) == ("ADDED", "a")
         a.put(instance_type("t", ex=(2, 2, 8)))
@@ -284,8 +321,13 @@ def test_changes_reach_the_bus_and_unsubscribe_drops_the_cluster_for_every_kind(
         assert gone is not None and (gone.type, gone.cluster, gone.object) == (DELETED, "a", None)
         flavor_gone = await flavors.next()
         assert flavor_gone is not None and flavor_gone.object is None
-        a.put(instance_type("v"))  # the stopped watch must not deliver any more
-        await asyncio.sleep(0.3)
+        # A change after the unsubscribe reaches the stopped watch, which ends on it (its thread
+        # returns without handing it on): once it has ended, nothing of it can reach the bus.
+        informer = claim.informers["InstanceType"]
+        a.put(instance_type("v"))
+        await until(
+            lambda: informer._thread is not None and not informer._thread.is_alive(), what="the watch's end"
+        )
         assert watcher.pending() == 0
         await m.close()
 

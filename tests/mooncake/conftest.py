@@ -3,12 +3,13 @@
 Ports come from ``GPUSTACK_MOONCAKE_<NAME>_PORT`` (RPC, ADMIN, MEMBER, MEMBER_HTTP, SPARE_RPC,
 SPARE_ADMIN; the disk tier's TIER_RPC, TIER_ADMIN, TIER_MEMBER_HTTP and TIER_LIMIT_{RPC,ADMIN,
 MEMBER_HTTP}; the election's HA_ETCD,
-HA_ETCD_PEER, HA_A_RPC, HA_A_ADMIN, HA_B_RPC, HA_B_ADMIN); the defaults sit beside the e2e block.  The binaries are installed on first use by
+HA_ETCD_PEER, HA_A_RPC, HA_A_ADMIN, HA_B_RPC, HA_B_ADMIN); the defaults come from the "store-tests" range of tests/cluster/ports.py.  The binaries are installed on first use by
 ``scripts/ensure-mooncake.sh`` (cached under ~/.cache).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +40,16 @@ NAMES = (
     "HA_A_ADMIN",
     "HA_B_RPC",
     "HA_B_ADMIN",
+    "DOOMED_RPC",
+    "DOOMED_ADMIN",
+    "SEEDED_RPC",
+    "SEEDED_ADMIN",
 )
-DEFAULTS = {name: ports.port("store-tests", i) for i, name in enumerate(NAMES)}
+# pytest-xdist's workers (make test's parallel lane) each take their own 50 of the range.
+WORKER_PORTS = 50
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+assert len(NAMES) <= WORKER_PORTS
+DEFAULTS = {name: ports.port("store-tests", WORKER_PORTS * _WORKER + i) for i, name in enumerate(NAMES)}
 
 
 def port(name: str) -> int:
@@ -78,11 +87,3 @@ def single_tenant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mooncake
         yield master
     finally:
         master.stop()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The store tests take fixed ports (above): under pytest-xdist they all run on one worker.
-    here = Path(__file__).resolve().parent
-    for item in items:
-        if here in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.xdist_group("store-ports"))

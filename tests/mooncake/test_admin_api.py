@@ -93,7 +93,7 @@ def test_policy_write_failure_is_reported(tmp_path) -> None:
 
     state = tmp_path / "m"
     master = mooncake.Master(
-        state, rpc_port=port("SPARE_RPC") + 10, admin_port=port("SPARE_ADMIN") + 10, name="doomed"
+        state, rpc_port=port("DOOMED_RPC"), admin_port=port("DOOMED_ADMIN"), name="doomed"
     )
     master.start()
     try:

@@ -20,7 +20,7 @@ def test_the_master_loads_the_rendered_seed(tmp_path) -> None:
         ]
     )
     master = mooncake.Master(
-        tmp_path, rpc_port=port("SPARE_RPC") + 20, admin_port=port("SPARE_ADMIN") + 20, name="seeded"
+        tmp_path, rpc_port=port("SEEDED_RPC"), admin_port=port("SEEDED_ADMIN"), name="seeded"
     )
     master.state_dir.mkdir(parents=True, exist_ok=True)
     master.policy_file.write_text(seed)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Hashable
 
 import pytest
+from prometheus_client import REGISTRY
 
 from kube.client import ApiError, Client
 from kube.events import NORMAL, Recorder
@@ -316,6 +317,36 @@ def test_a_failing_reconcile_is_retried_with_back_off(client: Client, server: Fa
     finally:
         manager.stop()
         server.close_watches()
+
+
+def test_settled_means_a_full_pass_ran_and_nothing_is_pending(client: Client, server: FakeApiServer) -> None:
+    """What the e2e restart tests wait on instead of sleeping (``gpustack_controllers_settled``)."""
+    for name in "abc":
+        server.put(_config_map(name, k=name))
+    gate = threading.Event()
+
+    class Slow(_Echo):
+        def reconcile(self, key: Hashable) -> float | None:
+            gate.wait(5)
+            return super().reconcile(key)
+
+    manager = Manager(client, leader_election=False)
+    manager.add(Slow)
+    assert not manager.settled()  # not started: no pass yet
+    manager.start(sync_timeout=5)
+    try:
+        time.sleep(0.2)
+        assert not manager.settled()  # the take-over pass is blocked in reconcile
+        gate.set()
+        assert _wait(manager.settled)
+        # Every object was reconciled before it said so.
+        for name in "abc":
+            assert client.get("ConfigMap", f"{name}-echo", "team-a") is not None
+        assert REGISTRY.get_sample_value("gpustack_controllers_settled") == 1.0
+    finally:
+        manager.stop()
+        server.close_watches()
+    assert not manager.settled()
 
 
 # Events ------------------------------------------------------------------------------------------

@@ -23,14 +23,20 @@ def test_every_range_is_below_the_ephemeral_range_and_well_formed() -> None:
 
 
 def test_control_plane_blocks_fill_their_ranges_in_order() -> None:
-    for name in ("dev-control-plane", "e2e-control-plane", "e2e-second-cluster"):
+    for name in (
+        "dev-control-plane",
+        "e2e-control-plane",
+        "e2e-second-cluster",
+        "e2e1-control-plane",
+        "e2e1-second-cluster",
+    ):
         block = ports.block(name)
         assert list(block) == list(ports.CONTROL_PLANE)
         assert block["ETCD"] == ports.RANGES[name].first and block["NFD"] == ports.RANGES[name].last
 
 
 def test_node_ranges_hold_whole_slots() -> None:
-    for name in ("dev-nodes", "e2e-nodes"):
+    for name in ("dev-nodes", "e2e-nodes", "e2e1-nodes"):
         span = ports.RANGES[name]
         assert (span.last - span.first + 1) % ports.NODE_PORTS == 0, name
 
@@ -73,3 +79,12 @@ def test_no_fixed_port_is_written_outside_the_table() -> None:
         for literal in _port_literals(path)
     ]
     assert not found, found
+
+
+def test_every_e2e_lane_has_every_range_the_first_has() -> None:
+    kinds = {name.removeprefix("e2e-") for name in ports.RANGES if name.startswith("e2e-")}
+    for shard in (0, 1):
+        prefix = ports.e2e_prefix(shard)
+        for kind in kinds:
+            first, other = ports.RANGES[f"e2e-{kind}"], ports.RANGES[f"{prefix}-{kind}"]
+            assert other.last - other.first == first.last - first.first, (prefix, kind)

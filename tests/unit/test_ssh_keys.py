@@ -50,27 +50,29 @@ def test_security_key_carries_its_application() -> None:
         ssh.parse(_line(ssh.SK_ED25519, b"k" * 32, b""))
 
 
-@pytest.mark.parametrize(
-    ("text", "fragment"),
-    [
-        ("ssh-ed25519 <paste-your-public-key-here>", "not base64"),  # the seed's placeholder
-        ("", "is empty"),
-        ("   \n", "is empty"),
-        (42, "must be a string"),
-        ("ssh-ed25519", "no base64 key"),
-        ('command="ls" ' + ED25519, "not a key type"),  # authorized_keys options are refused
-        ("ssh-dss AAAAB3NzaC1kc3M=", "not a key type"),
-        (ED25519 + "\n" + ED25519, "several lines"),
-        ("ssh-rsa " + ED25519.split()[1], "says 'ssh-ed25519' but the line says 'ssh-rsa'"),
-        (_line("ssh-ed25519", b"short"), "32 bytes"),
-        (_line("ssh-ed25519", b"k" * 32, b"extra"), "trailing"),
-        (_line("ssh-rsa", b"\x01\x00\x01", b"\x00" + b"\xff" * 64), "512 bits"),
-        (_line("ssh-rsa", b"\x01\x00\x01"), "ends before its modulus"),
-        (_line("ecdsa-sha2-nistp256", b"nistp384", b"\x04" + b"x" * 64), "not nistp256"),
-        (_line("ecdsa-sha2-nistp256", b"nistp256", b"\x02" + b"x" * 32), "uncompressed point"),
-        ("ssh-ed25519 " + "A" * 20000, "at most"),
-    ],
-)
+REFUSALS = [
+    ("ssh-ed25519 <paste-your-public-key-here>", "not base64"),  # the seed's placeholder
+    ("", "is empty"),
+    ("   \n", "is empty"),
+    (42, "must be a string"),
+    ("ssh-ed25519", "no base64 key"),
+    ('command="ls" ' + ED25519, "not a key type"),  # authorized_keys options are refused
+    ("ssh-dss AAAAB3NzaC1kc3M=", "not a key type"),
+    (ED25519 + "\n" + ED25519, "several lines"),
+    ("ssh-rsa " + ED25519.split()[1], "says 'ssh-ed25519' but the line says 'ssh-rsa'"),
+    (_line("ssh-ed25519", b"short"), "32 bytes"),
+    (_line("ssh-ed25519", b"k" * 32, b"extra"), "trailing"),
+    (_line("ssh-rsa", b"\x01\x00\x01", b"\x00" + b"\xff" * 64), "512 bits"),
+    (_line("ssh-rsa", b"\x01\x00\x01"), "ends before its modulus"),
+    (_line("ecdsa-sha2-nistp256", b"nistp384", b"\x04" + b"x" * 64), "not nistp256"),
+    (_line("ecdsa-sha2-nistp256", b"nistp256", b"\x02" + b"x" * 32), "uncompressed point"),
+    ("ssh-ed25519 " + "A" * 20000, "at most"),
+]
+
+
+# Named by what they must say: some lines hold a key generated at import, and pytest-xdist's
+# workers must collect the same test ids.
+@pytest.mark.parametrize(("text", "fragment"), REFUSALS, ids=[fragment for _, fragment in REFUSALS])
 def test_refusals_say_why(text: object, fragment: str) -> None:
     with pytest.raises(ssh.KeyLineError) as caught:
         ssh.parse(text)
