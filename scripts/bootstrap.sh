@@ -36,8 +36,21 @@ if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]
   exit 0
 fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip setuptools wheel "cython>=3.1,<3.4"
-GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q -e '.[test]'
+# Every wheel this pyproject.toml resolved to, kept once under ~/.cache: a fresh clone installs from
+# there without asking PyPI (a minute of resolving and downloads becomes a local unpack).
+wheels="$CACHE/wheels/$want"
+if [ -f "$wheels/.complete" ]; then
+  .venv/bin/python -m pip install -q --no-index --find-links "$wheels" -r "$wheels/requirements.txt"
+  GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q --no-index --no-deps --no-build-isolation -e .
+else
+  .venv/bin/python -m pip install -q --upgrade pip setuptools wheel "cython>=3.1,<3.4"
+  GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q -e '.[test]'
+  mkdir -p "$wheels"
+  .venv/bin/python -m pip freeze --all --exclude-editable >"$wheels/requirements.txt"
+  if .venv/bin/python -m pip wheel -q --no-deps -w "$wheels" -r "$wheels/requirements.txt" >/dev/null 2>&1; then
+    touch "$wheels/.complete"
+  fi
+fi
 extensions
 # The node agents' gRPC modules, generated from nodeplugins/protos/**/*.proto (grpcio-tools).
 .venv/bin/python -m nodeplugins.protos.generate
