@@ -31,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +179,10 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
 
 
+# Signing writes the CA's serial file: one node at a time (start_nodes starts several at once).
+_SIGNING = threading.Lock()
+
+
 def _node_credentials(info: harness.ClusterInfo, node: Node) -> None:
     """A client certificate for ``system:node:<name>`` (group ``system:nodes``) and its kubeconfig."""
     key, crt, csr = node.directory / "node.key", node.directory / "node.crt", node.directory / "node.csr"
@@ -197,10 +202,11 @@ def _node_credentials(info: harness.ClusterInfo, node: Node) -> None:
         ext.write_text(
             "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
         )
-        _openssl(
-            "x509", "-req", "-in", str(csr), "-CA", str(info.ca_cert), "-CAkey", str(info.ca_key),
-            "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
-        )  # fmt: skip
+        with _SIGNING:
+            _openssl(
+                "x509", "-req", "-in", str(csr), "-CA", str(info.ca_cert), "-CAkey", str(info.ca_key),
+                "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
+            )  # fmt: skip
         csr.unlink(missing_ok=True)
     config = {
         "apiVersion": "v1",

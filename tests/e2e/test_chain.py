@@ -22,6 +22,7 @@ pytestmark = pytest.mark.e2e
 NODE = "chain-a10g"
 SLOT = 5  # this module's node ports (tests/cluster/nodes.py)
 POOL = "gpustack--nvidia-a10g-linux-amd64"
+A10G_GROUP = "nvidia-a10g"
 NS = "chain"
 
 
@@ -165,13 +166,16 @@ def test_whole_cards_on_sliced_cards_wait_for_free_cards(cluster, chain):
         what="every card sliced in the ledger",
     )
     cluster.kubectl("create", "-f", "-", input=json.dumps(pod("whole", entrance, {"nvidia.com/gpu": "2"})))
-    # The credits fit, no card is whole: the device manager reports every whole-card token Unhealthy,
-    # so Kueue's topology-aware placement finds no node for it (gate 2) — and gate 3 would answer
-    # Retry if it got that far. Either way the Pod stays gated and unbound.
+    # The credits fit, no card is whole: the node's fit label says 0 whole cards free, so the
+    # Workload's fit pin excludes it (spec §6.6); had Kueue seen the node first, the device
+    # manager's Unhealthy whole-card tokens keep topology-aware placement off it (gate 2), and gate 3
+    # would answer Retry if it got that far. Whichever came first, the Pod stays gated and unbound.
     held = harness.wait_for(
         lambda: held_back(cluster, "whole"), timeout=90, what="the whole-card Workload held back"
     )
-    assert "nvidia.com/gpu" in held or "whole" in held or "PodSet" in held, held
+    assert any(why in held for why in ("nvidia.com/gpu", "whole", "PodSet", "excluded: affinity")), held
+    labels = cluster.kubectl_json("get", "node", NODE)["metadata"]["labels"]
+    assert labels[constants.label_fit_exclusive_free_cards(A10G_GROUP)] == "0"
     assert bound(cluster, "whole") is None
     for i in range(4):  # the slices go: their cards are free again
         cluster.kubectl("delete", "pod", f"s60-{i}", "-n", NS, "--wait=true")
