@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# make test: three lanes at once, and the run fails if any of them fails.
+# make test: four lanes at once, and the run fails if any of them fails (docs/testing.md).
 #
-#   lint      ruff, ruff format --check, mypy
+#   lint        ruff, ruff format --check, mypy
 #   e2e0, e2e1  tests/e2e split in two by measured time (scripts/e2e-lanes.py), each against its own
-#             local control plane (tests/cluster), one module after another
-#   parallel  everything else on two pytest-xdist workers, a module to a worker (the store tests'
-#             fixed ports differ per worker: tests/cluster/ports.py, tests/mooncake/conftest.py)
+#               local control plane (tests/cluster), one module after another
+#   parallel    everything else on two pytest-xdist workers, a module to a worker (the store tests'
+#               fixed ports differ per worker: tests/cluster/ports.py, tests/mooncake/conftest.py)
 #
-# The e2e lane waits on the control plane, kubelets and Kueue for most of its time (about 40 % of
-# the machine's two cores measured alone), so the other lanes fill the idle core. Each lane writes
+# An e2e lane waits on the control plane, kubelets and Kueue for most of its time (about 40 % of
+# the machine's two cores measured alone), so the other lanes fill the idle time. Each lane writes
 # .dev/test/<lane>.log and .dev/test/<lane>.xml (JUnit, for docs/testing.md's table); the logs are
 # printed when all have ended. PYTEST_ADDOPTS reaches both pytest lanes; TEST_LANES=e2e (or
 # "lint parallel") runs a subset.
@@ -29,6 +29,15 @@ export GPUSTACK_TEST_NO_SKIP=${GPUSTACK_TEST_NO_SKIP:-1}
 lanes=${TEST_LANES:-lint e2e parallel}
 started=$(date +%s)
 e2e_lanes=()
+case ${E2E_LANES:-2} in
+1 | 2) ;;
+*)
+  echo "E2E_LANES must be 1 or 2 (tests/cluster/ports.py has ports for two e2e lanes)" >&2
+  exit 2
+  ;;
+esac
+# Terminated: take every lane down with this script (its process group), not just the script.
+trap 'trap - INT TERM; kill -TERM 0' INT TERM
 
 run_lane() {
   local name=$1

@@ -563,7 +563,16 @@ def test_a_role_no_node_can_ever_host_says_so_on_the_deployment(md_env) -> None:
         message = harness.wait_for(never_fits, timeout=WAIT, what="the NeverFits event on the deployment")
         assert message.startswith('PodSet "server" asks 9 whole nvidia-h100-80gb-hbm3 cards per Pod')
         assert "the most a node offers is 8 whole cards" in message
-        md = cluster.kubectl_json("get", "md", "too-big", "-n", NS)
-        assert condition(md, "QuotaReserved")["status"] == "False"
+        # The controller writes the condition after Kueue's verdict: wait for it, not for the event.
+        harness.wait_for(
+            lambda: (
+                condition(cluster.kubectl_json("get", "md", "too-big", "-n", NS), "QuotaReserved").get(
+                    "status"
+                )
+                == "False"
+            ),
+            timeout=WAIT,
+            what="QuotaReserved False on the deployment",
+        )
     finally:
         delete_and_wait_gone(cluster, "too-big")

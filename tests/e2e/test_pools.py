@@ -17,6 +17,7 @@ The module expects to own the simulated H100/A10G/generic pools of the cluster i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import threading
@@ -113,6 +114,7 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         for name in NODES:
             start_node(cluster, name)
         state["manager"] = start_controllers(cluster)
+        harness.wait_for(state["manager"].settled, timeout=90, what="the controllers' first full pass")
         yield state
     finally:
         # While the controllers still run: nodes first (their flavors go, so nothing is derived
@@ -150,8 +152,14 @@ def test_flavors_and_topology(cluster: harness.ClusterInfo, pools: dict) -> None
         timeout=60,
         what="the three flavors",
     )
-    h100 = cluster.kubectl_json("get", "resourceflavors.kueue.x-k8s.io", H100_FLAVOR)
     key = "acceleratable.feature.gpustack.ai/nvidia-h100-80gb-hbm3"
+
+    def both_h100_nodes_counted() -> dict | None:
+        # The flavor exists once the first node is counted; its labels sum the nodes as they come.
+        found = cluster.kubectl_json("get", "resourceflavors.kueue.x-k8s.io", H100_FLAVOR)
+        return found if found["metadata"]["labels"].get(f"{key}.capacity") == "16" else None
+
+    h100 = harness.wait_for(both_h100_nodes_counted, timeout=60, what="the H100 flavor counting both nodes")
     labels = h100["metadata"]["labels"]
     assert labels[f"{key}.count"] == "8" and labels[f"{key}.capacity"] == "16"
     assert (
@@ -194,26 +202,39 @@ def _queue_ready(cluster: harness.ClusterInfo, name: str) -> dict | None:
 
 
 def test_one_cluster_queue_per_pool(cluster: harness.ClusterInfo, pools: dict) -> None:
-    nominal = {}
-    for name in (A10G_POOL, H100_POOL, CPU_POOL):
-        queue = harness.wait_for(
-            lambda n=name: _queue_ready(cluster, n), timeout=90, what=f"queue {name} ready"
-        )
-        assert queue["spec"]["stopPolicy"] == "None" and not queue["spec"].get("cohortName")
-        assert queue["metadata"]["labels"]["resource.gpustack.ai/type"] == "instancetypes"
-        (group,) = queue["spec"]["resourceGroups"]
-        nominal[name] = (
-            group["coveredResources"],
-            [
-                (f["name"], harness.parse_quantity(f["resources"][0]["nominalQuota"]))
-                for f in group["flavors"]
-            ],
-        )
     # Kueue v0.19 ignores what a queue does not declare (IgnoreUndeclared): an accelerated queue
     # declares its credits only (on v0.17 it would also declare cpu, unbounded: api.kueue).
-    assert nominal[A10G_POOL] == (["credits.gpustack.ai/nvidia"], [(A10G_FLAVOR, 4 * M)])
-    assert nominal[H100_POOL] == (["credits.gpustack.ai/nvidia"], [(H100_FLAVOR, 16 * M)])
-    assert nominal[CPU_POOL] == (["cpu"], [(CPU_FLAVOR, 3 * 64)])
+    expected = {
+        A10G_POOL: (["credits.gpustack.ai/nvidia"], [(A10G_FLAVOR, 4 * M)]),
+        H100_POOL: (["credits.gpustack.ai/nvidia"], [(H100_FLAVOR, 16 * M)]),
+        CPU_POOL: (["cpu"], [(CPU_FLAVOR, 3 * 64)]),
+    }
+    nominal: dict = {}
+    queues: dict = {}
+
+    def converged() -> bool:
+        # A queue is ready before every node is counted in it: wait for the sums, not the first write.
+        for name in expected:
+            queue = _queue_ready(cluster, name)
+            if not queue:
+                return False
+            (group,) = queue["spec"]["resourceGroups"]
+            queues[name] = queue
+            nominal[name] = (
+                group["coveredResources"],
+                [
+                    (f["name"], harness.parse_quantity(f["resources"][0]["nominalQuota"]))
+                    for f in group["flavors"]
+                ],
+            )
+        return nominal == expected
+
+    with contextlib.suppress(TimeoutError):
+        harness.wait_for(converged, timeout=90, what="every queue's nominal quota")
+    assert nominal == expected
+    for queue in queues.values():
+        assert queue["spec"]["stopPolicy"] == "None" and not queue["spec"].get("cohortName")
+        assert queue["metadata"]["labels"]["resource.gpustack.ai/type"] == "instancetypes"
     # Gate 3 is referenced on accelerated queues once its AdmissionCheck is Active, never on CPU ones;
     # the ModelDeployment joint check on every queue once Active (devices-and-admission §9).
     wanted = {
@@ -529,7 +550,12 @@ def test_the_last_node_leaving_drains_before_emptying_the_queue(
     assert all(policy != "None" for policy, groups in seen if not groups), seen
     assert queue["spec"]["stopPolicy"] == "HoldAndDrain"
     assert "topology.gpustack.ai/drain-plan-hold" in queue["metadata"]["annotations"]
-    assert harness.wait_for(lambda: get(cluster, "pod", "whole-card", "-n", TENANTS[0]) is None, timeout=60)
+    # The pod GC deletes a Pod bound to a gone node after its 40 s quarantine, on a 20 s period.
+    assert harness.wait_for(
+        lambda: get(cluster, "pod", "whole-card", "-n", TENANTS[0]) is None,
+        timeout=150,
+        what="the pod GC deleting the Pod of the gone node",
+    )
     harness.wait_for(
         lambda: (_table(cluster).get(A10G_POOL) or [""])[-1] == "Inactive", timeout=60, what="Inactive"
     )
