@@ -66,8 +66,10 @@ def _sliced_max_free_units(node: NodeLedger, group: str) -> cython.longlong:
 
 
 @cython.cfunc
-@cython.locals(count=cython.longlong, seen=cython.bint)
-def _shared_free_cards(node: NodeLedger, group: str) -> cython.longlong:
+@cython.locals(count=cython.longlong, seen=cython.bint, exclusive=cython.bint)
+def _free_cards(node: NodeLedger, group: str, exclusive: cython.bint) -> cython.longlong:
+    """Unpartitioned healthy cards of ``group`` that are whole and free (``exclusive``) or can still
+    grant a share; -1 when the node has no unpartitioned card of ``group``."""
     card: Card
     count = 0
     seen = False
@@ -75,22 +77,7 @@ def _shared_free_cards(node: NodeLedger, group: str) -> cython.longlong:
         if card.partitioned or card.group != group:
             continue
         seen = True
-        if card.healthy and card.can_share():
-            count += 1
-    return count if seen else -1
-
-
-@cython.cfunc
-@cython.locals(count=cython.longlong, seen=cython.bint)
-def _exclusive_free_cards(node: NodeLedger, group: str) -> cython.longlong:
-    card: Card
-    count = 0
-    seen = False
-    for card in node.cards:
-        if card.partitioned or card.group != group:
-            continue
-        seen = True
-        if card.healthy and card.exclusive_free():
+        if card.healthy and (card.exclusive_free() if exclusive else card.can_share()):
             count += 1
     return count if seen else -1
 
@@ -112,7 +99,7 @@ def partitioned_free_instances(node: NodeLedger, group: str) -> dict:
 
 def exclusive_free_cards(node: NodeLedger, group: str) -> int | None:
     """How many of ``group``'s unpartitioned cards are whole and free; ``None`` without any."""
-    value = _exclusive_free_cards(node, group)
+    value = _free_cards(node, group, True)
     return None if value < 0 else value
 
 
@@ -125,7 +112,7 @@ def sliced_max_free_units(node: NodeLedger, group: str) -> int | None:
 
 def shared_free_cards(node: NodeLedger, group: str) -> int | None:
     """How many of ``group``'s cards can still grant a share; ``None`` without unpartitioned cards."""
-    value = _shared_free_cards(node, group)
+    value = _free_cards(node, group, False)
     return None if value < 0 else value
 
 
@@ -144,10 +131,10 @@ def fit_labels(node: NodeLedger) -> dict:
         value = _sliced_max_free_units(node, group)
         if value >= 0:
             labels[label_fit_sliced_max_free_units(group)] = str(value)
-        value = _shared_free_cards(node, group)
+        value = _free_cards(node, group, False)
         if value >= 0:
             labels[label_fit_shared_free_cards(group)] = str(value)
-        value = _exclusive_free_cards(node, group)
+        value = _free_cards(node, group, True)
         if value >= 0:
             labels[label_fit_exclusive_free_cards(group)] = str(value)
         for profile, free in partitioned_free_instances(node, group).items():

@@ -129,19 +129,25 @@ def worker_ready(op: Operator) -> bool:
         return False
 
 
-def metric(op: Operator, name: str) -> float | None:
-    """One unlabelled sample of the worker's ``/metrics`` (None when absent or unreachable)."""
+def scrape(op: Operator) -> dict[str, float]:
+    """The worker's ``/metrics`` as ``{'name{labels}': value}`` (raises OSError when unreachable)."""
     context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
+    with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
+        text = response.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            sample, _, value = line.rpartition(" ")
+            samples[sample] = float(value)
+    return samples
+
+
+def metric(op: Operator, name: str) -> float | None:
+    """One sample of the worker's ``/metrics`` (None when absent or unreachable)."""
     try:
-        with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
-            text = response.read().decode()
+        return scrape(op).get(name)
     except OSError:
         return None
-    for line in text.splitlines():
-        sample, _, value = line.partition(" ")
-        if sample == name:
-            return float(value)
-    return None
 
 
 def controllers_settled(op: Operator) -> bool:

@@ -49,19 +49,6 @@ NODES = {  # node: (its hardware profile in tests/cluster/profiles, its device m
     EAST: {f"gw-h100-e-{SUFFIX}": ("h100-8.yaml", 21), f"gw-t4-e-{SUFFIX}": ("t4-4.yaml", 22)},
     WEST: {f"gw-h100-w-{SUFFIX}": ("h100-8.yaml", 23)},
 }
-PORT_NAMES = (
-    "ETCD",
-    "ETCD_PEER",
-    "APISERVER",
-    "CONTROLLER_MANAGER",
-    "SCHEDULER",
-    "KUEUE_WEBHOOK",
-    "KUEUE_HEALTH",
-    "KUEUE_METRICS",
-    "KWOK",
-    "WORKER",
-    "NFD",
-)
 
 
 def second_ports() -> dict[str, str]:
@@ -69,7 +56,7 @@ def second_ports() -> dict[str, str]:
         f"GPUSTACK_{name}_PORT": os.environ.get(
             f"GPUSTACK_SECOND_{name}_PORT", str(ports.e2e_block("second-cluster")[name])
         )
-        for name in PORT_NAMES
+        for name in ports.CONTROL_PLANE
     }
 
 

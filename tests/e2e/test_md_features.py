@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import ssl
 import sys
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,13 +84,9 @@ def main(pod: dict) -> dict:
 
 
 def reconcile_errors(op: gpustack.Operator) -> float:
-    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
-    with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(
-        r'gpustack_controller_reconcile_errors_total\{controller="model-deployment"\} (\S+)', text
+    return gpustack.scrape(op).get(
+        'gpustack_controller_reconcile_errors_total{controller="model-deployment"}', 0.0
     )
-    return float(found.group(1)) if found else 0.0
 
 
 # --- fixtures ----------------------------------------------------------------------------------------

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -505,13 +503,9 @@ def test_a_router_fronts_the_deployment_and_is_pruned_when_removed(md_env) -> No
 
 
 def reconciles(op) -> float:
-    context = ssl.create_default_context(cafile=str(op.cert_dir / "ca.crt"))
-    with urllib.request.urlopen(f"{op.url}/metrics", context=context, timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(
-        r'gpustack_controller_reconcile_duration_seconds_count\{controller="model-deployment"\} (\S+)', text
+    return gpustack.scrape(op).get(
+        'gpustack_controller_reconcile_duration_seconds_count{controller="model-deployment"}', 0.0
     )
-    return float(found.group(1)) if found else 0.0
 
 
 def test_a_restarted_worker_changes_nothing_converged(md_env) -> None:
