@@ -551,10 +551,13 @@ def test_a_mount_downloads_once_and_a_second_pod_mounts_without_a_download(
     assert f"/trees/{digest.removeprefix('sha256:')}/model" in plugin.mountinfo()
     line = next(ln for ln in plugin.mountinfo().splitlines() if str(plugin.target("pod-a")) in ln)
     assert line.split()[5].startswith("ro")  # bind, then remount read-only
+    # The store publishes Ready and the reference in separate status writes: wait for both.
     harness.wait_for(
-        lambda: model_entry(cluster, plugin.node, digest).get("state") == "Ready",
+        lambda: (
+            (e := model_entry(cluster, plugin.node, digest)).get("state") == "Ready" and e.get("referenced")
+        ),
         timeout=60,
-        what="the digest Ready in the node's store",
+        what="the digest Ready and referenced in the node's store",
     )
     assert model_entry(cluster, plugin.node, digest)["referenced"] is True
     downloads = [e for e in hub.control.log() if e["kind"] in ("resolve", "cdn") and e["method"] == "GET"]

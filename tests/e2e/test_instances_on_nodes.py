@@ -367,7 +367,7 @@ def test_a_hand_edited_allocation_never_shows_a_card_the_ledger_does_not(
 
 
 def test_stop_frees_the_card_and_start_retakes_one(cluster: harness.ClusterInfo, h100: nodes.Node) -> None:
-    obj = instance(cluster, "whole")
+    obj, _ = ready_with_allocations(cluster, "whole")  # the status may still be catching up
     [card] = [e["id"] for e in entries_of(obj["status"]["allocations"])]
     held = remaining(cluster)
     set_stop(cluster, "whole", True)

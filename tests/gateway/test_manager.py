@@ -125,7 +125,9 @@ def test_a_repeated_subscribe_starts_exactly_one_loop_and_force_restarts_it(upst
         second = m.claim("a")
         assert second is not first and first is not None and first.task is not None
         await until(lambda: first.task.done())
-        assert first.task.cancelled()
+        # Cancelled, or ended on its own when a cancel lost to a finishing check (gateway.manager
+        # stops a loop whose claim was replaced): either way it never registered.
+        assert first.task.cancelled() or not first.registered
         await m.close()
 
     run(test)
