@@ -5,7 +5,7 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk images container-tools
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -13,6 +13,12 @@ bootstrap:                 ## .venv with the project and its test extras, extens
 cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue, kubelet, nfd-master... built from Go modules, cached in ~/.cache
 	@tests/cluster/build.sh
 	@tests/cluster/build-node.sh >/dev/null
+
+container-tools:           ## containerd, runc, CNI plugins, socat, mmdebstrap, umoci from Debian's packages
+	@scripts/ensure-container-tools.sh
+
+images: bootstrap container-tools  ## the operator, ssh-server and pause images as OCI archives (images/build.py), cached by content
+	@$(PY) -m images.build
 
 wrk:                       ## the benchmark's load generator, from Debian's packages
 	@scripts/ensure-wrk.sh
@@ -26,13 +32,13 @@ dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GP
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries mooncake wrk  ## lint, the e2e lane (real control plane) and the parallel lane, at once
+test: bootstrap cluster-binaries mooncake wrk images  ## lint, the e2e lane (real control plane) and the parallel lane, at once
 	@scripts/test.sh
 
 test-unit: bootstrap mooncake wrk       ## unit and webhook tests only (no control plane)
 	@TEST_LANES=parallel scripts/test.sh
 
-test-e2e: bootstrap cluster-binaries mooncake  ## the e2e tests alone, against their own local control plane
+test-e2e: bootstrap cluster-binaries mooncake images  ## the e2e tests alone, against their own local control plane
 	@TEST_LANES=e2e scripts/test.sh
 
 lint: bootstrap            ## ruff and the type checker

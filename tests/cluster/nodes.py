@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import container_node
 import gpustack
 import harness
 import ports
@@ -67,6 +68,11 @@ class Node:
     slot: int
     manufacturer: str = "nvidia"
     real: bool = True  # a kubelet node (False: kwok, publish-only device manager)
+    runtime: str = "fake"  # a kubelet node's runtime: "fake" (records containers) or "containerd"
+
+    @property
+    def containers_run(self) -> bool:
+        return self.real and self.runtime == "containerd"
 
     @property
     def root(self) -> Path:
@@ -208,11 +214,13 @@ def _node_credentials(info: harness.ClusterInfo, node: Node) -> None:
                 "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(crt),
             )  # fmt: skip
         csr.unlink(missing_ok=True)
+    # A container node reaches the apiserver at the `kubernetes` Service's address inside its network.
+    server = f"https://{container_node.SERVICE_IP}:443" if node.containers_run else info.server
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "local", "cluster": {"server": info.server, "certificate-authority": str(info.ca_cert)}}
+            {"name": "local", "cluster": {"server": server, "certificate-authority": str(info.ca_cert)}}
         ],
         "users": [{"name": node.name, "user": {"client-certificate": str(crt), "client-key": str(key)}}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": node.name}}],
@@ -258,6 +266,8 @@ def _kubelet_config(info: harness.ClusterInfo, node: Node) -> Path:
         "fileCheckFrequency": "5s",
         "registerNode": True,
     }
+    if node.containers_run:
+        config.update(container_node.kubelet_overrides(node.directory))
     path = node.directory / "kubelet.yaml"
     path.write_text(json.dumps(config))
     return path
@@ -321,6 +331,9 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
     # An empty working directory of their own: nothing a relative path names can be in the repository.
     scratch = node.directory / "cwd"
     scratch.mkdir(parents=True, exist_ok=True)
+    if node.containers_run:
+        _start_container_node(info, node, bin_dir, scratch)
+        return
     if _alive(node, "cri-fake") is None:
         _launch(node, "cri-fake", [str(bin_dir / "cri-fake"), "--endpoint", f"unix://{node.directory / 'cri.sock'}",
                                    "--record", str(node.records)], cwd=scratch)  # fmt: skip
@@ -336,6 +349,25 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
         _launch(
             node, "kubelet", ["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=scratch
         )
+
+
+def _start_container_node(info: harness.ClusterInfo, node: Node, bin_dir: Path, scratch: Path) -> None:
+    """The kubelet over containerd in the node's own namespaces (container_node.py)."""
+    net = container_node.network_id(node.kubelet_port)
+    container_node.prepare(node.directory, net)
+    if _alive(node, "relay") is None:
+        _launch(node, "relay", container_node.relay_argv(node.directory, info.server), cwd=scratch)
+    if _alive(node, "kubelet") is None:
+        script = container_node.node_script(node.directory, net, bin_dir / "kubelet", node.name)
+        env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "HOME": str(scratch)}
+        pid = _launch(
+            node,
+            "kubelet",
+            ["unshare", "-m", "-n", "--propagation", "private", "sh", "-c", script],
+            env,
+            cwd=scratch,
+        )
+        container_node.wire_network(pid, net)
 
 
 def nfd_worker_features(
@@ -447,18 +479,25 @@ def start_node(
     real: bool = True,
     manufacturer: str = "nvidia",
     dm_args: list[str] | None = None,
+    runtime: str = "fake",
+    images: dict[str, Path] | None = None,
 ) -> Node:
     """Start (or find running) a node with the hardware of ``profile``; waits until it is Ready and
     its device manager has published its ``Devices``.  ``dm_args`` are added to the device
     manager's command line (e.g. ``--sysfs-root`` of a simulated RDMA tree in the node's directory)."""
-    node = Node(name, node_directory(info, name), slot, manufacturer, real)
+    node = Node(name, node_directory(info, name), slot, manufacturer, real, runtime if real else "fake")
     node.root.mkdir(parents=True, exist_ok=True)
     if dm_args is not None:
         (node.directory / "dm-args.json").write_text(json.dumps(dm_args))
     (node.directory / "slot").write_text(str(slot))
-    (node.directory / "kind").write_text(f"{'kubelet' if real else 'kwok'} {manufacturer}")
+    (node.directory / "kind").write_text(f"{'kubelet' if real else 'kwok'} {manufacturer} {node.runtime}")
     if not node.profile.exists():
         shutil.copyfile(profile if Path(profile).is_absolute() else PROFILES / profile, node.profile)
+    if node.containers_run:
+        # The simulated hardware where the chart's device manager reads it (deviceManager.simulate).
+        (node.directory / "sim").mkdir(parents=True, exist_ok=True)
+        if not (node.directory / "sim" / "profile.yaml").exists():
+            shutil.copyfile(node.profile, node.directory / "sim" / "profile.yaml")
     gpustack.ensure_namespace(info, NFD_NAMESPACE)
     # The namespace the device manager's DaemonSet runs in and publishes its NodeFeature to (the
     # chart's install namespace): a module that installs no operator still needs it.
@@ -472,6 +511,8 @@ def start_node(
         _node_credentials(info, node)
         _kubelet_config(info, node)
         start_kubelet(info, node, node_bin_dir())
+        if node.containers_run:
+            container_node.import_images(node.directory, images or {})
         harness.wait_for(
             lambda: harness.node_is_ready(info, name),
             timeout=NODE_READY_TIMEOUT,
@@ -483,6 +524,8 @@ def start_node(
             harness.create_fake_node(info, name, capacity=kwok_capacity(node, cards))
     ensure_nfd_master(info, name)
     info.apply(nfd_worker_features(name, vendor))
+    if node.containers_run:
+        return node  # its device manager is the chart's DaemonSet
     start_device_manager(info, node)
     harness.wait_for(
         lambda: info.kubectl("get", "devices", name, check=False).returncode == 0,
@@ -532,18 +575,25 @@ def node(info: harness.ClusterInfo, name: str) -> Node | None:
     directory = _state(info) / name
     if not directory.exists():
         return None
+    return _read_node(directory)
+
+
+def _read_node(directory: Path) -> Node:
     slot_file, kind_file = directory / "slot", directory / "kind"
-    kind, manufacturer = (
-        ([*kind_file.read_text().split(), "kubelet", "nvidia"])[:2]
+    kind, manufacturer, runtime = (
+        ([*kind_file.read_text().split(), "kubelet", "nvidia", "fake"])[:3]
         if kind_file.exists()
-        else ("kubelet", "nvidia")
+        else ("kubelet", "nvidia", "fake")
     )
+    if runtime not in ("fake", "containerd"):
+        runtime = "fake"
     return Node(
-        name,
+        directory.name,
         directory,
         int(slot_file.read_text()) if slot_file.exists() else 0,
         manufacturer,
         kind == "kubelet",
+        runtime,
     )
 
 
@@ -555,6 +605,8 @@ def restart_kubelet(info: harness.ClusterInfo, node: Node) -> None:
 def stop_node(node: Node) -> None:
     """Stop the node's processes; nfd-master goes with the last node (a later kwok-only test must not
     find NFD rewriting the labels its fixtures give their nodes)."""
+    if node.containers_run or (node.directory / "containerd.toml").exists():
+        _stop_container_node(node)
     for component in ("device-manager", "kubelet", "cri-fake"):
         stop_component(node, component)
     root = node.directory.parent
@@ -565,6 +617,17 @@ def stop_node(node: Node) -> None:
         for component in ("device-manager", "kubelet")
     ):
         stop_component(Node("nfd-master", root.parent / "nfd", 0), "nfd-master")
+
+
+def _stop_container_node(node: Node) -> None:
+    pid = _alive(node, "kubelet")
+    netns = container_node.node_netns(pid) if pid else None
+    container_node.kill_containers(node.directory)
+    stop_component(node, "kubelet")
+    container_node.kill_namespace(netns)
+    stop_component(node, "relay")
+    with contextlib.suppress(ValueError):
+        container_node.unwire_network(container_node.network_id(node.kubelet_port))
 
 
 def remove_node(info: harness.ClusterInfo, which: Node | str) -> None:
@@ -597,7 +660,7 @@ def stop_all(info: harness.ClusterInfo | Path) -> None:
         return
     for directory in sorted(root.iterdir()):
         if directory.is_dir():
-            stop_node(Node(directory.name, directory, 0))
+            stop_node(_read_node(directory))
     stop_component(Node("nfd-master", state / "nfd", 0), "nfd-master")
 
 

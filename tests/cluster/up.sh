@@ -144,6 +144,8 @@ gen_cert apiserver "/CN=kube-apiserver" serverAuth \
 gen_cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
 gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
 gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
+# The apiserver's identity towards kubelets (logs, exec, port-forward); kubelets trust the cluster CA.
+gen_cert apiserver-kubelet-client "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client" clientAuth
 gen_cert kueue-webhook "/CN=kueue-webhook" serverAuth "IP:127.0.0.1,DNS:localhost"
 # Kueue expects tls.crt/tls.key in its cert dir.
 mkdir -p "$STATE_DIR/kueue/certs"
@@ -235,10 +237,16 @@ launch kube-apiserver "$BIN_DIR/kube-apiserver" \
     --enable-admission-plugins=NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
     --allow-privileged=true \
     --endpoint-reconciler-type=none \
+    --enable-aggregator-routing=true \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
     --profiling=false \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 # --endpoint-reconciler-type=none: the "kubernetes" Service would otherwise get
 # a loopback endpoint, which Endpoints validation rejects (log noise only).
+# --enable-aggregator-routing: a webhook's Service is dialled at its endpoints' addresses (there is no
+# kube-proxy for a ClusterIP): the container nodes' Pods are reachable through their veth routes.
 # Webhooks: nothing to set; the apiserver dials clientConfig.url targets such as
 # https://127.0.0.1:<port>/... directly (proxies are unset above).
 wait_ready kube-apiserver 120

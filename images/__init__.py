@@ -1,0 +1,1 @@
+"""The project's container images (images/build.py builds them)."""

@@ -1,0 +1,408 @@
+"""Build the project's container images here: no registry, no Docker, no podman.
+
+Each image is a root filesystem made of layers the project already has the makings of, packed as an
+OCI image archive with ``umoci``:
+
+    base     Debian bookworm (``mmdebstrap --variant=minbase``) with the packages the image needs
+    deps     the runtime dependencies, installed from the wheelhouse ``scripts/bootstrap.sh`` keeps
+             (``pip install --target``: the image's Python 3.11 reads the same cp311 wheels)
+    app      the project's packages as this checkout has them (its Cython extensions compiled by
+             bootstrap, its gRPC modules generated), and the chart under /etc/gpustack/charts
+
+Images (``IMAGES``; names are the chart's defaults):
+
+    operator     gpustack/gpustack-operator-py:v<version>  worker, device manager, model manager,
+                 cleanup and worker-gateway: one image, ``gpustack-operator <subcommand>``
+    ssh-server   gpustack/gpustack-operator-py-ssh-server:v<version>  the Instance sshd sidecar
+    pause        registry.k8s.io/pause:3.10  the sandbox image of the local containerd nodes
+                 (busybox-static), under the name containerd asks for
+
+Every layer and every image is cached under ``~/.cache/gpustack-operator/images/`` by the hash of
+what goes into it, so a second build is a few hashes. Usage::
+
+    .venv/bin/python images/build.py                 # all; prints "<name> <ref> <archive>" lines
+    .venv/bin/python images/build.py operator --ref  # only print what it would name
+
+``load(name)`` returns the same (ref, archive) for the test harness. A build that cannot run says in
+one line what is missing (a tool, a Debian package, the wheelhouse) and exits 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator")) / "images"
+FORMAT = "1"  # bump when the way layers are made changes
+SUITE = "bookworm"
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+PACKAGES = ("api", "fastpath", "kube", "modelhub", "webhooks", "controllers", "nodeplugins", "certs",
+            "gateway", "gpustack_operator")  # fmt: skip
+SITE = "/opt/gpustack"
+TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci", "busybox": "busybox-static"}
+
+
+class BuildError(Exception):
+    """One line naming what is missing or what failed."""
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    ref: str
+    debian: tuple[str, ...]  # packages of the base layer ((): no Debian base)
+    python: bool  # the deps and app layers
+    config: dict  # umoci config flags
+
+
+IMAGES = {
+    "operator": Image(
+        "operator",
+        f"docker.io/gpustack/gpustack-operator-py:v{VERSION}",
+        ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),
+        True,
+        {
+            "user": "65532",
+            "entrypoint": ["/usr/local/bin/gpustack-operator"],
+            "cmd": ["worker"],
+            "env": ["PYTHONUNBUFFERED=1", f"PYTHONPATH={SITE}/app:{SITE}/lib", "PYTHONDONTWRITEBYTECODE=1"],
+        },
+    ),
+    "ssh-server": Image(
+        "ssh-server",
+        f"docker.io/gpustack/gpustack-operator-py-ssh-server:v{VERSION}",
+        ("openssh-server", "util-linux"),
+        False,
+        {"user": "0", "entrypoint": ["/usr/local/bin/entrypoint"], "cmd": [], "env": []},
+    ),
+    "pause": Image(
+        "pause",
+        "registry.k8s.io/pause:3.10",
+        (),
+        False,
+        {
+            "user": "65535",
+            "entrypoint": [
+                "/bin/busybox",
+                "sh",
+                "-c",
+                "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+            ],
+            "cmd": [],
+            "env": [],
+        },
+    ),
+}
+
+
+def _say(message: str) -> None:
+    print(f"images: {message}", file=sys.stderr, flush=True)
+
+
+def _run(argv: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise BuildError(f"{what} failed: {' | '.join(tail)}")
+    return proc
+
+
+def _need_tools(image: Image) -> None:
+    wanted = ["umoci"] + (["mmdebstrap"] if image.debian else ["busybox"])
+    missing = [TOOLS[t] for t in wanted if shutil.which(t) is None]
+    if missing:
+        raise BuildError(
+            f"missing Debian package(s) {', '.join(missing)}: run scripts/ensure-container-tools.sh"
+        )
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _cached(path: Path, make) -> Path:
+    """``make(tmp)`` writes the file; it becomes ``path`` only when whole."""
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")  # the suffix says what to write (mmdebstrap)
+    try:
+        make(tmp)
+        tmp.rename(path)
+    finally:
+        if tmp.exists():
+            if tmp.is_dir():
+                shutil.rmtree(tmp)
+            else:
+                tmp.unlink()
+    return path
+
+
+# --- layers -------------------------------------------------------------------------------------
+
+
+BASE_HOOKS = (
+    # The operator's non-root user; sshd's privilege-separation directory.
+    'chroot "$1" sh -c "getent passwd 65532 >/dev/null || (groupadd --gid 65532 gpustack && useradd --uid 65532 --gid 65532 --no-create-home '
+    '--shell /usr/sbin/nologin gpustack); mkdir -p /run/sshd"',
+    'rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/usr/share/doc/* "$1"/usr/share/man/* '
+    '"$1"/usr/share/locale/* "$1"/etc/ssh/ssh_host_*',
+)
+
+
+def unknown_packages(packages: tuple[str, ...]) -> list[str]:
+    """The packages this machine's Debian sources do not list (mmdebstrap uses the same sources).
+    Empty when the machine knows none of them: its lists may just be absent, mmdebstrap fetches its own."""
+    unknown = [
+        p for p in packages if subprocess.run(["apt-cache", "show", p], capture_output=True).returncode != 0
+    ]
+    return [] if len(unknown) == len(packages) else unknown
+
+
+def _base_layer(image: Image) -> Path:
+    key = _digest(FORMAT, SUITE, *image.debian, *BASE_HOOKS)
+    if not (CACHE / "layers" / f"base-{key}.tar").exists() and (unknown := unknown_packages(image.debian)):
+        raise BuildError(f"{image.name}: Debian {SUITE} has no package {', '.join(unknown)}")
+
+    def make(out: Path) -> None:
+        started = time.monotonic()
+        _say(f"{image.name}: Debian {SUITE} with {', '.join(image.debian)} (mmdebstrap) ...")
+        argv = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
+                f"--include={','.join(image.debian)}"]  # fmt: skip
+        argv += [f"--customize-hook={h}" for h in BASE_HOOKS]
+        argv += [SUITE, str(out)]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            text = proc.stderr + proc.stdout
+            missing = [line for line in text.splitlines() if "Unable to locate package" in line
+                       or "has no installation candidate" in line]  # fmt: skip
+            if missing:
+                raise BuildError(
+                    f"{image.name}: Debian cannot give {missing[0].split()[-1]} ({missing[0].strip()})"
+                )
+            last = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["(no output)"]
+            raise BuildError(
+                f"{image.name}: mmdebstrap could not build the base ({last[0]}; no Debian mirror?)"
+            )
+        _say(f"{image.name}: base in {time.monotonic() - started:.0f} s")
+
+    return _cached(CACHE / "layers" / f"base-{key}.tar", make)
+
+
+def _wheelhouse() -> Path:
+    want = _digest_file_bytes(REPO / "pyproject.toml", REPO / "setup.py")
+    house = (
+        Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator")) / "wheels" / want
+    )
+    if not (house / ".complete").exists():
+        raise BuildError(
+            f"no wheelhouse at {house}: run `make bootstrap` first (it resolves the wheels once)"
+        )
+    return house
+
+
+def _digest_file_bytes(*paths: Path) -> str:
+    # scripts/bootstrap.sh: cat pyproject.toml setup.py | sha256sum | cut -c1-16
+    return hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()[:16]
+
+
+def _runtime_requirements() -> list[str]:
+    return list(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"])
+
+
+def _deps_layer() -> Path:
+    house = _wheelhouse()
+    requirements = _runtime_requirements()
+    key = _digest(FORMAT, "pyc", *sorted(p.name for p in house.glob("*.whl")), *requirements)
+
+    def make(out: Path) -> None:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="gpustack-deps-") as tmp:
+            target = Path(tmp) / SITE.lstrip("/") / "lib"
+            _run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(house),
+                  "--target", str(target), *requirements],
+                 "pip install of the runtime dependencies from the wheelhouse")  # fmt: skip
+            shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts with this machine's paths
+            _tar_dir(Path(tmp), out)
+        _say(f"operator: dependencies in {time.monotonic() - started:.0f} s")
+
+    return _cached(CACHE / "layers" / f"deps-{key}.tar", make)
+
+
+def _app_files() -> list[Path]:
+    listed = _run(["git", "ls-files", "-z", "--", *PACKAGES, "charts"], "git ls-files", cwd=REPO).stdout
+    files = [Path(p) for p in listed.split("\0") if p]
+    missing = [p for p in files if not (REPO / p).exists()]
+    files = [p for p in files if p not in missing]
+    built = sorted((REPO / "fastpath").glob("*.so")) + sorted(
+        (REPO / "nodeplugins" / "protos").rglob("*_pb2*.py")
+    )
+    if not any(p.suffix == ".so" for p in built) or not any("_pb2" in p.name for p in built):
+        raise BuildError(
+            "the checkout has no compiled extensions or generated protos: run `make bootstrap` first"
+        )
+    return sorted(files + [p.relative_to(REPO) for p in built])
+
+
+def _app_layer() -> Path:
+    files = _app_files()
+    h = hashlib.sha256(FORMAT.encode())
+    for rel in files:
+        h.update(str(rel).encode() + b"\0" + (REPO / rel).read_bytes())
+    key = h.hexdigest()[:16]
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="gpustack-app-") as tmp:
+            root = Path(tmp)
+            for rel in files:
+                dest = root / SITE.lstrip("/") / "app" / rel
+                if rel.parts[0] == "charts":
+                    dest = root / "etc" / "gpustack" / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / rel, dest)
+            # Bytecode now: the worker's root filesystem is read-only (Python 3.11 here and there).
+            _run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(root / SITE.lstrip("/") / "app")],
+                 "compileall of the project")  # fmt: skip
+            script = root / "usr" / "local" / "bin" / "gpustack-operator"
+            script.parent.mkdir(parents=True)
+            script.write_text('#!/bin/sh\nexec /usr/bin/python3 -m gpustack_operator "$@"\n')
+            script.chmod(0o755)
+            _tar_dir(root, out)
+
+    return _cached(CACHE / "layers" / f"app-{key}.tar", make)
+
+
+def _ssh_layer() -> Path:
+    here = REPO / "images" / "ssh-server"
+    sources = {"etc/ssh/sshd_config": here / "sshd_config",
+               "usr/local/bin/entrypoint": here / "entrypoint.sh",
+               "usr/local/bin/enter-main": here / "enter-main.sh"}  # fmt: skip
+    key = _digest(FORMAT, *(k + "\0" + p.read_text() for k, p in sorted(sources.items())))
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="gpustack-ssh-") as tmp:
+            for rel, src in sources.items():
+                dest = Path(tmp) / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+                dest.chmod(0o755 if rel.startswith("usr/") else 0o644)
+            (Path(tmp) / "etc" / "ssh" / "sshd_config.d").mkdir(parents=True, exist_ok=True)
+            _tar_dir(Path(tmp), out)
+
+    return _cached(CACHE / "layers" / f"ssh-{key}.tar", make)
+
+
+def _busybox_layer() -> Path:
+    busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    key = _digest(FORMAT, hashlib.sha256(busybox.read_bytes()).hexdigest())
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="gpustack-pause-") as tmp:
+            (Path(tmp) / "bin").mkdir()
+            shutil.copy2(busybox, Path(tmp) / "bin" / "busybox")
+            for applet in ("sh", "sleep"):
+                (Path(tmp) / "bin" / applet).symlink_to("busybox")
+            _tar_dir(Path(tmp), out)
+
+    return _cached(CACHE / "layers" / f"busybox-{key}.tar", make)
+
+
+def _tar_dir(root: Path, out: Path) -> None:
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(out, "w") as tar:
+        for child in sorted(root.iterdir()):
+            tar.add(child, arcname=child.name, filter=owned_by_root)
+
+
+# --- images -------------------------------------------------------------------------------------
+
+
+def _layers(image: Image) -> list[Path]:
+    if image.name == "pause":
+        return [_busybox_layer()]
+    layers = [_base_layer(image)]
+    if image.python:
+        layers += [_deps_layer(), _app_layer()]
+    if image.name == "ssh-server":
+        layers.append(_ssh_layer())
+    return layers
+
+
+def build(name: str) -> tuple[str, Path]:
+    """The image ``name``'s reference and its OCI archive (built unless cached)."""
+    image = IMAGES[name]
+    _need_tools(image)
+    layers = _layers(image)
+    key = _digest(FORMAT, image.ref, json.dumps(image.config, sort_keys=True), *(p.name for p in layers))
+    tag = image.ref.rsplit(":", 1)[1]
+
+    def make(out: Path) -> None:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
+            layout = f"{tmp}/layout"
+            _run(["umoci", "init", "--layout", layout], "umoci init")
+            _run(["umoci", "new", "--image", f"{layout}:{tag}"], "umoci new")
+            for layer in layers:
+                _run(["umoci", "raw", "add-layer", "--image", f"{layout}:{tag}", str(layer)],
+                     f"umoci add-layer {layer.name}")  # fmt: skip
+            config = ["umoci", "config", "--image", f"{layout}:{tag}", f"--config.user={image.config['user']}",
+                      "--config.workingdir=/", "--os=linux", "--architecture=amd64",
+                      f"--config.label=org.opencontainers.image.title=gpustack-operator-py {name}",
+                      f"--config.label=org.opencontainers.image.version={VERSION}",
+                      "--config.label=org.opencontainers.image.licenses=Apache-2.0"]  # fmt: skip
+            config += [f"--config.entrypoint={part}" for part in image.config["entrypoint"]]
+            config += [f"--config.cmd={part}" for part in image.config["cmd"]] or ["--clear=config.cmd"]
+            config += [f"--config.env={env}" for env in image.config["env"]]
+            _run(config, "umoci config")
+            _run(["umoci", "gc", "--layout", layout], "umoci gc")
+            with tarfile.open(out, "w") as tar:
+                for child in sorted(Path(layout).iterdir()):
+                    tar.add(child, arcname=child.name)
+        _say(
+            f"{name}: {image.ref} packed in {time.monotonic() - started:.0f} s ({out.stat().st_size >> 20} MiB)"
+        )
+
+    return image.ref, _cached(CACHE / f"{name}-{key}.oci.tar", make)
+
+
+def main(argv: list[str]) -> int:
+    only_ref = "--ref" in argv
+    names = [a for a in argv if not a.startswith("--")] or list(IMAGES)
+    unknown = [n for n in names if n not in IMAGES]
+    if unknown:
+        print(f"images: unknown image {unknown[0]} (known: {', '.join(IMAGES)})", file=sys.stderr)
+        return 2
+    try:
+        for name in names:
+            if only_ref:
+                print(f"{name} {IMAGES[name].ref}")
+                continue
+            ref, archive = build(name)
+            print(f"{name} {ref} {archive}")
+    except BuildError as error:
+        print(f"images: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

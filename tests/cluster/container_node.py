@@ -1,0 +1,292 @@
+"""A real kubelet over containerd + runc: a node where Pods run as containers.
+
+Each container node lives in a private mount and network namespace of its own
+(``setsid unshare -m -n --propagation private``), started by one shell that holds it:
+
+    host netns                               node netns (one per node)
+    ----------                               -------------------------
+    gsn<id>  172.31.<id>.1/30  <-- veth -->  eth0 172.31.<id>.2/30 (the node's InternalIP)
+    route 10.244.<id>.0/24 via .2            cni0 10.244.<id>.1/24: the Pod network (bridge CNI)
+    relay: <dir>/apiserver.sock              lo 10.96.0.1: socat 10.96.0.1:443 -> <dir>/apiserver.sock
+           -> 127.0.0.1:<apiserver port>     (the ``kubernetes`` Service's ClusterIP: in-cluster
+                                             clients and the kubelet reach the apiserver there)
+
+Inside, per-node directories are bind-mounted over the paths containerd and the kubelet insist on
+(``/var/lib/kubelet``, ``/run/containerd``) and over the host paths the chart's DaemonSets mount
+(the simulated hardware ``/var/lib/gpustack-sim``, the model store ``/var/lib/gpustack/models``,
+the device manager's state), so nodes never see each other's. The apiserver reaches the kubelet and
+every Pod (a webhook Service's endpoints, with ``--enable-aggregator-routing``) through the veth;
+nothing leaves the machine. Images come from ``images/build.py`` and are imported into the node's
+containerd under their names (no registry is reachable): ``imagePullPolicy: IfNotPresent`` uses them.
+
+Stopping kills the containers through runc first (their shims live outside the node's process
+group), then the node's processes; the namespace and the veth go with the last of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import harness
+import ports
+
+SIM_PATH = Path("/var/lib/gpustack-sim")  # the chart's deviceManager.simulate.hostPath in tests
+MODELS_PATH = Path("/var/lib/gpustack/models")  # the chart's modelManager.rootPath default
+DM_STATE_PATH = Path("/var/lib/gpustack-operator")  # the device manager's --state-dir lives below
+RUN_CONTAINERD = Path("/run/containerd")
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (GPUSTACK_SERVICE_CIDR's first address)
+STREAM_PORT = 10010
+KUBELET_PORT = 10250
+# Mount points the host needs (empty directories); each node mounts its own over them.
+MOUNT_POINTS = (Path("/var/lib/kubelet"), RUN_CONTAINERD, SIM_PATH, MODELS_PATH, DM_STATE_PATH)
+
+
+def network_id(kubelet_port: int) -> int:
+    """The node's subnet number (172.31.<id>.0/30, 10.244.<id>.0/24): from its port slot, so nodes
+    of ``make dev`` and of the two e2e lanes never share one."""
+    for offset, name in ((0, "dev-nodes"), (40, "e2e-nodes"), (80, "e2e1-nodes")):
+        span = ports.RANGES[name]
+        if span.first <= kubelet_port <= span.last:
+            return 10 + offset + (kubelet_port - span.first) // ports.NODE_PORTS
+    raise ValueError(f"kubelet port {kubelet_port} is in no node range of tests/cluster/ports.py")
+
+
+def addresses(net: int) -> dict[str, str]:
+    return {
+        "veth": f"gsn{net}",
+        "host": f"172.31.{net}.1",
+        "node": f"172.31.{net}.2",
+        "pods": f"10.244.{net}.0/24",
+    }
+
+
+# The runtime handlers the chart's RuntimeClasses name (values.yaml, global.manufacturers[*].runtimeName):
+# a vendor's handler injects its driver into containers; the simulated cards need nothing injected,
+# so each is plain runc here.
+VENDOR_RUNTIMES = ("nvidia", "ascend", "cambricon", "hygon", "mthreads", "metax", "iluvatar", "amd")
+
+
+def containerd_config(directory: Path, net: int) -> str:
+    vendors = "".join(
+        f"""    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{name}]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{name}.options]
+        SystemdCgroup = false
+"""
+        for name in VENDOR_RUNTIMES
+    )
+    return f"""version = 2
+root = "{directory / "containerd"}"
+state = "{RUN_CONTAINERD}"
+[grpc]
+  address = "{RUN_CONTAINERD}/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "{STREAM_PORT}"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+{vendors}  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{directory / "cni" / "net.d"}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{directory / "containerd" / "opt"}"
+"""
+
+
+def cni_config(directory: Path, net: int) -> dict:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "gpustack-node",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": addresses(net)["pods"]}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(directory / "cni" / "ipam"),
+                },
+            }
+        ],
+    }
+
+
+def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
+    """The shell that holds the node's namespaces: mounts, network, the apiserver relay,
+    containerd, then ``exec`` the kubelet."""
+    a = addresses(net)
+    mounts = [
+        (directory / "kl", "/var/lib/kubelet"),
+        (directory / "run", RUN_CONTAINERD),
+        (directory / "sim", SIM_PATH),
+        (directory / "models", MODELS_PATH),
+        (directory / "dm-state", DM_STATE_PATH),
+    ]
+    lines = ["set -e", "mount --make-rprivate /"]
+    lines += [f'mount --bind "{src}" "{dst}"' for src, dst in mounts]
+    # Bidirectional volumes (the CSI plugin's kubelet dir) need shared mounts; in this namespace only.
+    lines += [
+        "mount --make-rshared /",
+        "ip link set lo up",
+        f"ip addr add {SERVICE_IP}/32 dev lo",
+        "echo 1 > /proc/sys/net/ipv4/ip_forward",
+        "i=0; while ! ip link show eth0 >/dev/null 2>&1; do i=$((i+1)); [ $i -lt 600 ] || exit 3; sleep 0.05; done",
+        f"ip addr add {a['node']}/30 dev eth0",
+        "ip link set eth0 up",
+        f"ip route add default via {a['host']}",
+        f'socat TCP-LISTEN:443,bind={SERVICE_IP},fork,reuseaddr UNIX-CONNECT:"{directory / "apiserver.sock"}" '
+        f'>>"{directory / "logs" / "relay-in.log"}" 2>&1 &',
+        f'containerd --config "{directory / "containerd.toml"}" >>"{directory / "logs" / "containerd.log"}" 2>&1 &',
+        f"i=0; while [ ! -S {RUN_CONTAINERD}/containerd.sock ]; do i=$((i+1)); [ $i -lt 600 ] || exit 4; sleep 0.05; done",
+        f'exec "{kubelet}" --config="{directory / "kubelet.yaml"}" --kubeconfig="{directory / "kubeconfig"}" '
+        f"--hostname-override={name} --node-ip={a['node']} --v=1",
+    ]
+    return "\n".join(lines)
+
+
+def prepare(directory: Path, net: int) -> None:
+    for sub in (
+        "kl",
+        "run",
+        "sim",
+        "models",
+        "dm-state",
+        "containerd/opt",
+        "cni/net.d",
+        "cni/ipam",
+        "logs",
+        "pids",
+    ):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    for point in MOUNT_POINTS:
+        point.mkdir(parents=True, exist_ok=True)
+    (directory / "containerd.toml").write_text(containerd_config(directory, net))
+    (directory / "cni" / "net.d" / "10-gpustack.conflist").write_text(json.dumps(cni_config(directory, net)))
+
+
+def kubelet_overrides(directory: Path) -> dict:
+    """What a containerd node's KubeletConfiguration sets differently from a fake-runtime node's."""
+    return {
+        "address": "0.0.0.0",  # inside the node's own network namespace
+        "port": KUBELET_PORT,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "containerRuntimeEndpoint": f"unix://{RUN_CONTAINERD}/containerd.sock",
+    }
+
+
+def wire_network(pid: int, net: int, timeout: float = 20) -> None:
+    """Give the node's network namespace (that of ``pid``) its end of a veth pair; route its Pods."""
+    a = addresses(net)
+    deadline = time.monotonic() + timeout
+    own = os.readlink("/proc/self/ns/net")
+    while True:  # unshare has run once the process's namespace differs from ours
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") != own:
+                break
+        except OSError as error:
+            raise harness.ClusterError(
+                f"the node process {pid} exited before its network was wired"
+            ) from error
+        if time.monotonic() > deadline:
+            raise harness.ClusterError(f"process {pid} never entered its network namespace")
+        time.sleep(0.05)
+    subprocess.run(["ip", "link", "del", a["veth"]], capture_output=True)  # a leftover of a killed node
+    for argv in (
+        ["ip", "link", "add", a["veth"], "type", "veth", "peer", "name", "eth0", "netns", str(pid)],
+        ["ip", "addr", "add", f"{a['host']}/30", "dev", a["veth"]],
+        ["ip", "link", "set", a["veth"], "up"],
+        ["ip", "route", "replace", a["pods"], "via", a["node"], "dev", a["veth"]],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise harness.ClusterError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+
+
+def unwire_network(net: int) -> None:
+    subprocess.run(["ip", "link", "del", addresses(net)["veth"]], capture_output=True)
+
+
+def relay_argv(directory: Path, apiserver: str) -> list[str]:
+    host, port = apiserver.removeprefix("https://").rsplit(":", 1)
+    return [
+        "socat",
+        f"UNIX-LISTEN:{directory / 'apiserver.sock'},fork,unlink-early,mode=600",
+        f"TCP:{host}:{port}",
+    ]
+
+
+def import_images(directory: Path, archives: dict[str, Path]) -> None:
+    """Import each image archive under its name into the node's containerd (``k8s.io`` namespace, what
+    the kubelet sees); skipped when the same archive was imported before."""
+    socket = directory / "run" / "containerd.sock"
+    harness.wait_for(socket.exists, timeout=60, what=f"containerd of {directory.name} listening")
+    done_dir = directory / "imported"
+    done_dir.mkdir(exist_ok=True)
+    for ref, archive in archives.items():
+        stamp = done_dir / archive.name
+        if stamp.exists():
+            continue
+        proc = subprocess.run(
+            ["ctr", "--address", str(socket), "-n", "k8s.io", "images", "import", "--snapshotter", "native",
+             "--base-name", ref.rsplit(":", 1)[0], str(archive)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise harness.ClusterError(f"ctr import {ref} into {directory.name}: {proc.stderr.strip()}")
+        stamp.write_text(ref)
+
+
+def node_netns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def kill_containers(directory: Path) -> None:
+    """SIGKILL every container of the node through runc (their processes are outside its session)."""
+    root = directory / "run" / "runc" / "k8s.io"
+    if not root.exists():
+        return
+    listed = subprocess.run(["runc", "--root", str(root), "list", "-q"], capture_output=True, text=True)
+    for cid in listed.stdout.split():
+        subprocess.run(["runc", "--root", str(root), "kill", "--all", cid, "KILL"], capture_output=True)
+    for cid in listed.stdout.split():
+        subprocess.run(["runc", "--root", str(root), "delete", "--force", cid], capture_output=True)
+
+
+def kill_namespace(netns: str | None) -> None:
+    """SIGKILL what is left in the node's network namespace (containerd's shims, the relay)."""
+    if not netns:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(entry / "ns" / "net") == netns:
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+if __name__ == "__main__":  # python tests/cluster/container_node.py addresses <kubelet port>
+    print(json.dumps(addresses(network_id(int(sys.argv[2])))))

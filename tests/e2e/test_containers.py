@@ -1,0 +1,216 @@
+"""The operator as an administrator runs it: its own images, built here (``images/build.py``), run as
+containers on a real kubelet over containerd + runc (``tests/cluster/container_node.py``), installed
+by ``helm install`` of the chart with nothing but the values a cluster without accelerators needs
+(the simulated cards' host path, and where to schedule). No process of the checkout stands in for a
+Pod of the release.
+
+Checked, in order (each test is the next step of one installation):
+1. every Pod of the release runs in a container (``containerd://``) with the security context the
+   chart rendered, read from inside: the worker as 65532 with no capabilities on a read-only root,
+   the node agents as root with what they need; the device manager registered the simulated cards
+   with the kubelet and the model manager its CSI driver; the worker's webhooks answer through its
+   Service (a dry-run Pod is mutated);
+2. a whole-card Pod and a slice go through the five gates and run on the container node; the
+   visibility the device manager's ``Allocate`` handed them is read from inside (``kubectl exec``);
+3. ``helm uninstall`` removes the release's Pods (the containers with them).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import chart
+import harness
+import nodes
+import pytest
+
+from api import constants
+from images import build as images
+from tests.e2e.objects import wait_for_entrance
+
+from .conftest import ensure_namespace, gpustack
+
+pytestmark = pytest.mark.e2e
+
+NODE = "ct-a10g"
+SLOT = 31
+POOL = "gpustack--nvidia-a10g-linux-amd64"
+NS = f"containers-{uuid.uuid4().hex[:5]}"
+SYSTEM = chart.NAMESPACE
+ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
+OPERATOR_IMAGE = images.IMAGES["operator"].ref.removeprefix("docker.io/")
+VALUES = {
+    "worker": ON_NODE,
+    "deviceManager": {**ON_NODE, "simulate": {"hostPath": str(nodes.container_node.SIM_PATH)}},
+    "modelManager": ON_NODE,
+    "cleanup": ON_NODE,
+}
+WAIT = 240
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: harness.ClusterInfo):
+    """The images built, a container node with them, and the chart installed onto it."""
+    built = dict(images.build(name) for name in ("pause", "operator"))
+    gpustack.uninstall_webhooks(cluster)  # what an earlier module's worker registered at its own URL
+    nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, runtime="containerd", images=built)
+    try:
+        chart.install(cluster, VALUES)
+        yield cluster
+    finally:
+        cluster.kubectl(
+            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
+        )
+        if chart.installed(cluster):
+            chart.helm(cluster, "uninstall", chart.RELEASE, "--namespace", SYSTEM, "--wait", check=False)
+        gpustack.uninstall_webhooks(cluster)
+        nodes.remove_node(cluster, NODE)
+
+
+def release_pods(cluster: harness.ClusterInfo) -> list[dict]:
+    selector = f"app.kubernetes.io/instance={chart.RELEASE}"
+    return cluster.kubectl_json("get", "pods", "-n", SYSTEM, "-l", selector)["items"]
+
+
+def component(pod: dict) -> str:
+    return pod["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+def ready(pod: dict) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def all_ready(cluster: harness.ClusterInfo) -> dict[str, dict] | None:
+    pods = {component(p): p for p in release_pods(cluster) if not p["metadata"].get("deletionTimestamp")}
+    wanted = {"worker", "device-manager-nvidia", "model-manager"}
+    if set(pods) >= wanted and all(ready(pods[c]) for c in wanted):
+        return pods
+    return None
+
+
+def exec_in(cluster: harness.ClusterInfo, pod: str, namespace: str, script: str, container: str = "") -> str:
+    argv = ["exec", pod, "-n", namespace, *(["-c", container] if container else []), "--", "sh", "-c", script]
+    return cluster.kubectl(*argv, timeout=60).stdout
+
+
+def status_field(text: str, field: str) -> str:
+    return next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith(field + ":"))
+
+
+def test_every_pod_of_the_release_runs_in_a_container_with_the_rendered_security(installed) -> None:
+    cluster = installed
+    pods = harness.wait_for(
+        lambda: all_ready(cluster), timeout=WAIT, interval=1, what="the release's Pods Ready"
+    )
+    for name, pod in pods.items():
+        assert pod["spec"]["nodeName"] == NODE, name
+        for status in pod["status"]["containerStatuses"]:
+            assert status["containerID"].startswith("containerd://"), (name, status["containerID"])
+            assert status["image"].endswith(OPERATOR_IMAGE), (name, status["image"])
+
+    worker = pods["worker"]
+    rendered = worker["spec"]["containers"][0]["securityContext"]
+    assert rendered == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+    inside = exec_in(cluster, worker["metadata"]["name"], SYSTEM,
+                     "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /probe 2>&1 || true")  # fmt: skip
+    assert inside.splitlines()[0] == "65532"
+    assert status_field(inside, "CapEff") == "0000000000000000"
+    assert status_field(inside, "NoNewPrivs") == "1"
+    assert "Read-only file system" in inside
+
+    for agent in ("device-manager-nvidia", "model-manager"):
+        pod = pods[agent]
+        context = pod["spec"]["containers"][0]["securityContext"]
+        assert context["privileged"] is True and context["runAsUser"] == 0, (agent, context)
+        inside = exec_in(cluster, pod["metadata"]["name"], SYSTEM, "id -u; grep CapEff /proc/self/status")
+        assert inside.splitlines()[0] == "0", agent
+        assert int(status_field(inside, "CapEff"), 16) & (1 << 21), agent  # CAP_SYS_ADMIN: mounts, MIG
+
+    # The device manager registered the simulated cards with the kubelet; the plugin its CSI driver.
+    node = cluster.kubectl_json("get", "node", NODE)
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert harness.wait_for(
+        lambda: cluster.kubectl("get", "devices", NODE, check=False).returncode == 0, timeout=60,
+        what="the Devices the device manager container published",
+    )  # fmt: skip
+    drivers = cluster.kubectl_json("get", "csinode", NODE)["spec"]["drivers"] or []
+    assert constants.CSI_DRIVER_MODEL in [d["name"] for d in drivers]
+    log = cluster.kubectl("logs", "-n", SYSTEM, pods["device-manager-nvidia"]["metadata"]["name"]).stdout
+    assert "registered" in log.lower(), log[-2000:]
+
+    # The worker's webhooks, reached by the apiserver through the chart's Service.
+    config = cluster.kubectl_json("get", "mutatingwebhookconfiguration", "gpustack-worker-mutation")
+    service = config["webhooks"][0]["clientConfig"]["service"]
+    assert (service["namespace"], service["name"]) == (SYSTEM, f"{chart.RELEASE}-worker")
+
+
+def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": OPERATOR_IMAGE,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sleep", "infinity"],
+                    "resources": {
+                        "requests": {"cpu": "10m", "memory": "32Mi", **limits},
+                        "limits": {"memory": "64Mi", **limits},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def running(cluster: harness.ClusterInfo, name: str) -> dict | None:
+    found = cluster.kubectl_json("get", "pod", name, "-n", NS)
+    statuses = (found.get("status") or {}).get("containerStatuses") or []
+    return found if statuses and statuses[0].get("state", {}).get("running") else None
+
+
+def test_a_whole_card_and_a_slice_run_in_containers_that_see_their_visibility(installed) -> None:
+    cluster = installed
+    ensure_namespace(cluster, NS)
+    queue = wait_for_entrance(cluster, POOL, NS, timeout=WAIT, what="the A10G pool's entrance")
+    cluster.apply(pod("whole", queue, {"nvidia.com/gpu": "1"}))
+    cluster.apply(
+        pod("slice", queue, {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "40"})
+    )
+    seen = {}
+    for name in ("whole", "slice"):
+        found = harness.wait_for(lambda n=name: running(cluster, n), timeout=WAIT, what=f"Pod {name} running")
+        assert found["spec"]["nodeName"] == NODE
+        assert found["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+        env = dict(
+            line.split("=", 1) for line in exec_in(cluster, name, NS, "env").splitlines() if "=" in line
+        )
+        seen[name] = env
+    # One card each, named as the node's Devices name its simulated cards: the device manager
+    # container's Allocate answer reached the container's environment through containerd.
+    ledger = json.dumps(cluster.kubectl_json("get", "devices", NODE))
+    for name, env in seen.items():
+        visible = env.get("NVIDIA_VISIBLE_DEVICES", "")
+        assert visible.startswith("GPU-") and "," not in visible, (name, sorted(env))
+        assert visible in ledger, (name, visible)
+        assert env.get("CUDA_VISIBLE_DEVICES") == "0", (name, env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def test_helm_uninstall_removes_the_release_pods(installed) -> None:
+    cluster = installed
+    cluster.kubectl("delete", "namespace", NS, "--wait=true", timeout=120)
+    chart.uninstall(cluster)
+    harness.wait_for(lambda: not release_pods(cluster), timeout=WAIT, what="the release's Pods gone")
+    directory = nodes.node_directory(cluster, NODE) / "run" / "runc" / "k8s.io"
+    harness.wait_for(
+        lambda: not directory.exists() or len(list(directory.iterdir())) == 0,
+        timeout=WAIT,
+        what="no container left on the node",
+    )
