@@ -26,7 +26,7 @@ wrk:                       ## the benchmark's load generator, from Debian's pack
 mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debian libibverbs1), cached in ~/.cache
 	@scripts/ensure-mooncake.sh >/dev/null
 
-dev: bootstrap cluster-binaries mooncake   ## local control plane + simulated GPU nodes + the worker
+dev: bootstrap cluster-binaries mooncake images   ## local control plane + simulated GPU nodes + the worker
 	@scripts/dev-up.sh
 
 dev-down:                  ## stop everything `make dev` started

@@ -44,6 +44,8 @@ RUN_CONTAINERD = Path("/run/containerd")
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (GPUSTACK_SERVICE_CIDR's first address)
 STREAM_PORT = 10010
 KUBELET_PORT = 10250
+# Every container node carries it (the kubelet registers it): values can keep a release's Pods on them.
+RUNTIME_LABEL = ("local.gpustack.dev/runtime", "containerd")
 # Mount points the host needs (empty directories); each node mounts its own over them.
 MOUNT_POINTS = (Path("/var/lib/kubelet"), RUN_CONTAINERD, SIM_PATH, MODELS_PATH, DM_STATE_PATH)
 
@@ -159,7 +161,7 @@ def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
         f'containerd --config "{directory / "containerd.toml"}" >>"{directory / "logs" / "containerd.log"}" 2>&1 &',
         f"i=0; while [ ! -S {RUN_CONTAINERD}/containerd.sock ]; do i=$((i+1)); [ $i -lt 600 ] || exit 4; sleep 0.05; done",
         f'exec "{kubelet}" --config="{directory / "kubelet.yaml"}" --kubeconfig="{directory / "kubeconfig"}" '
-        f"--hostname-override={name} --node-ip={a['node']} --v=1",
+        f"--hostname-override={name} --node-ip={a['node']} --node-labels={RUNTIME_LABEL[0]}={RUNTIME_LABEL[1]} --v=1",
     ]
     return "\n".join(lines)
 

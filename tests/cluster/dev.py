@@ -5,11 +5,17 @@ for a newcomer to ``kubectl apply`` the examples against.
     .venv/bin/python tests/cluster/dev.py up      # idempotent: a running setup is left as is
     .venv/bin/python tests/cluster/dev.py down
 
-Nodes (``tests/cluster/nodes.py``): two real kubelet nodes — ``gpu-sim-h100-0`` with 8 × H100 80GB
-HBM3 (two in MIG mode) and ``gpu-sim-a10g-0`` with 4 × A10G — whose device managers serve the kubelet
-device-plugin API; and, for scale, a kwok node ``gpu-h100-1`` with 8 × H100 whose device manager only
-publishes.  Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
+Nodes (``tests/cluster/nodes.py``): two real kubelet nodes over containerd + runc
+(``container_node.py``) — ``gpu-sim-h100-0`` with 8 × H100 80GB HBM3 (two in MIG mode) and
+``gpu-sim-a10g-0`` with 4 × A10G — where the chart's device-manager and model-manager DaemonSets run
+as containers of the images ``make images`` built, and Pods really run; and, for scale, a kwok node
+``gpu-h100-1`` with 8 × H100 whose device manager (a process here: kwok runs nothing) only
+publishes. Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
 the harness simulates only the hardware and what nfd-worker would report.
+
+The worker still runs on the process node: the local hub and the Mooncake store it talks to listen
+on loopback only, which a container on a node's own network cannot reach (tests/e2e/test_containers.py
+runs the worker as a container too).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import contextlib
 
 import chart
+import container_node
 import gpustack
 import harness
 import localhub
@@ -34,11 +41,12 @@ import ports
 
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
-    # name, profile, slot, real kubelet
+    # name, profile, slot, real kubelet (over containerd)
     ("gpu-sim-h100-0", "h100-8-mig2.yaml", 0, True),
     ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
     ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
+IMAGES = ("pause", "operator", "ssh-server")
 TENANT = "team-a"
 DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
@@ -97,23 +105,47 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
-# The device managers run per node on the host against simulated hardware (nodes.py), and make dev
-# serves no CSI volumes, so the chart's DaemonSets stay off here; everything else is the chart's.
-DEV_VALUES = {"deviceManager": {"enabled": False}, "modelManager": {"enabled": False}}
+def dev_values(refs: dict[str, str]) -> dict:
+    """The chart's node agents on the container nodes, reading the simulated cards there; the
+    Instance sidecar image the one built here (GPUSTACK_<SETTING> seeds the Setting once)."""
+    on_containers = {"enabled": True, "nodeSelector": dict([container_node.RUNTIME_LABEL])}
+    return {
+        "deviceManager": {**on_containers, "simulate": {"hostPath": str(container_node.SIM_PATH)}},
+        "modelManager": on_containers,
+        "worker": {
+            "env": {"GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/")}
+        },
+    }
 
 
 def up() -> int:
     started = time.monotonic()
+    from images import build as images
+
+    try:
+        built = {name: images.build(name) for name in IMAGES}
+    except images.BuildError as error:
+        print(f"make dev: {error}", file=sys.stderr)
+        return 1
     info = harness.start()
     host = chart.start_host(info)
-    chart.install(info, chart.local_values(host, **DEV_VALUES))
+    values = chart.local_values(host, **dev_values({name: ref for name, (ref, _) in built.items()}))
+    chart.install(info, values)
     workers = chart.wait_workers_ready(info, replicas=1)
     gpustack.ensure_namespace(info, TENANT)
+    archives = dict(built.values())
     for name, profile, slot, real in NODES:
-        nodes.start_node(info, name, profile, slot=slot, real=real)
+        runtime = "containerd" if real else "fake"
+        nodes.start_node(info, name, profile, slot=slot, real=real, runtime=runtime, images=archives)
         # What a cloud provider would label the node with: examples/20-topologysource-cloud-zones.yaml
         # turns it into a region → zone → hostname profile, which the zone-requiring example needs.
         info.kubectl("label", "node", name, "--overwrite", *DEV_ZONE_LABELS)
+    for name, _profile, _slot, _real in NODES:  # the DaemonSet's device manager publishes them
+        harness.wait_for(
+            lambda n=name: info.kubectl("get", "devices", n, check=False).returncode == 0,
+            timeout=180,
+            what=f"Devices {name} published by its device manager",
+        )
     DEV.mkdir(exist_ok=True)
     _start_store(info)
     hub = _hub(info)
@@ -131,6 +163,13 @@ def up() -> int:
             break
         time.sleep(1)
     print(f"gpustack-operator dev cluster is up ({time.monotonic() - started:.0f}s).\n")
+    containerd = [name for name, _p, _s, real in NODES if real]
+    print(f"  nodes running containers (containerd + runc): {', '.join(containerd)}")
+    print(
+        "  kwok node (Pods only recorded as running): "
+        + ", ".join(n for n, _p, _s, r in NODES if not r)
+        + "\n"
+    )
     print("  export KUBECONFIG=$PWD/.dev/kubeconfig PATH=$PWD/.dev/bin:$PATH")
     print("  kubectl get nodes,devices")
     print("  kubectl get instancetypes          # ENTRANCE is the queue name a Pod sets")

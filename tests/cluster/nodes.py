@@ -518,6 +518,8 @@ def start_node(
             timeout=NODE_READY_TIMEOUT,
             what=f"kubelet node {name} Ready",
         )
+        if node.containers_run:  # the kubelet labels only a Node it registers, not one it finds
+            info.kubectl("label", "node", name, "--overwrite", "=".join(container_node.RUNTIME_LABEL))
     else:
         cards = len(profiles.load(node.profile, node=name).cards)
         if info.kubectl("get", "node", name, check=False).returncode != 0:
