@@ -90,6 +90,7 @@ class DeviceManager:
         self.link: Any = None
         self.watchers: Any = None
         self.ready = False
+        self.blocked: str | None = None  # a privilege it lacks, said by /readyz instead of crash-looping
 
     # --- detection --------------------------------------------------------------------------------------
     def detect_once(self) -> bool:
@@ -285,6 +286,17 @@ class DeviceManager:
         self.link = KubeletLink(served, args.kube_socket)
         self.link.start()
 
+    def wait_for_socket_dir(self) -> None:
+        """Until the plugin sockets can be created: say why not (log once per cause, /readyz), retry."""
+        from nodeplugins.devicemanager.kubelet import socket_dir_problem
+
+        while not self.stopping.is_set() and (problem := socket_dir_problem(self.args.kube_socket)):
+            if problem != self.blocked:
+                log.error(problem)
+            self.blocked = problem
+            self.stopping.wait(10.0)
+        self.blocked = None
+
     def run(self) -> int:
         threads = [
             threading.Thread(target=self.pods_loop, name="pods", daemon=True),
@@ -298,6 +310,8 @@ class DeviceManager:
         # No plugin is served before the node's Pods are listed: the ledger would miss their records.
         while not self.stopping.is_set() and (self.inventory is None or not self.allocator.synced):
             self.stopping.wait(0.2)
+        if not self.args.publish_only and not self.stopping.is_set():
+            self.wait_for_socket_dir()
         if not self.args.publish_only and not self.stopping.is_set():
             self.start_device_plugins()
         if self.partitions is not None:
@@ -344,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/readyz":
             ok = self.manager.ready and (self.manager.link is None or self.manager.link.listed())
             body, status, kind = (b"ok", 200, "text/plain") if ok else (b"not ready", 503, "text/plain")
+            if self.manager.blocked:
+                body = f"not ready: {self.manager.blocked}".encode()
         else:
             body, status, kind = b"not found", 404, "text/plain"
         self.send_response(status)

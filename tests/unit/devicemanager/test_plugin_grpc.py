@@ -4,6 +4,7 @@ at the reserve instant, GetPreferredAllocation and Allocate (grants and FailedPr
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -19,6 +20,8 @@ from nodeplugins.devicemanager.backends.nvidia import NvidiaBackend
 from nodeplugins.devicemanager.kubelet import KubeletLink, unix_target
 from nodeplugins.devicemanager.plugin import DevicePlugin, Watchers, pb, pb_grpc
 from tests.unit.devicemanager.conftest import make_allocator, pod
+
+REPO = Path(__file__).resolve().parents[3]
 
 BASE = "nvidia.com/gpu"
 
@@ -349,3 +352,32 @@ def test_streams_wake_only_when_the_health_stamp_moves():
     assert watchers.version == 2
     watchers.bump()  # other moves (an interface pass, a new inventory) still wake every stream
     assert watchers.version == 3
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="dropping capabilities with setpriv needs root")
+def test_a_socket_directory_an_agent_without_capabilities_cannot_write_is_named_with_the_fix() -> None:
+    """The agent's check in a process holding no capabilities (what a privileged container's process
+    running as uid 65532 has: CapEff 0) in a kubelet directory it does not own: the reason it says
+    in its log and /readyz."""
+    import subprocess
+    import sys
+
+    from nodeplugins.devicemanager.kubelet import socket_dir_problem
+
+    root = Path(tempfile.mkdtemp(prefix="gpustack-kubelet-"))
+    try:
+        (root / "device-plugins").mkdir(mode=0o755)
+        os.chown(
+            root / "device-plugins", 65532, 65532
+        )  # not the checking process's, as root's is not 65532's
+        socket = root / "device-plugins" / "kubelet.sock"
+        code = f"from nodeplugins.devicemanager.kubelet import socket_dir_problem; print(socket_dir_problem({str(socket)!r}))"
+        out = subprocess.run(
+            ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable, "-c", code],
+            capture_output=True, text=True, cwd=REPO, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        ).stdout  # fmt: skip
+        assert f"cannot create the device-plugin sockets in {socket.parent}: Permission denied" in out, out
+        assert "runAsUser: 0" in out, out
+        assert socket_dir_problem(socket) is None  # with its capabilities, root may
+    finally:
+        shutil.rmtree(root)
