@@ -10,14 +10,15 @@ help:                      ## list the targets, one line each
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
 
-cluster-binaries:          ## kube-apiserver, etcd, kubectl, Kueue, kubelet, nfd-master... built from Go modules, cached in ~/.cache
+cluster-binaries: bootstrap  ## kube-apiserver, etcd, kubectl, Kueue, kubelet, NFD... from Go modules (cached in ~/.cache); the chart's Kueue and NFD dependencies
 	@tests/cluster/build.sh
 	@tests/cluster/build-node.sh >/dev/null
+	@$(PY) scripts/chart-dependencies.py >/dev/null
 
 container-tools:           ## containerd, runc, CNI plugins, socat, mmdebstrap, umoci from Debian's packages
 	@scripts/ensure-container-tools.sh
 
-images: bootstrap container-tools  ## the operator, ssh-server and pause images as OCI archives (images/build.py), cached by content
+images: bootstrap cluster-binaries container-tools  ## the operator, ssh-server and pause images as OCI archives (images/build.py), cached by content
 	@$(PY) -m images.build
 
 wrk:                       ## the benchmark's load generator, from Debian's packages

@@ -209,12 +209,16 @@ def _cleanup(args: argparse.Namespace) -> int:
     from kube.client import ApiError, Client, load_api_client
 
     try:
-        deleted = Cleanup(
+        cleanup = Cleanup(
             Client(load_api_client(args.kubeconfig)),
             cert_secret=args.cert_secret,
             worker_selector=args.worker_selector,
             wait_for_workers=args.wait_for_workers,
-        ).run()
+        )
+        if args.before_kueue_goes:
+            deleted = cleanup.before_kueue_goes(args.before_kueue_goes)
+        else:
+            deleted = cleanup.run()
     except ApiError as error:
         print(f"gpustack-operator cleanup: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -359,6 +363,13 @@ def parser() -> argparse.ArgumentParser:
     )
     cleanup.add_argument(
         "--wait-for-workers", type=float, default=120.0, help="seconds to wait for them (default 120)"
+    )
+    cleanup.add_argument(
+        "--before-kueue-goes",
+        metavar="WORKER_DEPLOYMENT",
+        default="",
+        help="only this: delete the worker Deployment, wait out its Pods, then the operator's Kueue objects "
+        "while Kueue still runs (the pre-delete hook of a release that installed Kueue)",
     )
     cleanup.set_defaults(func=_cleanup)
 

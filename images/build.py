@@ -16,6 +16,10 @@ Images (``IMAGES``; names are the chart's defaults):
     ssh-server   gpustack/gpustack-operator-py-ssh-server:v<version>  the Instance sshd sidecar
     pause        registry.k8s.io/pause:3.10  the sandbox image of the local containerd nodes
                  (busybox-static), under the name containerd asks for
+    kueue        registry.k8s.io/kueue/kueue:v<its version>  Kueue's manager, the binary the local
+                 cluster builds from its Go module, under the name the chart dependency runs
+    nfd          registry.k8s.io/nfd/node-feature-discovery:v<its version>  nfd-master, nfd-worker
+                 and nfd-gc, likewise
 
 Every layer and every image is cached under ``~/.cache/gpustack-operator/images/`` by the hash of
 what goes into it, so a second build is a few hashes. Usage::
@@ -66,6 +70,26 @@ class Image:
     config: dict  # umoci config flags
 
 
+def _versions(script: str) -> dict[str, str]:
+    """versions.env of the directory a tests/cluster build script prints (no build: the binaries
+    must be there, as they are after `make cluster-binaries`)."""
+    directory = _bin_dir(script)
+    env = directory / "versions.env"
+    if not env.exists():
+        return {}
+    return dict(line.split("=", 1) for line in env.read_text().splitlines() if "=" in line)
+
+
+def _bin_dir(script: str) -> Path:
+    out = subprocess.run(
+        ["bash", str(REPO / "tests" / "cluster" / script), "--bin-dir"], capture_output=True, text=True
+    )
+    return Path(out.stdout.strip())
+
+
+KUEUE_VERSION = "v0.19.0"  # tests/cluster/kueue/go.mod; checked against versions.env when built
+NFD_VERSION = "v0.19.0"  # tests/cluster/nfd/go.mod
+
 IMAGES = {
     "operator": Image(
         "operator",
@@ -85,6 +109,21 @@ IMAGES = {
         ("openssh-server", "util-linux"),
         False,
         {"user": "0", "entrypoint": ["/usr/local/bin/entrypoint"], "cmd": [], "env": []},
+    ),
+    "kueue": Image(
+        "kueue",
+        f"registry.k8s.io/kueue/kueue:{KUEUE_VERSION}",
+        (),
+        False,
+        {"user": "65532", "entrypoint": ["/manager"], "cmd": [], "env": []},
+    ),
+    "nfd": Image(
+        "nfd",
+        f"registry.k8s.io/nfd/node-feature-discovery:{NFD_VERSION}",
+        (),
+        False,
+        # Non-root: the NFD chart runs master and worker with runAsNonRoot (no runAsUser).
+        {"user": "65534", "entrypoint": [], "cmd": ["nfd-master"], "env": ["PATH=/usr/bin:/bin"]},
     ),
     "pause": Image(
         "pause",
@@ -336,9 +375,70 @@ def _tar_dir(root: Path, out: Path) -> None:
 # --- images -------------------------------------------------------------------------------------
 
 
+def linked_libraries(binary: Path) -> list[Path]:
+    """The shared libraries a dynamically linked binary loads (``ldd``), none for a static one."""
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    if proc.returncode != 0:  # "not a dynamic executable"
+        return []
+    found = []
+    for line in proc.stdout.splitlines():
+        path = line.split("=>")[-1].strip().split(" (")[0].strip()
+        if path.startswith("/"):
+            found.append(Path(path))
+    return found
+
+
+def _binaries_layer(name: str, files: dict[str, Path]) -> Path:
+    """A layer of the Go builds of tests/cluster at the paths ``files`` names, with the C libraries a
+    binary links when it was not built static (a build with cgo on: the loader and libc)."""
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise BuildError(f"{name}: no {missing[0]}: run `make cluster-binaries` first")
+    files = dict(files)
+    for binary in list(files.values()):
+        for library in linked_libraries(binary):
+            files.setdefault(str(library), library)
+    key = _digest(
+        FORMAT,
+        *(f"{dest}={hashlib.sha256(src.read_bytes()).hexdigest()}" for dest, src in sorted(files.items())),
+    )
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
+            for dest, src in files.items():
+                target = Path(tmp) / dest.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, target)
+                target.chmod(0o755)
+            (Path(tmp) / "tmp").mkdir(mode=0o1777)
+            (Path(tmp) / "tmp").chmod(0o1777)
+            _tar_dir(Path(tmp), out)
+
+    return _cached(CACHE / "layers" / f"{name}-{key}.tar", make)
+
+
 def _layers(image: Image) -> list[Path]:
     if image.name == "pause":
         return [_busybox_layer()]
+    if image.name in ("kueue", "nfd"):
+        script, variable = (
+            ("build.sh", "KUEUE_VERSION") if image.name == "kueue" else ("build-node.sh", "NFD_VERSION")
+        )
+        built = _versions(script).get(variable)
+        wanted = image.ref.rsplit(":", 1)[1]
+        if built != wanted:
+            raise BuildError(
+                f"{image.name}: the binaries tests/cluster/{script} built are {built}, the image names {wanted}"
+            )
+    if image.name == "kueue":
+        return [_binaries_layer("kueue", {"/manager": _bin_dir("build.sh") / "kueue"})]
+    if image.name == "nfd":
+        node = _bin_dir("build-node.sh")
+        return [
+            _binaries_layer(
+                "nfd", {f"/usr/bin/{b}": node / b for b in ("nfd-master", "nfd-worker", "nfd-gc")}
+            )
+        ]
     layers = [_base_layer(image)]
     if image.python:
         layers += [_deps_layer(), _app_layer()]

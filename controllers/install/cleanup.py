@@ -18,6 +18,12 @@ certificate Secret and the Lease.  Cleanup removes them in an order that never l
 5. the certificate Secret and the Lease.
 
 :func:`plan` names the steps; :func:`run` performs them, each tolerating what is already gone.
+
+When the release installed Kueue itself (``kueue.enabled``), Helm deletes Kueue with it — its CRDs
+too — and objects still carrying Kueue's finalizers would then hold those CRDs ``Terminating`` for
+good. :func:`Cleanup.before_kueue_goes` is the chart's pre-delete hook for that case: it deletes the
+worker Deployment (so no replica recreates a pool's objects), waits out its Pods, then deletes the
+AdmissionChecks and the pools' Kueue objects and waits while the still-running Kueue releases them.
 """
 
 from __future__ import annotations
@@ -61,6 +67,16 @@ def plan(*, cert_secret: str, lease: str = constants.LEADER_ELECTION_ID) -> list
         Deletion("Secret", cert_secret, constants.SYSTEM_NAMESPACE),
         Deletion("Lease", lease, constants.SYSTEM_NAMESPACE),
     ]
+
+
+KUEUE_KINDS = ("AdmissionCheck", "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology")
+
+
+def kueue_plan() -> list[Deletion]:
+    """The operator's Kueue objects (a subset of :func:`plan`), dependants first."""
+    order = {"LocalQueue": 0, "ClusterQueue": 1, "AdmissionCheck": 2, "ResourceFlavor": 3, "Topology": 4}
+    found = [d for d in plan(cert_secret="") if d.kind in KUEUE_KINDS]
+    return sorted(found, key=lambda d: order[d.kind])
 
 
 def our_finalizers(finalizers: list[str]) -> list[str]:
@@ -171,6 +187,28 @@ class Cleanup:
                     if error.status not in (404, 409, 422):
                         raise
         return released
+
+    def before_kueue_goes(self, worker_deployment: str, timeout: float = 180.0) -> list[str]:
+        """The pre-delete hook of a release that installed Kueue (module docstring). True when every
+        Kueue object of the operator is gone within ``timeout``."""
+        self._delete_one("Deployment", worker_deployment, constants.SYSTEM_NAMESPACE)
+        self.workers_gone()
+        steps = kueue_plan()
+        for deletion in steps:
+            self.remove(deletion)
+        deadline = self.clock() + timeout
+        while left := [
+            f"{d.kind}/{(o.get('metadata') or {}).get('name')}"
+            for d in steps
+            for o in self._list(d.kind, d.namespace, d.label_selector)
+            if _matches(d, o)
+        ]:
+            if self.clock() > deadline:
+                log.warning("Kueue objects still present; uninstalling anyway", extra={"left": left[:10]})
+                break
+            self.sleep(1.0)
+        log.info("Kueue objects removed before Kueue", extra={"deleted": len(self.deleted)})
+        return self.deleted
 
     def run(self) -> list[str]:
         self.workers_gone()

@@ -6,6 +6,8 @@
 #              recording every CreateContainer (see its main.go)
 #   nfd-master sigs.k8s.io/node-feature-discovery (nfd/ module): NodeFeature
 #              objects -> node labels, as the chart's bundled NFD does
+#   nfd-worker, nfd-gc  the rest of NFD's image (images/build.py packs the three as
+#              registry.k8s.io/nfd/node-feature-discovery for the chart's NFD dependency)
 # into ${GPUSTACK_NODE_BIN_CACHE:-~/.cache/gpustack-operator/node-bin}/<key>/.
 #
 #   tests/cluster/build-node.sh            build (no-op when cached); prints the dir
@@ -96,10 +98,11 @@ cmp -s "$MODFILE_DIR/node.sum" "$MODFILE_DIR/node.sum.pinned" || {
     exit 1
 }
 
-# --- nfd-master ----------------------------------------------------------------
+# --- nfd-master, nfd-worker, nfd-gc --------------------------------------------
 NFD_VERSION="$(modver nfd sigs.k8s.io/node-feature-discovery)"
 build nfd nfd "-X sigs.k8s.io/node-feature-discovery/pkg/version.version=$NFD_VERSION" \
-    sigs.k8s.io/node-feature-discovery/cmd/nfd-master
+    sigs.k8s.io/node-feature-discovery/cmd/nfd-master sigs.k8s.io/node-feature-discovery/cmd/nfd-worker \
+    sigs.k8s.io/node-feature-discovery/cmd/nfd-gc
 
 cat >"$BIN_DIR/versions.env" <<EOF
 K8S_VERSION=$K8S_VERSION

@@ -11,8 +11,8 @@ Pod — never the admin's kubeconfig.
 
 The values :func:`local_values` adds are only what this machine needs: the worker and the cleanup
 hook on the process node, the webhooks registered at the Service stand-in's URL (there is no
-kube-proxy to reach a ClusterIP), the certificate valid for 127.0.0.1, and the model-manager kept
-off the process node.
+kube-proxy to reach a ClusterIP), the certificate valid for 127.0.0.1, the model-manager kept off
+the process node, and the cluster's own Kueue and NFD (the harness's) instead of the chart's.
 """
 
 from __future__ import annotations
@@ -169,6 +169,9 @@ def local_values(host: Host, **overrides: Any) -> dict[str, Any]:
         },
         "cleanup": dict(ON_HOST),
         "modelManager": {"tolerations": []},
+        # The harness runs the cluster's own Kueue and nfd-master (up.sh, nodes.py).
+        "kueue": {"enabled": False},
+        "node-feature-discovery": {"enabled": False},
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(values.get(key), dict):

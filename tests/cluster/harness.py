@@ -212,6 +212,8 @@ def is_running(state_dir: Path | str | None = None) -> bool:
     state_dir = Path(state_dir).resolve() if state_dir else default_state_dir()
     pids = state_dir / "pids"
     names = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "kwok"]
+    if (state_dir / "no-kueue").exists():  # up.sh with GPUSTACK_CLUSTER_KUEUE=0
+        names.remove("kueue")
     for name in names:
         try:
             pid = int((pids / f"{name}.pid").read_text().strip())

@@ -481,10 +481,13 @@ def start_node(
     dm_args: list[str] | None = None,
     runtime: str = "fake",
     images: dict[str, Path] | None = None,
+    nfd_master: bool = True,
 ) -> Node:
     """Start (or find running) a node with the hardware of ``profile``; waits until it is Ready and
     its device manager has published its ``Devices``.  ``dm_args`` are added to the device
-    manager's command line (e.g. ``--sysfs-root`` of a simulated RDMA tree in the node's directory)."""
+    manager's command line (e.g. ``--sysfs-root`` of a simulated RDMA tree in the node's directory).
+    ``runtime="containerd"``: Pods run as containers of ``images`` (ref -> archive), and the device
+    manager is the chart's DaemonSet; ``nfd_master=False``: the cluster's NFD is the chart's too."""
     node = Node(name, node_directory(info, name), slot, manufacturer, real, runtime if real else "fake")
     node.root.mkdir(parents=True, exist_ok=True)
     if dm_args is not None:
@@ -524,7 +527,8 @@ def start_node(
         cards = len(profiles.load(node.profile, node=name).cards)
         if info.kubectl("get", "node", name, check=False).returncode != 0:
             harness.create_fake_node(info, name, capacity=kwok_capacity(node, cards))
-    ensure_nfd_master(info, name)
+    if nfd_master:
+        ensure_nfd_master(info, name)
     info.apply(nfd_worker_features(name, vendor))
     if node.containers_run:
         return node  # its device manager is the chart's DaemonSet

@@ -79,6 +79,7 @@ wait_ready() { # wait_ready <component> <timeout seconds>
 all_up=1
 any_up=0
 for c in "${COMPONENTS[@]}"; do
+    [[ "$c" == kueue && "${GPUSTACK_CLUSTER_KUEUE:-1}" == 0 ]] && continue
     if pid_of "$c" >/dev/null; then any_up=1; else all_up=0; fi
 done
 if ((all_up)) && apiserver_ready; then
@@ -146,6 +147,9 @@ gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
 gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
 # The apiserver's identity towards kubelets (logs, exec, port-forward); kubelets trust the cluster CA.
 gen_cert apiserver-kubelet-client "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client" clientAuth
+# The aggregator's identity towards extension API servers (Kueue's visibility API, when Kueue runs
+# from its chart in containers): they trust the request headers of a client the cluster CA signed.
+gen_cert front-proxy-client "/CN=front-proxy-client" clientAuth
 gen_cert kueue-webhook "/CN=kueue-webhook" serverAuth "IP:127.0.0.1,DNS:localhost"
 # Kueue expects tls.crt/tls.key in its cert dir.
 mkdir -p "$STATE_DIR/kueue/certs"
@@ -241,6 +245,13 @@ launch kube-apiserver "$BIN_DIR/kube-apiserver" \
     --kubelet-preferred-address-types=InternalIP,Hostname \
     --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --requestheader-client-ca-file="$PKI/ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --profiling=false \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 # --endpoint-reconciler-type=none: the "kubernetes" Service would otherwise get
@@ -282,12 +293,17 @@ launch kube-scheduler "$BIN_DIR/kube-scheduler" \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 
 # ---------------------------------------------------------------- Kueue
+# GPUSTACK_CLUSTER_KUEUE=0: no Kueue here (a test installs it from the chart's Kueue dependency, in
+# containers); recorded in <state>/no-kueue so that harness.is_running does not wait for it.
+WITH_KUEUE="${GPUSTACK_CLUSTER_KUEUE:-1}"
+if [[ "$WITH_KUEUE" == 0 ]]; then touch "$STATE_DIR/no-kueue"; else rm -f "$STATE_DIR/no-kueue"; fi
+KUEUE_URL="https://127.0.0.1:$KUEUE_WEBHOOK_PORT"
+if [[ "$WITH_KUEUE" != 0 ]]; then
 # CRDs and webhook manifests come from the Kueue module in the Go module cache
 # (the module zip ships config/); nothing upstream is copied into this repo.
 KUEUE_SRC="$(cd "$CLUSTER_HERE/kueue" && GOFLAGS=-mod=readonly go mod download -json sigs.k8s.io/kueue |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
 [[ -d "$KUEUE_SRC/config/components/crd/bases" ]] || die "no Kueue CRDs under $KUEUE_SRC"
-KUEUE_URL="https://127.0.0.1:$KUEUE_WEBHOOK_PORT"
 CA_BUNDLE="$(base64 -w0 "$PKI/ca.crt")"
 
 log "applying Kueue CRDs and webhook configurations"
@@ -314,6 +330,7 @@ launch kueue env KUEUE_METRICS_CERT_DIR="$STATE_DIR/kueue/certs" "$BIN_DIR/kueue
     --config="$STATE_DIR/kueue/config.yaml" \
     --kubeconfig="$STATE_DIR/kubeconfig" \
     --zap-log-level="${GPUSTACK_KUEUE_LOG_LEVEL:-info}"
+fi
 
 # ---------------------------------------------------------------- NFD
 # NFD's CRDs and nfd-master's configuration. nfd-master itself (it turns NodeFeature objects —
@@ -353,7 +370,7 @@ launch kwok "$BIN_DIR/kwok" \
 wait_ready kube-controller-manager 60
 wait_ready kube-scheduler 60
 wait_ready kwok 60
-wait_ready kueue 120
+[[ "$WITH_KUEUE" == 0 ]] || wait_ready kueue 120
 # What a client of this cluster needs (read by harness.py).
 cat >"$STATE_DIR/cluster.env" <<EOF
 KUBECONFIG=$STATE_DIR/kubeconfig

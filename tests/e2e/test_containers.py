@@ -1,15 +1,22 @@
 """The operator as an administrator runs it: its own images, built here (``images/build.py``), run as
 containers on a real kubelet over containerd + runc (``tests/cluster/container_node.py``), installed
-by ``helm install`` of the chart with nothing but the values a cluster without accelerators needs
-(the simulated cards' host path, and where to schedule). No process of the checkout stands in for a
-Pod of the release.
+by ``helm install`` of the chart — Kueue and NFD included, as its dependencies — with nothing but the
+values a cluster without accelerators needs (the simulated cards' host path, and where to schedule).
+No process of the checkout stands in for a Pod of the release.
+
+The module runs on a control plane of its own (``second_cluster``: the lane's second port block)
+started without the harness's Kueue (``GPUSTACK_CLUSTER_KUEUE=0``) and without its nfd-master: the
+chart's Kueue, started from the configuration the chart renders, and the chart's NFD are the only
+ones. The harness still publishes the NodeFeature nfd-worker would publish for the simulated card's
+PCI vendor (the real nfd-worker container finds this machine's own PCI devices, none of them a GPU).
 
 Checked, in order (each test is the next step of one installation):
-1. every Pod of the release runs in a container (``containerd://``) with the security context the
-   chart rendered, read from inside: the worker as 65532 with no capabilities on a read-only root,
-   the node agents as root with what they need; the device manager registered the simulated cards
-   with the kubelet and the model manager its CSI driver; the worker's webhooks answer through its
-   Service (a dry-run Pod is mutated);
+1. every Pod of the release — worker, device manager, model manager, Kueue, nfd-master, nfd-worker,
+   nfd-gc — runs in a container (``containerd://``) with the security context the chart rendered,
+   read from inside for ours: the worker as 65532 with no capabilities on a read-only root, the node
+   agents as root with what they need; the device manager registered the simulated cards with the
+   kubelet and the model manager its CSI driver; the apiserver reaches the worker's webhooks through
+   its Service; NFD labelled the node with the PCI vendor;
 2. a whole-card Pod and a slice go through the five gates and run on the container node; the
    visibility the device manager's ``Allocate`` handed them is read from inside (``kubectl exec``);
 3. ``helm uninstall`` removes the release's Pods (the containers with them).
@@ -23,13 +30,16 @@ import uuid
 import chart
 import harness
 import nodes
+import ports
 import pytest
+import yaml
 
 from api import constants
 from images import build as images
+from tests.e2e import second_cluster
 from tests.e2e.objects import wait_for_entrance
 
-from .conftest import ensure_namespace, gpustack
+from .conftest import ensure_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -50,13 +60,19 @@ WAIT = 240
 
 
 @pytest.fixture(scope="module")
-def installed(cluster: harness.ClusterInfo):
-    """The images built, a container node with them, and the chart installed onto it."""
-    built = dict(images.build(name) for name in ("pause", "operator"))
-    gpustack.uninstall_webhooks(cluster)  # what an earlier module's worker registered at its own URL
-    nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, runtime="containerd", images=built)
+def installed():
+    """The images built, a control plane without Kueue, a container node with the images, and the
+    chart — with its Kueue and NFD — installed onto it."""
+    built = dict(images.build(name) for name in ("pause", "operator", "kueue", "nfd"))
+    directory = second_cluster.state_dir(f"{ports.e2e_prefix()}-containers")
+    env = {**second_cluster.port_env(), "GPUSTACK_CLUSTER_KUEUE": "0"}
+    cluster = second_cluster.start(directory, env)
     try:
-        chart.install(cluster, VALUES)
+        with second_cluster.environment(env):
+            nodes.start_node(
+                cluster, NODE, "a10g-4.yaml", slot=SLOT, runtime="containerd", images=built, nfd_master=False
+            )
+        chart.install(cluster, VALUES, timeout=WAIT)
         yield cluster
     finally:
         cluster.kubectl(
@@ -64,8 +80,8 @@ def installed(cluster: harness.ClusterInfo):
         )
         if chart.installed(cluster):
             chart.helm(cluster, "uninstall", chart.RELEASE, "--namespace", SYSTEM, "--wait", check=False)
-        gpustack.uninstall_webhooks(cluster)
         nodes.remove_node(cluster, NODE)
+        second_cluster.stop(cluster, directory, env)
 
 
 def release_pods(cluster: harness.ClusterInfo) -> list[dict]:
@@ -74,7 +90,14 @@ def release_pods(cluster: harness.ClusterInfo) -> list[dict]:
 
 
 def component(pod: dict) -> str:
-    return pod["metadata"]["labels"]["app.kubernetes.io/component"]
+    """Ours and NFD's say app.kubernetes.io/component (NFD: master, worker, gc); Kueue's say
+    control-plane: controller-manager."""
+    labels = pod["metadata"]["labels"]
+    if labels.get("app.kubernetes.io/name") == "kueue":
+        return "kueue"
+    if labels.get("app.kubernetes.io/name") == "node-feature-discovery":
+        return f"nfd-{labels.get('role') or labels.get('app.kubernetes.io/component')}"
+    return labels["app.kubernetes.io/component"]
 
 
 def ready(pod: dict) -> bool:
@@ -82,10 +105,18 @@ def ready(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
+OURS = {"worker", "device-manager-nvidia", "model-manager"}
+DEPENDENCIES = {"kueue": "registry.k8s.io/kueue/kueue:v0.19.0",
+                "nfd": "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"}  # fmt: skip
+
+
 def all_ready(cluster: harness.ClusterInfo) -> dict[str, dict] | None:
+    """Every Pod of the release by component (Kueue's and NFD's included) once all are Ready."""
     pods = {component(p): p for p in release_pods(cluster) if not p["metadata"].get("deletionTimestamp")}
-    wanted = {"worker", "device-manager-nvidia", "model-manager"}
-    if set(pods) >= wanted and all(ready(pods[c]) for c in wanted):
+    found = set(pods)
+    kueue = {c for c in found if c.startswith("kueue")}
+    nfd = {c for c in found if c in ("master", "worker-nfd", "gc") or "nfd" in c}
+    if found >= OURS and kueue and nfd and all(ready(p) for p in pods.values()):
         return pods
     return None
 
@@ -108,7 +139,20 @@ def test_every_pod_of_the_release_runs_in_a_container_with_the_rendered_security
         assert pod["spec"]["nodeName"] == NODE, name
         for status in pod["status"]["containerStatuses"]:
             assert status["containerID"].startswith("containerd://"), (name, status["containerID"])
-            assert status["image"].endswith(OPERATOR_IMAGE), (name, status["image"])
+            wanted = DEPENDENCIES.get(name.split("-")[0], OPERATOR_IMAGE)
+            assert status["image"].endswith(wanted), (name, status["image"])
+    # Kueue's and NFD's Pods run with the security their charts render: Kueue's and nfd-master's
+    # and nfd-worker's say runAsNonRoot, which the kubelet checks against the image's user before it
+    # starts the container (they are Ready above: the images built here run as non-root users).
+    non_root = {
+        n
+        for n, p in pods.items()
+        if {
+            **(p["spec"].get("securityContext") or {}),
+            **(p["spec"]["containers"][0].get("securityContext") or {}),
+        }.get("runAsNonRoot")
+    }
+    assert {"kueue", "nfd-master", "nfd-worker"} <= non_root, sorted(non_root)
 
     worker = pods["worker"]
     rendered = worker["spec"]["containers"][0]["securityContext"]
@@ -145,6 +189,17 @@ def test_every_pod_of_the_release_runs_in_a_container_with_the_rendered_security
     config = cluster.kubectl_json("get", "mutatingwebhookconfiguration", "gpustack-worker-mutation")
     service = config["webhooks"][0]["clientConfig"]["service"]
     assert (service["namespace"], service["name"]) == (SYSTEM, f"{chart.RELEASE}-worker")
+
+    # Kueue started from the configuration the chart rendered, unchanged: its ConfigMap is the chart's.
+    ours = cluster.kubectl_json("get", "configmap", f"{chart.RELEASE}-kueue-manager-config", "-n", SYSTEM)
+    theirs = cluster.kubectl_json("get", "configmap", "kueue-manager-config", "-n", SYSTEM)
+    assert yaml.safe_load(theirs["data"]["controller_manager_config.yaml"]) == yaml.safe_load(
+        ours["data"]["controller_manager_config.yaml"]
+    )
+    # NFD's master labelled the node from the NodeFeatures (the simulated card's vendor, and the
+    # label namespaces the chart lets it write: the worker's NodeFeatureRule).
+    labels = cluster.kubectl_json("get", "node", NODE)["metadata"]["labels"]
+    assert labels.get("feature.node.kubernetes.io/pci-10de.present") == "true", sorted(labels)
 
 
 def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
@@ -203,11 +258,19 @@ def test_a_whole_card_and_a_slice_run_in_containers_that_see_their_visibility(in
         assert env.get("CUDA_VISIBLE_DEVICES") == "0", (name, env.get("CUDA_VISIBLE_DEVICES"))
 
 
-def test_helm_uninstall_removes_the_release_pods(installed) -> None:
+def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
+    """`helm uninstall --wait` completes: its pre-delete hook emptied Kueue of the operator's pools
+    while Kueue ran, so Kueue's CRDs go with the release instead of hanging Terminating."""
     cluster = installed
     cluster.kubectl("delete", "namespace", NS, "--wait=true", timeout=120)
     chart.uninstall(cluster)
     harness.wait_for(lambda: not release_pods(cluster), timeout=WAIT, what="the release's Pods gone")
+    left = [
+        c["metadata"]["name"]
+        for c in cluster.kubectl_json("get", "crd")["items"]
+        if "kueue" in c["metadata"]["name"]
+    ]
+    assert left == [], left
     directory = nodes.node_directory(cluster, NODE) / "run" / "runc" / "k8s.io"
     harness.wait_for(
         lambda: not directory.exists() or len(list(directory.iterdir())) == 0,

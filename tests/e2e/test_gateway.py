@@ -33,10 +33,10 @@ import gpustack
 import harness
 import httpx
 import nodes
-import ports
 import pytest
 
 from gateway.fleet import Fleet, item_name
+from tests.e2e import second_cluster
 from tests.gateway.serving import Watch
 
 pytestmark = pytest.mark.e2e
@@ -49,29 +49,6 @@ NODES = {  # node: (its hardware profile in tests/cluster/profiles, its device m
     EAST: {f"gw-h100-e-{SUFFIX}": ("h100-8.yaml", 21), f"gw-t4-e-{SUFFIX}": ("t4-4.yaml", 22)},
     WEST: {f"gw-h100-w-{SUFFIX}": ("h100-8.yaml", 23)},
 }
-
-
-def second_ports() -> dict[str, str]:
-    return {
-        f"GPUSTACK_{name}_PORT": os.environ.get(
-            f"GPUSTACK_SECOND_{name}_PORT", str(ports.e2e_block("second-cluster")[name])
-        )
-        for name in ports.CONTROL_PLANE
-    }
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 # Simulated nodes --------------------------------------------------------------------------------
@@ -185,13 +162,10 @@ def fleet(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory
             + " (an earlier module left them behind)"
         )
     second_dir = Path(
-        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or harness.REPO_ROOT / ".dev" / "e2e-second"
+        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or second_cluster.state_dir("e2e-second")
     ).resolve()
-    ports = second_ports()
-    with environment(ports):
-        if not harness.is_running(second_dir) and second_dir.exists():
-            harness.stop(second_dir, purge=True)
-        second = harness.start(second_dir)
+    ports = second_cluster.port_env()
+    second = second_cluster.start(second_dir, ports)
     tmp = tmp_path_factory.mktemp("gateway")
     configs = tmp / "clusters"
     configs.mkdir()
@@ -214,9 +188,7 @@ def fleet(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory
                 process.wait(timeout=20)
         for member in members.values():
             _member_down(member)
-        if second.started and os.environ.get("GPUSTACK_CLUSTER_KEEP", "") not in ("1", "true", "yes"):
-            with environment(ports):
-                harness.stop(second_dir, purge=True)
+        second_cluster.stop(second, second_dir, ports)
 
 
 def _ready(side: Fleetside) -> bool:

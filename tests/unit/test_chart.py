@@ -29,6 +29,14 @@ NS = "gpustack-system"
 TEMPLATE = ("--kube-version", "1.36.3")  # helm template's default (1.20) is below the chart's kubeVersion
 
 
+@pytest.fixture(scope="module", autouse=True)
+def dependencies() -> None:
+    """The chart's Kueue and NFD packages in charts/ (a no-op when `make cluster-binaries` put them)."""
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "chart-dependencies.py")], check=True, capture_output=True
+    )
+
+
 def helm(*args: str, values: dict[str, Any] | None = None, check: bool = True) -> subprocess.CompletedProcess:
     extra = ["--values", "-"] if values is not None else []
     proc = subprocess.run(
@@ -52,7 +60,14 @@ def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[di
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+    """This chart's own objects of ``kind`` (not those of its Kueue and NFD dependencies)."""
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind and ours(d)}
+
+
+def ours(doc: dict[str, Any]) -> bool:
+    labels = doc["metadata"].get("labels") or {}
+    chart = labels.get("helm.sh/chart", "gpustack-operator-")
+    return chart.startswith("gpustack-operator-")
 
 
 def container(workload: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +115,11 @@ def test_default_objects() -> None:
     assert "gpustack-operator-model-manager" in daemonsets
     assert set(by_kind(docs, "CSIDriver")) == {"model.csi.gpustack.ai"}
     assert set(by_kind(docs, "RuntimeClass")) == {"nvidia", "ascend", "mthreads", "iluvatar"}
-    roles = by_kind(docs, "ClusterRole")
+    roles = {
+        n: r
+        for n, r in by_kind(docs, "ClusterRole").items()
+        if "helm.sh/hook" not in (r["metadata"].get("annotations") or {})
+    }
     assert set(roles) == {
         "gpustack-operator-worker",
         "gpustack-operator-device-manager",
@@ -108,7 +127,10 @@ def test_default_objects() -> None:
     }
     dm_rules = roles["gpustack-operator-device-manager"]["rules"]
     assert not any("*" in r["resources"] or "delete" in r["verbs"] for r in dm_rules)  # least privilege
-    assert not [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+    # The only hooks by default: the pre-delete emptying of the Kueue it installs (and NFD's own).
+    hooks = [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {}) and ours(d)]
+    assert {d["metadata"]["annotations"]["helm.sh/hook"] for d in hooks} == {"pre-delete"}
+    assert {d["metadata"]["name"] for d in hooks} == {"gpustack-operator-cleanup-before-kueue"}
 
 
 def _resources(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -215,10 +237,41 @@ def test_cert_manager_mode_mounts_the_provided_certificate() -> None:
 
 def test_cleanup_on_uninstall_renders_post_delete_hooks() -> None:
     docs = render({"cleanupOnUninstall": True})
-    hooks = [d for d in docs if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "post-delete"]
+    hooks = [
+        d
+        for d in docs
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "post-delete" and ours(d)
+    ]
     assert {d["kind"] for d in hooks} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"}
     job = next(d for d in hooks if d["kind"] == "Job")
     assert container(job)["args"][0] == "cleanup"
+
+
+def test_the_kueue_it_installs_is_emptied_of_the_operators_objects_before_it_goes() -> None:
+    """Pre-delete (kueue.enabled): the Job deletes the worker, then the pools' Kueue objects while
+    Kueue still runs; it may delete only the release's worker Deployment. None with the cluster's Kueue."""
+    docs = render()
+    hooks = [
+        d
+        for d in docs
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete" and ours(d)
+    ]
+    job = next(d for d in hooks if d["kind"] == "Job")
+    assert container(job)["args"][:2] == ["cleanup", "--before-kueue-goes=gpustack-operator-worker"]
+    (role,) = [d for d in hooks if d["kind"] == "Role"]
+    assert role["rules"] == [
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "resourceNames": ["gpustack-operator-worker"],
+            "verbs": ["delete"],
+        }
+    ]
+    assert not [
+        d
+        for d in render({"kueue": {"enabled": False}})
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete"
+    ]
 
 
 def test_peer_sync_port_wires_the_plugin_its_token_and_the_tokenreview_grant() -> None:
@@ -243,11 +296,65 @@ def test_peer_sync_port_wires_the_plugin_its_token_and_the_tokenreview_grant() -
 
 def test_disabled_components_render_nothing() -> None:
     docs = render(
-        {"deviceManager": {"enabled": False}, "modelManager": {"enabled": False}, "kueue": {"enabled": False}}
+        {
+            "deviceManager": {"enabled": False},
+            "modelManager": {"enabled": False},
+            "kueue": {"enabled": False},
+            "node-feature-discovery": {"enabled": False},
+        }
     )
     kinds = {d["kind"] for d in docs}
     assert "DaemonSet" not in kinds and "CSIDriver" not in kinds and "RuntimeClass" not in kinds
-    assert "gpustack-operator-kueue-manager-config" not in by_kind(docs, "ConfigMap")
+    assert all(ours(d) for d in docs)  # neither Kueue nor NFD: the cluster's own are used
+    # ... and the configuration to hand to that Kueue is still rendered.
+    assert "gpustack-operator-kueue-manager-config" in by_kind(docs, "ConfigMap")
+
+
+def kueue_config_of(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name]
+    return yaml.safe_load(found["data"]["controller_manager_config.yaml"])
+
+
+def test_the_kueue_it_installs_starts_from_the_configuration_it_renders() -> None:
+    """The Kueue dependency's own ConfigMap (from values.yaml's generated copy) equals the chart's
+    rendered configuration, and both dependencies run the images the project builds under their
+    upstream names (images/build.py), without pulling what is present."""
+    docs = render()
+    assert kueue_config_of(docs, "kueue-manager-config") == kueue_config_of(
+        docs, "gpustack-operator-kueue-manager-config"
+    )
+    (kueue,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "kueue-controller-manager"
+    ]
+    manager = container(kueue)
+    assert (
+        manager["image"] == "registry.k8s.io/kueue/kueue:v0.19.0"
+        and manager["imagePullPolicy"] == "IfNotPresent"
+    )
+    nfd = [
+        d
+        for d in docs
+        if d["kind"] in ("Deployment", "DaemonSet") and "node-feature-discovery" in d["metadata"]["name"]
+    ]
+    assert {container(d)["image"] for d in nfd} == {"registry.k8s.io/nfd/node-feature-discovery:v0.19.0"}
+    master = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-master-conf")
+    )
+    assert "topology.gpustack.ai" in yaml.safe_load(master["data"]["nfd-master.conf"])["extraLabelNs"]
+    worker = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-worker-conf")
+    )
+    pci = yaml.safe_load(worker["data"]["nfd-worker.conf"])["sources"]["pci"]
+    assert pci == {"deviceClassWhitelist": ["02", "03", "0b", "12"], "deviceLabelFields": ["vendor"]}
+
+
+def test_a_changed_kueue_value_without_the_regenerated_copy_is_caught() -> None:
+    """What the test above guards against: a feature gate turned off in values, the copy not
+    regenerated (scripts/chart-dependencies.py --kueue-config) — the two configurations differ."""
+    docs = render({"kueue": {"featureGates": {"TASBalancedPlacement": False}}})
+    assert kueue_config_of(docs, "kueue-manager-config") != kueue_config_of(
+        docs, "gpustack-operator-kueue-manager-config"
+    )
 
 
 @pytest.mark.parametrize(

@@ -344,3 +344,50 @@ def test_our_finalizers_only() -> None:
     assert cleanup.our_finalizers(
         ["gpustack.ai/controlled", "worker.gpustack.ai/instance-protection", "kubernetes.io/pvc-protection"]
     ) == ["gpustack.ai/controlled", "worker.gpustack.ai/instance-protection"]
+
+
+def test_before_kueue_goes_deletes_the_worker_then_only_the_operators_kueue_objects(
+    client: Client, server: FakeApiServer
+) -> None:
+    """The pre-delete hook of a release that installed Kueue: the worker Deployment first (nothing may
+    recreate a pool), then the pools' Kueue objects and the AdmissionChecks, dependants first; a
+    ClusterQueue that is not the operator's stays, and so does everything cleanup proper removes."""
+    _prepare(client).all()
+    client.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "gpustack-operator-worker", "namespace": NS},
+            "spec": {},
+        }
+    )
+    pool = {constants.LABEL_RESOURCE_TYPE: "pool"}
+    for kind, name, namespace in (
+        ("ResourceFlavor", "gpustack--nvidia-a10g", ""),
+        ("ClusterQueue", "gpustack-fnv64-1", ""),
+        ("LocalQueue", "gpustack-fnv64-1", "team-a"),
+    ):
+        meta = {"name": name, "labels": pool, **({"namespace": namespace} if namespace else {})}
+        client.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": {}})
+    client.create(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "theirs"},
+            "spec": {},
+        }
+    )
+    server.requests.clear()
+    deleted = cleanup.Cleanup(client, cert_secret="x", sleep=lambda _s: None).before_kueue_goes(
+        "gpustack-operator-worker"
+    )
+    deletes = [path for method, path in server.requests if method == "DELETE"]
+    assert "deployments/gpustack-operator-worker" in deletes[0]
+    kinds = [d.split("/")[-2] for d in deletes[1:]]
+    assert kinds.index("localqueues") < kinds.index("clusterqueues") < kinds.index("resourceflavors")
+    assert "Deployment/gpustack-system/gpustack-operator-worker" in deleted
+    assert client.get("ClusterQueue", "gpustack-fnv64-1") is None and client.get("ClusterQueue", "theirs")
+    assert client.get("AdmissionCheck", constants.ADMISSION_CHECK_NODE_DEVICES) is None
+    # Only Kueue's objects: the webhook configurations and the CRDs are the post-delete cleanup's.
+    assert client.get("MutatingWebhookConfiguration", constants.MUTATING_CONFIGURATION) is not None
+    assert all("customresourcedefinitions" not in d for d in deletes)
