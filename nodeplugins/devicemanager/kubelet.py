@@ -55,21 +55,10 @@ def work_beside(socket: str | Path) -> None:
 
 
 def socket_dir_problem(socket: str | Path) -> str | None:
-    """Why the plugin sockets cannot be created beside the kubelet's ``socket``, or None. The usual
-    cause is a non-root user: the directory is root's, and a privileged container's process running
-    as another uid holds no capabilities."""
-    directory = Path(socket).parent
-    probe = directory / f".gpustack-probe-{os.getpid()}"
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe.touch()
-        probe.unlink()
-    except OSError as error:
-        return (
-            f"cannot create the device-plugin sockets in {directory}: {error.strerror} (uid {os.getuid()}); "
-            "the device manager must run as root (securityContext.runAsUser: 0) with that directory mounted"
-        )
-    return None
+    """Why the plugin sockets cannot be created beside the kubelet's ``socket``, or None."""
+    from nodeplugins.privileges import socket_dir_problem as problem
+
+    return problem(socket, "device-plugin sockets")
 
 
 def _inode(path: Path) -> int | None:

@@ -121,7 +121,14 @@ class _Side(BaseHTTPRequestHandler):
             return self._send(200, b"ok", "text/plain")
         if self.path == "/readyz":
             ready = agent.artifacts.synced() and self.server.serving.is_set()
-            return self._send(200 if ready else 503, b"ok" if ready else b"not ready", "text/plain")
+            body = (
+                b"ok"
+                if ready
+                else f"not ready: {self.server.blocked}".encode()
+                if self.server.blocked
+                else b"not ready"
+            )
+            return self._send(200 if ready else 503, body, "text/plain")
         if self.path == "/metrics":
             return self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
         if self.path == "/model/downloads":
@@ -135,6 +142,7 @@ class _SideServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], agent: Any, serving: threading.Event) -> None:
         self.agent = agent
         self.serving = serving
+        self.blocked: str | None = None  # a privilege the plugin lacks (nodeplugins.privileges)
         super().__init__(address, _Side)
 
 
@@ -205,15 +213,17 @@ def run(args: argparse.Namespace) -> int:
     threading.Thread(target=side.serve_forever, name="side-port", daemon=True).start()
     agent.start()
     servers = Servers(agent.service, args.node_name, kubelet_dir, agent.artifacts.synced)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    if not args.no_register:  # a plugin the kubelet calls must own its sockets and be able to mount
+        _wait_for_privileges(side, servers, stop)
     servers.start(register=not args.no_register)
     serving.set()
     log.info(
         "serving",
         extra={"node": args.node_name, "csi": str(servers.csi_path), "registration": str(servers.reg_path)},
     )
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     stop.wait()
     servers.stop()
     if peer_server is not None:
@@ -221,3 +231,23 @@ def run(args: argparse.Namespace) -> int:
     agent.stop()
     side.shutdown()
     return 0
+
+
+def _wait_for_privileges(side: _SideServer, servers: Any, stop: threading.Event) -> None:
+    """Until the CSI and registration sockets can be created and mounts are allowed: say why not
+    (once per cause in the log, and on /readyz), retry every 10 s."""
+    from nodeplugins import privileges
+
+    while not stop.is_set():
+        problem = (
+            privileges.socket_dir_problem(servers.csi_path, "CSI socket")
+            or privileges.socket_dir_problem(servers.reg_path, "kubelet registration socket")
+            or privileges.mount_problem()
+        )
+        if problem is None:
+            side.blocked = None
+            return
+        if problem != side.blocked:
+            log.error(problem)
+        side.blocked = problem
+        stop.wait(10.0)
