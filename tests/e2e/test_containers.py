@@ -17,8 +17,10 @@ Checked, in order (each test is the next step of one installation):
    agents as root with what they need; the device manager registered the simulated cards with the
    kubelet and the model manager its CSI driver; the apiserver reaches the worker's webhooks through
    its Service; NFD labelled the node with the PCI vendor;
-2. a whole-card Pod and a slice go through the five gates and run on the container node; the
-   visibility the device manager's ``Allocate`` handed them is read from inside (``kubectl exec``);
+2. a whole-card Pod, a slice and a MIG device go through the five gates (the containerised Kueue
+   admits them) and run on the container node; the visibility the device manager's ``Allocate``
+   handed them is read from inside (``kubectl exec``), the MIG device one the containerised device
+   manager created through the simulated NVML;
 3. ``helm uninstall`` removes the release's Pods (the containers with them).
 """
 
@@ -43,9 +45,9 @@ from .conftest import ensure_namespace
 
 pytestmark = pytest.mark.e2e
 
-NODE = "ct-a10g"
+NODE = "ct-h100"
 SLOT = 31
-POOL = "gpustack--nvidia-a10g-linux-amd64"
+POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 NS = f"containers-{uuid.uuid4().hex[:5]}"
 SYSTEM = chart.NAMESPACE
 ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
@@ -70,7 +72,13 @@ def installed():
     try:
         with second_cluster.environment(env):
             nodes.start_node(
-                cluster, NODE, "a10g-4.yaml", slot=SLOT, runtime="containerd", images=built, nfd_master=False
+                cluster,
+                NODE,
+                "h100-8-mig2.yaml",
+                slot=SLOT,
+                runtime="containerd",
+                images=built,
+                nfd_master=False,
             )
         chart.install(cluster, VALUES, timeout=WAIT)
         yield cluster
@@ -175,7 +183,7 @@ def test_every_pod_of_the_release_runs_in_a_container_with_the_rendered_security
 
     # The device manager registered the simulated cards with the kubelet; the plugin its CSI driver.
     node = cluster.kubectl_json("get", "node", NODE)
-    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "6"  # 8 H100s, two of them in MIG mode
     assert harness.wait_for(
         lambda: cluster.kubectl("get", "devices", NODE, check=False).returncode == 0, timeout=60,
         what="the Devices the device manager container published",
@@ -231,16 +239,23 @@ def running(cluster: harness.ClusterInfo, name: str) -> dict | None:
     return found if statuses and statuses[0].get("state", {}).get("running") else None
 
 
-def test_a_whole_card_and_a_slice_run_in_containers_that_see_their_visibility(installed) -> None:
+def test_a_whole_card_a_slice_and_a_mig_device_run_in_containers_that_see_their_visibility(installed) -> None:
     cluster = installed
     ensure_namespace(cluster, NS)
-    queue = wait_for_entrance(cluster, POOL, NS, timeout=WAIT, what="the A10G pool's entrance")
+    queue = wait_for_entrance(cluster, POOL, NS, timeout=WAIT, what="the H100 pool's entrance")
     cluster.apply(pod("whole", queue, {"nvidia.com/gpu": "1"}))
     cluster.apply(
         pod("slice", queue, {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-percentage": "40"})
     )
+    cluster.apply(
+        pod(
+            "partition",
+            queue,
+            {"nvidia.com/gpu.partitioned": "1", "nvidia.com/gpu.partitioned.mig-3g.40gb": "1"},
+        )
+    )
     seen = {}
-    for name in ("whole", "slice"):
+    for name in ("whole", "slice", "partition"):
         found = harness.wait_for(lambda n=name: running(cluster, n), timeout=WAIT, what=f"Pod {name} running")
         assert found["spec"]["nodeName"] == NODE
         assert found["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
@@ -251,6 +266,13 @@ def test_a_whole_card_and_a_slice_run_in_containers_that_see_their_visibility(in
     # One card each, named as the node's Devices name its simulated cards: the device manager
     # container's Allocate answer reached the container's environment through containerd.
     ledger = json.dumps(cluster.kubectl_json("get", "devices", NODE))
+    # The MIG device: a GPU instance the containerised device manager made through the simulated
+    # NVML, which keeps its instances beside the profile on the node's host path (as a card's outlive
+    # the driver's clients) — the container sees that instance, never its parent card.
+    mig = seen.pop("partition").get("NVIDIA_VISIBLE_DEVICES", "")
+    assert mig.startswith("MIG-") and "," not in mig, mig
+    instances = (nodes.node_directory(cluster, NODE) / "sim" / "profile.instances.json").read_text()
+    assert mig.removeprefix("MIG-") in instances or mig in instances, (mig, instances[:500])
     for name, env in seen.items():
         visible = env.get("NVIDIA_VISIBLE_DEVICES", "")
         assert visible.startswith("GPU-") and "," not in visible, (name, sorted(env))
