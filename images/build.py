@@ -8,6 +8,7 @@ OCI image archive with ``umoci``:
              (``pip install --target``: the image's Python 3.11 reads the same cp311 wheels)
     app      the project's packages as this checkout has them (its Cython extensions compiled by
              bootstrap, its gRPC modules generated), and the chart under /etc/gpustack/charts
+    binaries the Go builds of tests/cluster (Kueue, NFD), with the C libraries a binary links
 
 Images (``IMAGES``; names are the chart's defaults):
 
@@ -27,7 +28,7 @@ what goes into it, so a second build is a few hashes. Usage::
     .venv/bin/python images/build.py                 # all; prints "<name> <ref> <archive>" lines
     .venv/bin/python images/build.py operator --ref  # only print what it would name
 
-``load(name)`` returns the same (ref, archive) for the test harness. A build that cannot run says in
+``build(name)`` returns the same (ref, archive) for the test harness. A build that cannot run says in
 one line what is missing (a tool, a Debian package, the wheelhouse) and exits 1.
 """
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,18 +45,20 @@ import tarfile
 import tempfile
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CACHE = Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator")) / "images"
+CACHE_ROOT = Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator"))
+CACHE = CACHE_ROOT / "images"
 FORMAT = "1"  # bump when the way layers are made changes
 SUITE = "bookworm"
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 PACKAGES = ("api", "fastpath", "kube", "modelhub", "webhooks", "controllers", "nodeplugins", "certs",
             "gateway", "gpustack_operator")  # fmt: skip
 SITE = "/opt/gpustack"
-TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci", "busybox": "busybox-static"}
+TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci", "busybox": "busybox-static"}  # tool -> Debian package
 
 
 class BuildError(Exception):
@@ -65,9 +69,9 @@ class BuildError(Exception):
 class Image:
     name: str
     ref: str
-    debian: tuple[str, ...]  # packages of the base layer ((): no Debian base)
-    python: bool  # the deps and app layers
     config: dict  # umoci config flags
+    layers: Callable[[Image], list[Path]]  # builds (or finds cached) the layers, bottom first
+    debian: tuple[str, ...] = ()  # packages of a Debian base layer
 
 
 def _versions(script: str) -> dict[str, str]:
@@ -87,49 +91,90 @@ def _bin_dir(script: str) -> Path:
     return Path(out.stdout.strip())
 
 
-KUEUE_VERSION = "v0.19.0"  # tests/cluster/kueue/go.mod; checked against versions.env when built
-NFD_VERSION = "v0.19.0"  # tests/cluster/nfd/go.mod
+def module_version(directory: str, module: str) -> str:
+    """The version tests/cluster/<directory>/go.mod pins ``module`` at (what its binaries are built from)."""
+    text = (REPO / "tests" / "cluster" / directory / "go.mod").read_text()
+    found = re.search(rf"^\s*{re.escape(module)} (v\S+)", text, re.MULTILINE)
+    if found is None:
+        raise BuildError(f"tests/cluster/{directory}/go.mod pins no {module}")
+    return found.group(1)
+
+
+def _tag(image: Image) -> str:
+    return image.ref.rsplit(":", 1)[1]
+
+
+def _python_layers(image: Image) -> list[Path]:
+    return [_base_layer(image), _deps_layer(), _app_layer()]
+
+
+def _ssh_layers(image: Image) -> list[Path]:
+    return [_base_layer(image), _ssh_layer()]
+
+
+def _pause_layers(image: Image) -> list[Path]:
+    return [_busybox_layer()]
+
+
+def _go_layers(script: str, variable: str, files: dict[str, str]) -> Callable[[Image], list[Path]]:
+    """Layers of Go binaries ``build <script>`` made (``files``: path in the image -> binary name), once
+    its versions.env says they are the version the image names."""
+
+    def layers(image: Image) -> list[Path]:
+        built = _versions(script).get(variable)
+        if built != _tag(image):
+            raise BuildError(
+                f"{image.name}: the binaries tests/cluster/{script} built are {built}, the image names {_tag(image)}"
+            )
+        directory = _bin_dir(script)
+        return [_binaries_layer(image.name, {dest: directory / binary for dest, binary in files.items()})]
+
+    return layers
+
+
+KUEUE_VERSION = module_version("kueue", "sigs.k8s.io/kueue")
+NFD_VERSION = module_version("nfd", "sigs.k8s.io/node-feature-discovery")
 
 IMAGES = {
     "operator": Image(
         "operator",
         f"docker.io/gpustack/gpustack-operator-py:v{VERSION}",
-        ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),
-        True,
         {
             "user": "65532",
             "entrypoint": ["/usr/local/bin/gpustack-operator"],
             "cmd": ["worker"],
             "env": ["PYTHONUNBUFFERED=1", f"PYTHONPATH={SITE}/app:{SITE}/lib", "PYTHONDONTWRITEBYTECODE=1"],
         },
+        _python_layers,
+        ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),
     ),
     "ssh-server": Image(
         "ssh-server",
         f"docker.io/gpustack/gpustack-operator-py-ssh-server:v{VERSION}",
-        ("openssh-server", "util-linux"),
-        False,
         {"user": "0", "entrypoint": ["/usr/local/bin/entrypoint"], "cmd": [], "env": []},
+        _ssh_layers,
+        ("openssh-server", "util-linux"),
     ),
     "kueue": Image(
         "kueue",
         f"registry.k8s.io/kueue/kueue:{KUEUE_VERSION}",
-        (),
-        False,
         {"user": "65532", "entrypoint": ["/manager"], "cmd": [], "env": []},
+        _go_layers("build.sh", "KUEUE_VERSION", {"/manager": "kueue"}),
     ),
     "nfd": Image(
         "nfd",
         f"registry.k8s.io/nfd/node-feature-discovery:{NFD_VERSION}",
-        (),
-        False,
         # Non-root: the NFD chart runs master and worker with runAsNonRoot (no runAsUser).
         {"user": "65534", "entrypoint": [], "cmd": ["nfd-master"], "env": ["PATH=/usr/bin:/bin"]},
+        _go_layers(
+            "build-node.sh",
+            "NFD_VERSION",
+            {f"/usr/bin/{b}": b for b in ("nfd-master", "nfd-worker", "nfd-gc")},
+        ),
     ),
     "pause": Image(
         "pause",
         "registry.k8s.io/pause:3.10",
-        (),
-        False,
         {
             "user": "65535",
             "entrypoint": [
@@ -141,6 +186,7 @@ IMAGES = {
             "cmd": [],
             "env": [],
         },
+        _pause_layers,
     ),
 }
 
@@ -157,13 +203,10 @@ def _run(argv: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
     return proc
 
 
-def _need_tools(image: Image) -> None:
-    wanted = ["umoci"] + (["mmdebstrap"] if image.debian else ["busybox"])
-    missing = [TOOLS[t] for t in wanted if shutil.which(t) is None]
-    if missing:
-        raise BuildError(
-            f"missing Debian package(s) {', '.join(missing)}: run scripts/ensure-container-tools.sh"
-        )
+def _need(tool: str) -> None:
+    """Where a layer or the packing needs ``tool``: one line naming its Debian package when absent."""
+    if shutil.which(tool) is None:
+        raise BuildError(f"missing Debian package {TOOLS[tool]}: run scripts/ensure-container-tools.sh")
 
 
 def _digest(*parts: str | bytes) -> str:
@@ -219,6 +262,7 @@ def _base_layer(image: Image) -> Path:
         raise BuildError(f"{image.name}: Debian {SUITE} has no package {', '.join(unknown)}")
 
     def make(out: Path) -> None:
+        _need("mmdebstrap")
         started = time.monotonic()
         _say(f"{image.name}: Debian {SUITE} with {', '.join(image.debian)} (mmdebstrap) ...")
         argv = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet",
@@ -226,14 +270,8 @@ def _base_layer(image: Image) -> Path:
         argv += [f"--customize-hook={h}" for h in BASE_HOOKS]
         argv += [SUITE, str(out)]
         proc = subprocess.run(argv, capture_output=True, text=True)
-        if proc.returncode != 0:
+        if proc.returncode != 0:  # an unknown package was named before (unknown_packages)
             text = proc.stderr + proc.stdout
-            missing = [line for line in text.splitlines() if "Unable to locate package" in line
-                       or "has no installation candidate" in line]  # fmt: skip
-            if missing:
-                raise BuildError(
-                    f"{image.name}: Debian cannot give {missing[0].split()[-1]} ({missing[0].strip()})"
-                )
             last = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["(no output)"]
             raise BuildError(
                 f"{image.name}: mmdebstrap could not build the base ({last[0]}; no Debian mirror?)"
@@ -245,9 +283,7 @@ def _base_layer(image: Image) -> Path:
 
 def _wheelhouse() -> Path:
     want = _digest_file_bytes(REPO / "pyproject.toml", REPO / "setup.py")
-    house = (
-        Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator")) / "wheels" / want
-    )
+    house = CACHE_ROOT / "wheels" / want
     if not (house / ".complete").exists():
         raise BuildError(
             f"no wheelhouse at {house}: run `make bootstrap` first (it resolves the wheels once)"
@@ -347,6 +383,7 @@ def _ssh_layer() -> Path:
 
 
 def _busybox_layer() -> Path:
+    _need("busybox")
     busybox = Path(shutil.which("busybox") or "/bin/busybox")
     key = _digest(FORMAT, hashlib.sha256(busybox.read_bytes()).hexdigest())
 
@@ -417,45 +454,15 @@ def _binaries_layer(name: str, files: dict[str, Path]) -> Path:
     return _cached(CACHE / "layers" / f"{name}-{key}.tar", make)
 
 
-def _layers(image: Image) -> list[Path]:
-    if image.name == "pause":
-        return [_busybox_layer()]
-    if image.name in ("kueue", "nfd"):
-        script, variable = (
-            ("build.sh", "KUEUE_VERSION") if image.name == "kueue" else ("build-node.sh", "NFD_VERSION")
-        )
-        built = _versions(script).get(variable)
-        wanted = image.ref.rsplit(":", 1)[1]
-        if built != wanted:
-            raise BuildError(
-                f"{image.name}: the binaries tests/cluster/{script} built are {built}, the image names {wanted}"
-            )
-    if image.name == "kueue":
-        return [_binaries_layer("kueue", {"/manager": _bin_dir("build.sh") / "kueue"})]
-    if image.name == "nfd":
-        node = _bin_dir("build-node.sh")
-        return [
-            _binaries_layer(
-                "nfd", {f"/usr/bin/{b}": node / b for b in ("nfd-master", "nfd-worker", "nfd-gc")}
-            )
-        ]
-    layers = [_base_layer(image)]
-    if image.python:
-        layers += [_deps_layer(), _app_layer()]
-    if image.name == "ssh-server":
-        layers.append(_ssh_layer())
-    return layers
-
-
 def build(name: str) -> tuple[str, Path]:
     """The image ``name``'s reference and its OCI archive (built unless cached)."""
     image = IMAGES[name]
-    _need_tools(image)
-    layers = _layers(image)
+    layers = image.layers(image)
     key = _digest(FORMAT, image.ref, json.dumps(image.config, sort_keys=True), *(p.name for p in layers))
-    tag = image.ref.rsplit(":", 1)[1]
+    tag = _tag(image)
 
     def make(out: Path) -> None:
+        _need("umoci")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
             layout = f"{tmp}/layout"
