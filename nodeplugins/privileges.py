@@ -5,8 +5,13 @@ reason once in their log and on ``/readyz`` and retry, instead of crash-looping.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
+
+log = logging.getLogger("nodeplugins.privileges")
 
 CAP_SYS_ADMIN = 21
 FIX = "run it as root (securityContext.runAsUser: 0) with that directory mounted"
@@ -42,3 +47,21 @@ def mount_problem(status: str | None = None) -> str | None:
         f"cannot mount model volumes: no CAP_SYS_ADMIN (uid {os.getuid()}); run it privileged as root "
         "(securityContext: privileged: true, runAsUser: 0)"
     )
+
+
+def wait_until_able(
+    problem: Callable[[], str | None],
+    stop: threading.Event,
+    blocked: Callable[[str | None], None],
+    period: float = 10.0,
+) -> None:
+    """Until ``problem()`` says nothing (or ``stop``): log each new reason once, hand it to
+    ``blocked`` (what the agent's /readyz says), retry every ``period`` seconds; ``blocked(None)`` once able."""
+    said = None
+    while not stop.is_set() and (reason := problem()):
+        if reason != said:
+            log.error(reason)
+            said = reason
+        blocked(reason)
+        stop.wait(period)
+    blocked(None)

@@ -34,6 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 from api import allocation
 from api.booleans import EnvironmentValueError
 from kube.client import ApiError, Client, load_api_client
+from nodeplugins import privileges
 from nodeplugins.devicemanager import devices, tokens
 from nodeplugins.devicemanager.allocator import Allocator, Held
 from nodeplugins.devicemanager.backends import Backend, DiscoveryError, backend_for
@@ -286,17 +287,6 @@ class DeviceManager:
         self.link = KubeletLink(served, args.kube_socket)
         self.link.start()
 
-    def wait_for_socket_dir(self) -> None:
-        """Until the plugin sockets can be created: say why not (log once per cause, /readyz), retry."""
-        from nodeplugins.devicemanager.kubelet import socket_dir_problem
-
-        while not self.stopping.is_set() and (problem := socket_dir_problem(self.args.kube_socket)):
-            if problem != self.blocked:
-                log.error(problem)
-            self.blocked = problem
-            self.stopping.wait(10.0)
-        self.blocked = None
-
     def run(self) -> int:
         threads = [
             threading.Thread(target=self.pods_loop, name="pods", daemon=True),
@@ -310,8 +300,13 @@ class DeviceManager:
         # No plugin is served before the node's Pods are listed: the ledger would miss their records.
         while not self.stopping.is_set() and (self.inventory is None or not self.allocator.synced):
             self.stopping.wait(0.2)
-        if not self.args.publish_only and not self.stopping.is_set():
-            self.wait_for_socket_dir()
+        if not self.args.publish_only:
+            # Until the plugin sockets can be created beside the kubelet's: why not, on /readyz.
+            privileges.wait_until_able(
+                lambda: privileges.socket_dir_problem(self.args.kube_socket, "device-plugin sockets"),
+                self.stopping,
+                lambda reason: setattr(self, "blocked", reason),
+            )
         if not self.args.publish_only and not self.stopping.is_set():
             self.start_device_plugins()
         if self.partitions is not None:

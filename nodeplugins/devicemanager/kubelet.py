@@ -54,13 +54,6 @@ def work_beside(socket: str | Path) -> None:
         os.chdir(directory)
 
 
-def socket_dir_problem(socket: str | Path) -> str | None:
-    """Why the plugin sockets cannot be created beside the kubelet's ``socket``, or None."""
-    from nodeplugins.privileges import socket_dir_problem as problem
-
-    return problem(socket, "device-plugin sockets")
-
-
 def _inode(path: Path) -> int | None:
     try:
         return path.stat().st_ino

@@ -25,6 +25,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.delivery import PEER_DEFAULT_USER
+from nodeplugins import privileges
 
 log = logging.getLogger("modelmanager")
 
@@ -217,7 +218,15 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     if not args.no_register:  # a plugin the kubelet calls must own its sockets and be able to mount
-        _wait_for_privileges(side, servers, stop)
+        privileges.wait_until_able(
+            lambda: (
+                privileges.socket_dir_problem(servers.csi_path, "CSI socket")
+                or privileges.socket_dir_problem(servers.reg_path, "kubelet registration socket")
+                or privileges.mount_problem()
+            ),
+            stop,
+            lambda reason: setattr(side, "blocked", reason),
+        )
     servers.start(register=not args.no_register)
     serving.set()
     log.info(
@@ -231,23 +240,3 @@ def run(args: argparse.Namespace) -> int:
     agent.stop()
     side.shutdown()
     return 0
-
-
-def _wait_for_privileges(side: _SideServer, servers: Any, stop: threading.Event) -> None:
-    """Until the CSI and registration sockets can be created and mounts are allowed: say why not
-    (once per cause in the log, and on /readyz), retry every 10 s."""
-    from nodeplugins import privileges
-
-    while not stop.is_set():
-        problem = (
-            privileges.socket_dir_problem(servers.csi_path, "CSI socket")
-            or privileges.socket_dir_problem(servers.reg_path, "kubelet registration socket")
-            or privileges.mount_problem()
-        )
-        if problem is None:
-            side.blocked = None
-            return
-        if problem != side.blocked:
-            log.error(problem)
-        side.blocked = problem
-        stop.wait(10.0)

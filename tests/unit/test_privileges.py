@@ -30,3 +30,15 @@ def test_a_socket_directory_that_is_a_file_is_named(tmp_path: Path) -> None:
         f"cannot create the kubelet registration socket in {tmp_path}"
     )
     assert privileges.socket_dir_problem(tmp_path / "csi" / "csi.sock", "CSI socket") is None
+
+
+def test_waiting_says_each_reason_once_and_clears_it_when_able(caplog) -> None:
+    import threading
+
+    reasons = iter(["no socket dir", "no socket dir", "no CAP_SYS_ADMIN", None])
+    seen: list[str | None] = []
+    stop = threading.Event()
+    with caplog.at_level("ERROR", logger="nodeplugins.privileges"):
+        privileges.wait_until_able(lambda: next(reasons), stop, seen.append, period=0)
+    assert seen == ["no socket dir", "no socket dir", "no CAP_SYS_ADMIN", None]
+    assert [r.getMessage() for r in caplog.records] == ["no socket dir", "no CAP_SYS_ADMIN"]

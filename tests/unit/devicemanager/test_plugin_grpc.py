@@ -362,7 +362,7 @@ def test_a_socket_directory_an_agent_without_capabilities_cannot_write_is_named_
     import subprocess
     import sys
 
-    from nodeplugins.devicemanager.kubelet import socket_dir_problem
+    from nodeplugins.privileges import socket_dir_problem
 
     root = Path(tempfile.mkdtemp(prefix="gpustack-kubelet-"))
     try:
@@ -371,13 +371,13 @@ def test_a_socket_directory_an_agent_without_capabilities_cannot_write_is_named_
             root / "device-plugins", 65532, 65532
         )  # not the checking process's, as root's is not 65532's
         socket = root / "device-plugins" / "kubelet.sock"
-        code = f"from nodeplugins.devicemanager.kubelet import socket_dir_problem; print(socket_dir_problem({str(socket)!r}))"
+        code = f"from nodeplugins.privileges import socket_dir_problem; print(socket_dir_problem({str(socket)!r}, 'device-plugin sockets'))"
         out = subprocess.run(
             ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", sys.executable, "-c", code],
             capture_output=True, text=True, cwd=REPO, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         ).stdout  # fmt: skip
         assert f"cannot create the device-plugin sockets in {socket.parent}: Permission denied" in out, out
         assert "runAsUser: 0" in out, out
-        assert socket_dir_problem(socket) is None  # with its capabilities, root may
+        assert socket_dir_problem(socket, "device-plugin sockets") is None  # with its capabilities, root may
     finally:
         shutil.rmtree(root)
