@@ -180,3 +180,92 @@ kubernetes-sigs/kueue#12005: topology-aware admission then needs credits capacit
 {{- $v := include "gpustack.kueueVersion" . -}}
 {{- if or (semverCompare "<0.17.5-0" $v) (semverCompare "~0.18.0-0, <0.18.1-0" $v) -}}true{{- end -}}
 {{- end -}}
+
+
+{{/* A cleanup hook of `helm uninstall`: ServiceAccount, ClusterRole (.rules, YAML) and its binding,
+and the Job running `gpustack-operator cleanup <.flag>` as the operator image's user. .when is the
+hook (pre-delete, post-delete); .name the objects' name. */}}
+{{- define "gpustack.cleanupHook" -}}
+{{- $root := .root }}
+{{- $ns := include "gpustack.namespace" $root }}
+{{- $hook := dict "helm.sh/hook" .when "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded" }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ .name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- include "gpustack.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: cleanup
+  annotations:
+    {{- toYaml (merge (dict "helm.sh/hook-weight" "-10") $hook) | nindent 4 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "gpustack.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: cleanup
+  annotations:
+    {{- toYaml (merge (dict "helm.sh/hook-weight" "-10") $hook) | nindent 4 }}
+rules:
+  {{- .rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ .name }}
+  labels:
+    {{- include "gpustack.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: cleanup
+  annotations:
+    {{- toYaml (merge (dict "helm.sh/hook-weight" "-9") $hook) | nindent 4 }}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {{ .name }}}
+subjects:
+  - {kind: ServiceAccount, name: {{ .name }}, namespace: {{ $ns }}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- include "gpustack.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: cleanup
+  annotations:
+    {{- toYaml (merge (dict "helm.sh/hook-weight" "0") $hook) | nindent 4 }}
+spec:
+  backoffLimit: 2
+  ttlSecondsAfterFinished: 600
+  template:
+    metadata:
+      labels:
+        {{- include "gpustack.selector" (dict "root" $root "component" "cleanup") | nindent 8 }}
+    spec:
+      serviceAccountName: {{ .name }}
+      restartPolicy: Never
+      {{- include "gpustack.pullSecrets" $root | nindent 6 }}
+      {{- include "gpustack.nodeSelector" (dict "root" $root "own" $root.Values.cleanup.nodeSelector) | nindent 6 }}
+      {{- with $root.Values.cleanup.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        seccompProfile: {type: RuntimeDefault}
+      containers:
+        - name: cleanup
+          image: {{ include "gpustack.image" (dict "root" $root "image" $root.Values.cleanup.image) }}
+          imagePullPolicy: {{ include "gpustack.pullPolicy" (dict "root" $root "image" $root.Values.cleanup.image) }}
+          command: [gpustack-operator]
+          args:
+            - cleanup
+            - {{ .flag }}
+            - --worker-selector=app.kubernetes.io/instance={{ $root.Release.Name }},app.kubernetes.io/component=worker
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities: {drop: [ALL]}
+{{- end -}}
