@@ -30,7 +30,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -186,7 +185,7 @@ def prepare(directory: Path, net: int) -> None:
     (directory / "cni" / "net.d" / "10-gpustack.conflist").write_text(json.dumps(cni_config(directory, net)))
 
 
-def kubelet_overrides(directory: Path) -> dict:
+def kubelet_overrides() -> dict:
     """What a containerd node's KubeletConfiguration sets differently from a fake-runtime node's."""
     return {
         "address": "0.0.0.0",  # inside the node's own network namespace
@@ -288,7 +287,3 @@ def kill_namespace(netns: str | None) -> None:
         with contextlib.suppress(OSError):
             if os.readlink(entry / "ns" / "net") == netns:
                 os.kill(int(entry.name), signal.SIGKILL)
-
-
-if __name__ == "__main__":  # python tests/cluster/container_node.py addresses <kubelet port>
-    print(json.dumps(addresses(network_id(int(sys.argv[2])))))

@@ -267,7 +267,7 @@ def _kubelet_config(info: harness.ClusterInfo, node: Node) -> Path:
         "registerNode": True,
     }
     if node.containers_run:
-        config.update(container_node.kubelet_overrides(node.directory))
+        config.update(container_node.kubelet_overrides())
     path = node.directory / "kubelet.yaml"
     path.write_text(json.dumps(config))
     return path

@@ -94,6 +94,16 @@ def delete_all(
         )
 
 
+def queued_pod(name: str, namespace: str, queue: str, container: dict[str, Any]) -> dict[str, Any]:
+    """A Pod sent to Kueue's ``queue`` (an entrance) with one container, ended at once when deleted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
+        "spec": {"containers": [container], "terminationGracePeriodSeconds": 0},
+    }
+
+
 def requesting(limits: dict[str, str]) -> dict[str, Any]:
     """The ``main`` container of a test Pod: a small cpu and memory request plus ``limits``
     (device keys), on an image nothing pulls."""

@@ -39,7 +39,7 @@ import yaml
 from api import constants
 from images import build as images
 from tests.e2e import second_cluster
-from tests.e2e.objects import wait_for_entrance
+from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
 
 from .conftest import ensure_namespace
 
@@ -211,26 +211,14 @@ def test_every_pod_of_the_release_runs_in_a_container_with_the_rendered_security
 
 
 def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": OPERATOR_IMAGE,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["sleep", "infinity"],
-                    "resources": {
-                        "requests": {"cpu": "10m", "memory": "32Mi", **limits},
-                        "limits": {"memory": "64Mi", **limits},
-                    },
-                }
-            ],
-        },
+    """A queued Pod whose container really runs: the operator image, sleeping."""
+    container = {
+        **requesting(limits),
+        "image": OPERATOR_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sleep", "infinity"],
     }
+    return queued_pod(name, NS, queue, container)
 
 
 def running(cluster: harness.ClusterInfo, name: str) -> dict | None:

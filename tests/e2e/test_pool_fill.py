@@ -28,7 +28,7 @@ import pytest
 from api import constants
 from kube.client import Client, load_api_client
 from nodeplugins.devicemanager import simulated as sim
-from tests.e2e.objects import requesting, wait_for_entrance
+from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
 
 from .conftest import ensure_namespace, gpustack, harness
 
@@ -83,12 +83,7 @@ def pools(cluster, tmp_path_factory):
 
 
 def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": {constants.KUEUE_QUEUE_NAME: queue}},
-        "spec": {"containers": [requesting(limits)], "terminationGracePeriodSeconds": 0},
-    }
+    return queued_pod(name, NS, queue, requesting(limits))
 
 
 def send(client: Client, prefix: str, count: int, queue: str, limits: dict[str, str]) -> list[str]:
