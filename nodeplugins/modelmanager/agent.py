@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,9 @@ class AgentOptions:
     peer_tls: bool = True
     peer_ca_file: str = ""
     peer_streams_per_source: int = 4
+    # How the cache filesystem's usage is read: statvfs on a node; a simulated disk in tests, whose
+    # outcome must not hang on how full the machine running them happens to be.
+    disk: Callable[[Path], Usage] = usage_of
 
 
 class Agent:
@@ -169,7 +173,7 @@ class Agent:
     # --- the Capacity protocol the materializer uses -------------------------------------------------------
 
     def usage(self) -> Usage:
-        return usage_of(self.options.root)
+        return self.options.disk(self.options.root)
 
     def watermarks(self) -> Watermarks | None:
         return self._watermarks

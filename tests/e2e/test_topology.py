@@ -226,10 +226,15 @@ def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo
         what="the Topology of the profile",
     )
     assert topology["spec"]["levels"] == [{"nodeLabel": ZONE}, {"nodeLabel": RACK}, {"nodeLabel": HOST}]
-    flavor = harness.wait_for(lambda: flavor_of(cluster, RACKED), timeout=WAIT, what="the racked H100 flavor")
+    # The flavor appears with the first node of the profile; its capacity then counts all three.
+    capacity = f"{constants.label_accelerator_group(GROUP)}.capacity"
+    flavor = harness.wait_for(
+        lambda: (f := flavor_of(cluster, RACKED)) and f["metadata"]["labels"].get(capacity) == "24" and f,
+        timeout=WAIT,
+        what="the racked H100 flavor counting the 24 cards of its three nodes",
+    )
     assert flavor["spec"]["topologyName"] == f"gpustack-{RACKED}"
     assert flavor["metadata"]["name"].endswith(f"-8d-{RACKED}")
-    assert flavor["metadata"]["labels"][f"{constants.label_accelerator_group(GROUP)}.capacity"] == "24"
 
     def planned():
         q = queue(cluster)

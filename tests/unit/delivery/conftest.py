@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from nodeplugins.modelmanager.capacity import Usage
 from tests.hub.repos import write_random
 from tests.hub.server import HubServer
 
 TOKEN = "hf_reader_token_for_tests"
 OTHER_TOKEN = "hf_someone_else"
 LARGE_SIZE = 12 << 20
+
+
+class SimulatedDisk:
+    """The cache filesystem a node agent sees: ``total`` bytes, ``others`` of them used by files
+    outside the cache, plus every byte under the cache root. Tests read it instead of statvfs, so
+    their outcome does not hang on how full the machine running them is."""
+
+    def __init__(self, total: int = 1 << 30, others: int = 0) -> None:
+        self.total, self.others = total, others
+
+    def __call__(self, root: Path) -> Usage:
+        held = 0
+        for directory, _, files in os.walk(root):
+            for name in files:
+                try:  # a download renames and removes files while this walks
+                    held += os.lstat(os.path.join(directory, name)).st_size
+                except FileNotFoundError:
+                    continue
+        return Usage(self.total, self.others + held)
 
 
 @pytest.fixture(autouse=True)

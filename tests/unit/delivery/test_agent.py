@@ -20,6 +20,7 @@ from nodeplugins.modelmanager.agent import Agent, AgentOptions
 from nodeplugins.modelmanager.publish import CsiError, PublishRequest
 from tests.hub.server import HubServer
 from tests.kube_fake import FakeApiServer
+from tests.unit.delivery.conftest import SimulatedDisk
 from tests.unit.delivery.test_materialize import TUNING
 from tests.unit.delivery.test_publish import Kernel
 
@@ -73,7 +74,7 @@ class Setup:
         if self.kernel is None:
             self.kernel = Kernel(mounts.device_of(root))
         self.agent = Agent(
-            AgentOptions(NODE, root, self.kubelet, tuning=TUNING, tick=0.05),
+            AgentOptions(NODE, root, self.kubelet, tuning=TUNING, tick=0.05, disk=SimulatedDisk()),
             self.client,
             ops=self.kernel.ops(),
         )

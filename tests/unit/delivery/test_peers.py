@@ -27,7 +27,7 @@ from nodeplugins.modelmanager.publish import CsiError, PublishRequest
 from tests.hub.server import HubServer
 from tests.kube_fake import FakeApiServer
 from tests.net import free_port
-from tests.unit.delivery.conftest import LARGE_SIZE
+from tests.unit.delivery.conftest import LARGE_SIZE, SimulatedDisk
 from tests.unit.delivery.test_materialize import TUNING
 from tests.unit.delivery.test_publish import Kernel
 
@@ -96,6 +96,7 @@ class NodeAgent:
                 peer_address=f"127.0.0.1:{self.port}" if serve else "",
                 peer_token_file=token_file,
                 peer_tls=False,
+                disk=SimulatedDisk(),
             ),
             cluster.client,
             ops=self.kernel.ops(),
