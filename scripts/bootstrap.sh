@@ -8,7 +8,7 @@ PYTHON=${PYTHON:-python3}
 scripts/prerequisites.sh || exit 1
 CACHE=${GPUSTACK_CACHE:-$HOME/.cache/gpustack-operator}
 stamp=.venv/.installed
-want=$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)
+want=$("$PYTHON" scripts/deps_key.py) # what decides the install; not the lint or test sections
 
 # fastpath/*.so in place: from the cache when these sources were built before, else built (both
 # cores) and kept. The key covers what the compiled code depends on.
