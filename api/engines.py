@@ -53,6 +53,12 @@ KV_CACHE_DTYPE_FLAG = "--kv-cache-dtype"
 the Setting ``model-deployment-kv-cache-dtype-owned`` is off (§3.2).  Conditional: callers decide."""
 
 SETTING_KV_CACHE_DTYPE_OWNED = "model-deployment-kv-cache-dtype-owned"
+SETTING_ROUTING_SIDECAR_IMAGE = "model-deployment-routing-sidecar-image"
+SETTING_ENGINE_IMAGE = "model-deployment-engine-image"
+"""When set, the image of every managed role's engine container (``main``), whatever the role or the
+deployment names and whatever the runner formula yields: a stand-in engine on a test cluster, or one
+site-wide build. Blank (the default) leaves images as §8 assembles them."""
+SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
 
 
 def _rank_rows(engine: str) -> tuple[OwnedKey, ...]:

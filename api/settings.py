@@ -21,6 +21,12 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from api.booleans import BOOL_WORDS, parse_bool
+from api.engines import (
+    SETTING_ENGINE_IMAGE,
+    SETTING_KV_CACHE_DTYPE_OWNED,
+    SETTING_OVERCOMMIT,
+    SETTING_ROUTING_SIDECAR_IMAGE,
+)
 
 Reader = Literal["worker", "model-manager"]
 Validator = Callable[[str], str | None]
@@ -208,9 +214,7 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "image-pull-secrets", "", any_value, W, "built-in applications only, not rendered workloads"
     ),
     SettingDefinition("image-pull-policy", "IfNotPresent", pull_policy, W, "built-in applications"),
-    SettingDefinition(
-        "instance-general-resources-overcommit", "true", is_bool, W, "Instance sizing and requests"
-    ),
+    SettingDefinition(SETTING_OVERCOMMIT, "true", is_bool, W, "Instance sizing and requests"),
     SettingDefinition(
         "instance-ssh-server-image",
         "gpustack/ssh-server:v1.3.0",
@@ -226,7 +230,14 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "image of backends naming none; blank restores the create-time refusal",
     ),
     SettingDefinition(
-        "model-deployment-kv-cache-dtype-owned",
+        SETTING_ENGINE_IMAGE,
+        "",
+        image_reference(blank_ok=True),
+        W,
+        "replaces every managed role's engine image (a stand-in engine on a test cluster); blank is §8's",
+    ),
+    SettingDefinition(
+        SETTING_KV_CACHE_DTYPE_OWNED,
         "true",
         is_bool,
         W,
@@ -247,7 +258,7 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "the router proxy",
     ),
     SettingDefinition(
-        "model-deployment-routing-sidecar-image",
+        SETTING_ROUTING_SIDECAR_IMAGE,
         "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0",
         image_reference(),
         W,

@@ -35,6 +35,7 @@ one line what is missing (a tool, a Debian package, the wheelhouse) and exits 1.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -108,6 +109,10 @@ def _python_layers(image: Image) -> list[Path]:
     return [_base_layer(image), _deps_layer(), _app_layer()]
 
 
+def _engine_layers(image: Image) -> list[Path]:
+    return [_base_layer(image), _deps_layer(), _standin_layer()]
+
+
 def _ssh_layers(image: Image) -> list[Path]:
     return [_base_layer(image), _ssh_layer()]
 
@@ -147,6 +152,25 @@ IMAGES = {
         },
         _python_layers,
         ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),
+    ),
+    # The stand-in engine (standin/): answers to the engines' own programs, so the command lines the
+    # controller renders start it unchanged. Root, as the engines' images run.
+    "engine": Image(
+        "engine",
+        f"docker.io/gpustack/gpustack-operator-py-engine:v{VERSION}",
+        {
+            "user": "0",
+            "entrypoint": [],
+            "cmd": ["vllm", "serve", "--help"],
+            "env": [
+                "PYTHONUNBUFFERED=1",
+                f"PYTHONPATH={SITE}/engine:{SITE}/lib",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+            ],
+        },
+        _engine_layers,
+        ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),  # the operator's base
     ),
     "ssh-server": Image(
         "ssh-server",
@@ -281,19 +305,23 @@ def _base_layer(image: Image) -> Path:
     return _cached(CACHE / "layers" / f"base-{key}.tar", make)
 
 
+def _deps_key() -> str:
+    """scripts/deps_key.py's key, the one scripts/bootstrap.sh names the wheelhouse by."""
+    spec = importlib.util.spec_from_file_location("deps_key", REPO / "scripts" / "deps_key.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.deps_key(REPO))
+
+
 def _wheelhouse() -> Path:
-    want = _digest_file_bytes(REPO / "pyproject.toml", REPO / "setup.py")
+    want = _deps_key()
     house = CACHE_ROOT / "wheels" / want
     if not (house / ".complete").exists():
         raise BuildError(
             f"no wheelhouse at {house}: run `make bootstrap` first (it resolves the wheels once)"
         )
     return house
-
-
-def _digest_file_bytes(*paths: Path) -> str:
-    # scripts/bootstrap.sh: cat pyproject.toml setup.py | sha256sum | cut -c1-16
-    return hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()[:16]
 
 
 def _runtime_requirements() -> list[str]:
@@ -360,6 +388,42 @@ def _app_layer() -> Path:
             _tar_dir(root, out)
 
     return _cached(CACHE / "layers" / f"app-{key}.tar", make)
+
+
+STANDIN_PROGRAMS = {
+    # The engines' entry points, as the rendered command lines call them.
+    "usr/local/bin/vllm": '#!/bin/sh\nexec /usr/bin/python3 -m standin vllm "$@"\n',
+    "opt/gpustack/engine/sglang/__init__.py": '"""The stand-in engine under the module name of SGLang."""\n',
+    "opt/gpustack/engine/sglang/launch_server.py": (
+        "import sys\n\nfrom standin.__main__ import main\n\nsys.exit(main(['sglang', *sys.argv[1:]]))\n"
+    ),
+}
+
+
+def _standin_layer() -> Path:
+    listed = _run(["git", "ls-files", "-z", "--", "standin"], "git ls-files", cwd=REPO).stdout
+    files = [Path(p) for p in listed.split("\0") if p and (REPO / p).exists()]
+    key = _digest(
+        FORMAT, *(f"{rel}\0{(REPO / rel).read_text()}" for rel in files), *STANDIN_PROGRAMS.values()
+    )
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="gpustack-engine-") as tmp:
+            root = Path(tmp)
+            for rel in files:
+                dest = root / SITE.lstrip("/") / "engine" / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / rel, dest)
+            for program, text in STANDIN_PROGRAMS.items():
+                dest = root / program
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+                dest.chmod(0o755 if program.startswith("usr/") else 0o644)
+            _run([sys.executable, "-m", "compileall", "-q", str(root / SITE.lstrip("/") / "engine")],
+                 "compileall of the stand-in engine")  # fmt: skip
+            _tar_dir(root, out)
+
+    return _cached(CACHE / "layers" / f"engine-{key}.tar", make)
 
 
 def _ssh_layer() -> Path:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from api import constants, units
+from api.engines import SETTING_OVERCOMMIT
 from api.naming import is_dns_subdomain
 from fastpath import quantity
 from webhooks import patch as jsonpatch
@@ -35,7 +36,6 @@ from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
 KIND = "Instance"
-SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
 SETTING_PRIVILEGED = "instance-privileged-allowed"
 SETTING_HOST_PATH = "instance-host-path-volume-allowed"
 DEFAULT_LOCAL_STORAGE = 15 * units.GIBIBYTE

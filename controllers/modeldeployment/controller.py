@@ -33,6 +33,7 @@ from collections.abc import Hashable, Iterable
 from typing import cast
 
 from api import constants
+from api.engines import SETTING_ENGINE_IMAGE, SETTING_OVERCOMMIT, SETTING_ROUTING_SIDECAR_IMAGE
 from api.objects import Obj
 from controllers.modeldeployment import passes, router, teardown
 from controllers.modeldeployment import status as st
@@ -52,8 +53,6 @@ from webhooks.modeldeployment.view import Deployment
 
 __all__ = ["FINALIZER", "ModelDeploymentReconciler"]
 
-SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
-SETTING_ROUTING_SIDECAR = "model-deployment-routing-sidecar-image"
 TRANSIENT_REQUEUE_SECONDS = 15.0
 
 Key = tuple[str, str]
@@ -190,7 +189,8 @@ class ModelDeploymentReconciler(Controller):
     def facts(self) -> Facts:
         return Facts(
             overcommit=self.settings.enabled(SETTING_OVERCOMMIT),
-            routing_sidecar_image=self.settings.value(SETTING_ROUTING_SIDECAR),
+            routing_sidecar_image=self.settings.value(SETTING_ROUTING_SIDECAR_IMAGE),
+            engine_image=self.settings.value(SETTING_ENGINE_IMAGE),
             kube_minor=self.kube_minor(),
             runtime_classes=frozenset(r["metadata"]["name"] for r in self.runtime_classes.list()),
         )

@@ -73,6 +73,7 @@ class Facts:
 
     overcommit: bool = True
     routing_sidecar_image: str = "gpustack/mirrored-llm-d-router-disagg-sidecar:v0.10.0"
+    engine_image: str = ""  # the engine-image Setting: replaces every managed role's image when set
     kube_minor: int = 29
     runtime_classes: frozenset[str] = frozenset()
 
@@ -214,7 +215,9 @@ def render_role(ctx: Context, role: Role) -> RoleTemplate:
     md = ctx.md
     instance_type = instance_type_of(ctx, role)
     queue = _queue(role, instance_type)
-    image = _image(md, role, instance_type)
+    image = (
+        ctx.facts.engine_image if role.managed and ctx.facts.engine_image else _image(md, role, instance_type)
+    )
     ascend = is_ascend(instance_type)
     facts = ports.serving(md, role)
     cache, delivery = _features(ctx, role, instance_type)

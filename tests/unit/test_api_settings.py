@@ -59,10 +59,12 @@ APPENDIX = {
     "instance-type-aware-cpu-manufacturer": "false",
     "topology-profile-change-stop-policy": "HoldAndDrain",
 }
+# Settings this project adds to the spec's appendix, each off (blank) by default.
+ADDED = {"model-deployment-engine-image": ""}
 
 
-def test_the_registry_is_the_appendix_table() -> None:
-    assert {name: s.default for name, s in SETTINGS.items()} == APPENDIX
+def test_the_registry_is_the_appendix_table_and_the_project_s_additions() -> None:
+    assert {name: s.default for name, s in SETTINGS.items()} == APPENDIX | ADDED
 
 
 @pytest.mark.parametrize("name", sorted(SETTINGS))
@@ -160,7 +162,7 @@ def test_seeds() -> None:
         seed_value(
             "model-artifact-https-proxy", {"GPUSTACK_MODEL_ARTIFACT_HTTPS_PROXY": "http://u:p@proxy:3128"}
         )
-    assert seed_all({}) == APPENDIX
+    assert seed_all({}) == APPENDIX | ADDED
     with pytest.raises(SettingError):
         seed_all({"GPUSTACK_MODEL_STORE_LOW_WATERMARK": "90"})
     with pytest.raises(SettingError, match="no such setting"):

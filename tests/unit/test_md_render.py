@@ -506,3 +506,13 @@ def test_a_listener_on_a_declared_port_under_another_name_fails_the_render() -> 
     obj["spec"]["roles"][0]["ports"] = [{"port": 8000, "protocol": "TCP"}, {"port": 5557, "protocol": "TCP"}]
     with pytest.raises(RenderError, match="5557"):
         pod_of(obj, role_name="prefill")
+
+
+def test_the_engine_image_setting_replaces_every_managed_image_and_no_take_over() -> None:
+    facts = Facts(engine_image="gpustack/gpustack-operator-py-engine:v0.1.0")
+    named = deployment(role(image="site/vllm:custom"))
+    assert main(pod_of(named, facts=facts))["image"] == "gpustack/gpustack-operator-py-engine:v0.1.0"
+    assert main(pod_of(deployment(), facts=facts))["image"] == "gpustack/gpustack-operator-py-engine:v0.1.0"
+    take_over = deployment(role(image="site/custom:1", command=["python3", "serve.py"]))
+    assert main(pod_of(take_over, facts=facts))["image"] == "site/custom:1"
+    assert main(pod_of(deployment()))["image"] == "gpustack/runner:cuda12.9-vllm0.29.0"
