@@ -55,6 +55,9 @@ LABEL_FLAVOR_RETIRING = "topology.gpustack.ai/retiring"
 ANNOTATION_EMPTY_PLAN_HOLD = "topology.gpustack.ai/empty-plan-hold"
 ANNOTATION_DRAIN_PLAN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
 ANNOTATION_APPLIED_STOP_POLICY = "schedule.gpustack.ai/applied-stop-policy"
+# Set on a deleted Topology Kueue still holds (below): an update makes Kueue look at it again.
+ANNOTATION_KUEUE_NUDGED_AT = "topology.gpustack.ai/kueue-nudged-at"
+KUEUE_RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
 TOPOLOGY_RESERVED_PREFIXES = (
     "kubernetes.io",
     "k8s.io",

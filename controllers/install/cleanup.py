@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from api import constants, crds
 from api.objects import Obj
+from controllers.pools import render
 from kube.client import JSON_PATCH, ApiError, Client
 
 log = logging.getLogger("controllers.install.cleanup")
@@ -203,12 +204,29 @@ class Cleanup:
             for o in self._list(d.kind, d.namespace, d.label_selector)
             if _matches(d, o)
         ]:
+            self._nudge_held_topologies()
             if self.clock() > deadline:
                 log.warning("Kueue objects still present; uninstalling anyway", extra={"left": left[:10]})
                 break
             self.sleep(1.0)
         log.info("Kueue objects removed before Kueue", extra={"deleted": len(self.deleted)})
         return self.deleted
+
+    def _nudge_held_topologies(self) -> None:
+        """Deleted Topologies of ours Kueue still holds with no flavor naming them (render.held_by_kueue)."""
+        referenced = {(f.get("spec") or {}).get("topologyName") or "" for f in self._list("ResourceFlavor")}
+        now = time.time()
+        for topology in self._list(
+            "Topology", "", f"{constants.LABEL_RESOURCE_TYPE}={constants.RESOURCE_TYPE_NODES}"
+        ):
+            if render.held_by_kueue(topology, referenced) and render.nudge_due(topology, now):
+                name = (topology.get("metadata") or {}).get("name", "")
+                log.info("nudging Kueue about a deleted Topology it still holds", extra={"topology": name})
+                try:
+                    self.client.patch("Topology", name, render.nudge_patch(now))
+                except ApiError as error:
+                    if not error.not_found:
+                        raise
 
     def run(self) -> list[str]:
         self.workers_gone()

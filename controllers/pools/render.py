@@ -311,6 +311,39 @@ def flavor_spec_drift(desired: Obj, current: Obj) -> list[str]:
     ]
 
 
+KUEUE_NUDGE_SECONDS = 20.0
+
+
+def held_by_kueue(topology: Mapping[str, Any], referenced: set[str]) -> bool:
+    """A deleted Topology no flavor names any more, still carrying Kueue's in-use finalizer.
+
+    Kueue looks at a deleted Topology on its own events and on a flavor's deletion, and leaves the
+    finalizer when its cache still listed the flavor at that moment; nothing brings it back (seen on
+    a live profile change, and it hangs ``helm uninstall`` on the Topology CRD). An update of the
+    Topology is such an event: :func:`nudge_patch`."""
+    meta = topology.get("metadata") or {}
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and constants.KUEUE_RESOURCE_IN_USE in (meta.get("finalizers") or [])
+        and name_of(topology) not in referenced
+    )
+
+
+def nudge_due(topology: Mapping[str, Any], now: float) -> bool:
+    """No nudge yet, or the last one is ``KUEUE_NUDGE_SECONDS`` old (its value: epoch seconds)."""
+    last = ((topology.get("metadata") or {}).get("annotations") or {}).get(
+        constants.ANNOTATION_KUEUE_NUDGED_AT
+    )
+    try:
+        return last is None or now - float(last) >= KUEUE_NUDGE_SECONDS
+    except ValueError:
+        return True
+
+
+def nudge_patch(now: float) -> Obj:
+    return {"metadata": {"annotations": {constants.ANNOTATION_KUEUE_NUDGED_AT: f"{now:.0f}"}}}
+
+
 def owned_flavor(obj: Mapping[str, Any]) -> bool:
     return _labels(obj).get(constants.LABEL_RESOURCE_TYPE) == constants.RESOURCE_TYPE_NODES
 

@@ -17,6 +17,7 @@ cluster has no replacement and is deleted at once (the queue drops it in place).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -153,8 +154,7 @@ class ResourceFlavorReconciler(Controller):
             if current is None:
                 self.recorder.event(body, NORMAL, "Created", f"flavor for {len(groups[name].nodes)} node(s)")
         self._retire_flavors(desired)
-        self._retire_topologies({body["spec"]["topologyName"] for body in desired.values()})
-        return None
+        return self._retire_topologies({body["spec"]["topologyName"] for body in desired.values()})
 
     def _retire_flavors(self, desired: dict[str, dict]) -> None:
         """Ours that no node contributes to: kept (labelled retiring) while a queue lists them and a
@@ -214,11 +214,24 @@ class ResourceFlavorReconciler(Controller):
                     current, "TopologyDrift", f"Topology {name} levels differ from profile {profile}'s"
                 )
 
-    def _retire_topologies(self, wanted: set[str]) -> None:
+    def _retire_topologies(self, wanted: set[str]) -> float | None:
+        """Delete ours no flavor names; nudge Kueue about deleted ones it still holds (requeued)."""
         referenced = set(wanted)
         for flavor in self.flavors.list():
             referenced.add((flavor.get("spec") or {}).get("topologyName") or "")
+        requeue: float | None = None
         for topology in self.topologies.list():
             name = render.name_of(topology)
-            if render.owned_flavor(topology) and name not in referenced and not render.deleting(topology):
+            if not render.owned_flavor(topology):
+                continue
+            if name not in referenced and not render.deleting(topology):
                 self.client.delete("Topology", name)
+            elif render.held_by_kueue(topology, referenced):
+                now = time.time()
+                if render.nudge_due(topology, now):
+                    log.info(
+                        "nudging Kueue about a deleted Topology it still holds", extra={"topology": name}
+                    )
+                    self.client.patch("Topology", name, render.nudge_patch(now))
+                requeue = render.KUEUE_NUDGE_SECONDS
+        return requeue

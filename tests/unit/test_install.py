@@ -391,3 +391,26 @@ def test_before_kueue_goes_deletes_the_worker_then_only_the_operators_kueue_obje
     # Only Kueue's objects: the webhook configurations and the CRDs are the post-delete cleanup's.
     assert client.get("MutatingWebhookConfiguration", constants.MUTATING_CONFIGURATION) is not None
     assert all("customresourcedefinitions" not in d for d in deletes)
+
+
+def test_a_deleted_topology_kueue_still_holds_is_nudged_once_in_a_while(
+    client: Client, server: FakeApiServer
+) -> None:
+    """Kueue leaves its in-use finalizer on a deleted Topology when its cache still listed a flavor
+    the moment it looked; an update makes it look again. Only ours, only unreferenced, not too often."""
+    ours = {constants.LABEL_RESOURCE_TYPE: constants.RESOURCE_TYPE_NODES}
+    held = {"deletionTimestamp": "2026-12-06T01:44:00Z", "finalizers": [constants.KUEUE_RESOURCE_IN_USE]}
+    for name in ("gpustack-fnv64-old", "gpustack-fnv64-named"):
+        client.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                       "metadata": {"name": name, "labels": ours, **held}, "spec": {"levels": []}})  # fmt: skip
+    client.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                   "metadata": {"name": "f", "labels": ours}, "spec": {"topologyName": "gpustack-fnv64-named"}})  # fmt: skip
+    job = cleanup.Cleanup(client, cert_secret="x", sleep=lambda _s: None)
+    server.requests.clear()
+    job._nudge_held_topologies()
+    job._nudge_held_topologies()  # within KUEUE_NUDGE_SECONDS: nothing more
+    patches = [path for method, path in server.requests if method == "PATCH"]
+    assert len(patches) == 1 and patches[0].endswith("topologies/gpustack-fnv64-old")
+    annotations = client.get("Topology", "gpustack-fnv64-old")["metadata"]["annotations"]
+    assert constants.ANNOTATION_KUEUE_NUDGED_AT in annotations
+    assert "annotations" not in client.get("Topology", "gpustack-fnv64-named")["metadata"]

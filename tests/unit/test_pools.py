@@ -253,3 +253,20 @@ def test_local_queues_in_tenant_namespaces_only() -> None:
     apply, delete = render.local_queue_plan(queues, team, [a10g, stale, foreign])
     assert [b["spec"]["clusterQueue"] for b in apply] == ["gpustack--generic-linux-amd64"]
     assert delete == [stale["metadata"]["name"]]
+
+
+def test_held_by_kueue_and_when_a_nudge_is_due() -> None:
+    from controllers.pools import render as pools_render
+
+    topo = {
+        "metadata": {"name": "t", "deletionTimestamp": "x", "finalizers": [constants.KUEUE_RESOURCE_IN_USE]}
+    }
+    assert pools_render.held_by_kueue(topo, set()) and not pools_render.held_by_kueue(topo, {"t"})
+    assert not pools_render.held_by_kueue(
+        {"metadata": {"name": "t", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}}, set()
+    )
+    assert not pools_render.held_by_kueue({"metadata": {"name": "t", "deletionTimestamp": "x"}}, set())
+    assert pools_render.nudge_due(topo, 1000.0)
+    nudged = {"metadata": {**topo["metadata"], **pools_render.nudge_patch(1000.0)["metadata"]}}
+    assert not pools_render.nudge_due(nudged, 1000.0 + pools_render.KUEUE_NUDGE_SECONDS - 1)
+    assert pools_render.nudge_due(nudged, 1000.0 + pools_render.KUEUE_NUDGE_SECONDS)
