@@ -11,6 +11,11 @@ Each container node lives in a private mount and network namespace of its own
            -> 127.0.0.1:<apiserver port>     (the ``kubernetes`` Service's ClusterIP: in-cluster
                                              clients and the kubelet reach the apiserver there)
 
+The host's own services a Pod needs (the local Hub, the Mooncake store of ``make dev``) listen on
+``HOST_ADDRESS`` (172.31.0.1, on the host's ``lo``): the same URL from the host, from a node and from
+a Pod on any node (a node routes everything to the host; the host delivers it locally and routes the
+answer back through the veth). Only the machine's own namespaces can reach it.
+
 Inside, per-node directories are bind-mounted over the paths containerd and the kubelet insist on
 (``/var/lib/kubelet``, ``/run/containerd``) and over the host paths the chart's DaemonSets mount
 (the simulated hardware ``/var/lib/gpustack-sim``, the model store ``/var/lib/gpustack/models``,
@@ -41,6 +46,7 @@ MODELS_PATH = Path("/var/lib/gpustack/models")  # the chart's modelManager.rootP
 DM_STATE_PATH = Path("/var/lib/gpustack-operator")  # the device manager's --state-dir lives below
 RUN_CONTAINERD = Path("/run/containerd")
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (GPUSTACK_SERVICE_CIDR's first address)
+HOST_ADDRESS = "172.31.0.1"  # the host as every node and Pod reaches it (no node's /30 holds it)
 STREAM_PORT = 10010
 KUBELET_PORT = 10250
 # Every container node carries it (the kubelet registers it): values can keep a release's Pods on them.
@@ -236,6 +242,7 @@ def wire_network(pid: int, net: int, timeout: float = 20) -> None:
             raise harness.ClusterError(f"process {pid} never entered its network namespace")
         time.sleep(0.05)
     subprocess.run(["ip", "link", "del", a["veth"]], capture_output=True)  # a leftover of a killed node
+    ensure_host_address()
     for argv in (
         ["ip", "link", "add", a["veth"], "type", "veth", "peer", "name", "eth0", "netns", str(pid)],
         ["ip", "addr", "add", f"{a['host']}/30", "dev", a["veth"]],
@@ -245,6 +252,15 @@ def wire_network(pid: int, net: int, timeout: float = 20) -> None:
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             raise harness.ClusterError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+
+
+def ensure_host_address() -> None:
+    """``HOST_ADDRESS`` on the host's ``lo`` (idempotent; kept: other lanes' nodes may use it)."""
+    proc = subprocess.run(
+        ["ip", "addr", "replace", f"{HOST_ADDRESS}/32", "dev", "lo"], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise harness.ClusterError(f"ip addr replace {HOST_ADDRESS}/32 dev lo: {proc.stderr.strip()}")
 
 
 def unwire_network(net: int) -> None:

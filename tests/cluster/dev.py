@@ -13,14 +13,17 @@ as containers of the images ``make images`` built, and Pods really run; and, for
 publishes. Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
 the harness simulates only the hardware and what nfd-worker would report.
 
-The worker still runs on the process node: the local hub and the Mooncake store it talks to listen
-on loopback only, which a container on a node's own network cannot reach (tests/e2e/test_containers.py
-runs the worker as a container too).
+The worker still runs on the process node: the Mooncake store it talks to listens on loopback only,
+which a container on a node's own network cannot reach (tests/e2e/test_containers.py runs the worker
+as a container too). The local hub listens on container_node.HOST_ADDRESS, which every node and Pod
+reaches: engines download from it. ModelDeployments run the stand-in engine (standin/) through the
+model-deployment-engine-image Setting the worker's values seed.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -46,7 +49,7 @@ NODES = (
     ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
     ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
-IMAGES = ("pause", "operator", "ssh-server")
+IMAGES = ("pause", "operator", "ssh-server", "engine")
 TENANT = "team-a"
 DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
@@ -77,12 +80,27 @@ def _hub(info: harness.ClusterInfo) -> str:
     """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
     import urllib.request
 
-    endpoint = localhub.endpoint_of(HUB_PORT)
+    container_node.ensure_host_address()
+    endpoint = localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
     try:
         urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
     except OSError:
-        process = localhub.spawn(DEV / "hub", HUB_PORT, info.state_dir / "logs" / "hub.log", "--demo")
+        if HUB_PID.exists():  # an older setup's hub, on loopback only: Pods could not reach it
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(HUB_PID.read_text()), signal.SIGTERM)
+        process = localhub.spawn(
+            DEV / "hub",
+            HUB_PORT,
+            info.state_dir / "logs" / "hub.log",
+            "--demo",
+            host=container_node.HOST_ADDRESS,
+        )
         HUB_PID.write_text(str(process.pid))
+        harness.wait_for(
+            lambda: localhub.HubControl(endpoint).healthy(),
+            timeout=localhub.START_TIMEOUT_S,
+            what="the local hub",
+        )
     info.apply(
         {
             "apiVersion": "gpustack.ai/v1",
@@ -107,13 +125,17 @@ def _link(target: Path, link: Path) -> None:
 
 def dev_values(refs: dict[str, str]) -> dict:
     """The chart's node agents on the container nodes, reading the simulated cards there; the
-    Instance sidecar image the one built here (GPUSTACK_<SETTING> seeds the Setting once)."""
+    Instance sidecar image and the engine image (the stand-in engine, standin/) the ones built here
+    (GPUSTACK_<SETTING> seeds a Setting once)."""
     on_containers = {"enabled": True, "nodeSelector": dict([container_node.RUNTIME_LABEL])}
     return {
         "deviceManager": {**on_containers, "simulate": {"hostPath": str(container_node.SIM_PATH)}},
         "modelManager": on_containers,
         "worker": {
-            "env": {"GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/")}
+            "env": {
+                "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/"),
+                "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": refs["engine"].removeprefix("docker.io/"),
+            }
         },
     }
 
@@ -198,8 +220,6 @@ def down() -> int:
         gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
     )  # an older setup
     if HUB_PID.exists():
-        import signal
-
         with contextlib.suppress(OSError, ValueError):
             os.killpg(int(HUB_PID.read_text()), signal.SIGTERM)
         HUB_PID.unlink()

@@ -32,15 +32,20 @@ def port_from(variable: str) -> int:
     return int(value) if value else free_port()
 
 
-def endpoint_of(port: int) -> str:
-    return f"http://127.0.0.1:{port}"
+def endpoint_of(port: int, host: str = "127.0.0.1") -> str:
+    return f"http://{host}:{port}"
 
 
-def spawn(root: Path, port: int, log: Path, *extra: str) -> subprocess.Popen:
-    """Start the hub serving ``root`` on ``port`` (``extra``: more of its flags, e.g. ``--demo``)."""
+def spawn(root: Path, port: int, log: Path, *extra: str, host: str = "127.0.0.1") -> subprocess.Popen:
+    """Start the hub serving ``root`` on ``host:port`` (``extra``: more of its flags, e.g. ``--demo``).
+    Off loopback its LFS redirects name ``host`` too, at a second port of the hub (another origin,
+    as the Hub's CDN is), so a client that reached the hub reaches its files."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    where = (
+        ["--host", host, "--cdn-host", host, "--cdn-port", str(free_port())] if host != "127.0.0.1" else []
+    )
     return subprocess.Popen(
-        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port), *extra],
+        [gpustack.PYTHON, "-m", "tests.hub", "--root", str(root), "--port", str(port), *where, *extra],
         cwd=gpustack.REPO,
         stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
@@ -54,11 +59,12 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def serving(root: Path, port: int, log: Path) -> Iterator[str]:
+def serving(root: Path, port: int, log: Path, *extra: str, host: str = "127.0.0.1") -> Iterator[str]:
     """The hub running and healthy for the block; its endpoint.  Stopped on the way out."""
-    process = spawn(root, port, log)
+    process = spawn(root, port, log, *extra, host=host)
+    endpoint = endpoint_of(port, host)
     try:
-        harness.wait_for(HubControl(endpoint_of(port)).healthy, timeout=START_TIMEOUT_S, what="the local hub")
-        yield endpoint_of(port)
+        harness.wait_for(HubControl(endpoint).healthy, timeout=START_TIMEOUT_S, what="the local hub")
+        yield endpoint
     finally:
         stop(process)

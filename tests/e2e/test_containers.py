@@ -21,16 +21,26 @@ Checked, in order (each test is the next step of one installation):
    admits them) and run on the container node; the visibility the device manager's ``Allocate``
    handed them is read from inside (``kubectl exec``), the MIG device one the containerised device
    manager created through the simulated NVML;
-3. ``helm uninstall`` removes the release's Pods (the containers with them).
+3. a ModelDeployment of a ModelArtifact serves for real: the worker container resolves the artifact
+   against the local Hub (reached at the host address every node and Pod shares), the deployment's
+   Pod runs the stand-in engine image (``standin/``, chosen by the engine-image Setting the chart's
+   values seed) with the command line the controller rendered, downloads the weights from the Hub,
+   passes its probes, and the deployment turns Ready; ``/v1/models`` on the Pod answers the served
+   name and a chat completion comes back;
+4. ``helm uninstall`` removes the release's Pods (the containers with them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import urllib.request
 import uuid
 
 import chart
+import container_node
 import harness
+import localhub
 import nodes
 import ports
 import pytest
@@ -40,6 +50,7 @@ from api import constants
 from images import build as images
 from tests.e2e import second_cluster
 from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
+from tests.net import free_port
 
 from .conftest import ensure_namespace
 
@@ -52,8 +63,19 @@ NS = f"containers-{uuid.uuid4().hex[:5]}"
 SYSTEM = chart.NAMESPACE
 ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
 OPERATOR_IMAGE = images.IMAGES["operator"].ref.removeprefix("docker.io/")
+ENGINE_IMAGE = images.IMAGES["engine"].ref.removeprefix("docker.io/")
+HUB_PORT = free_port()
+HUB = localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
+MODEL = "Qwen/Qwen2.5-7B-Instruct"  # one of the local Hub's demo repositories
 VALUES = {
-    "worker": ON_NODE,
+    # GPUSTACK_<SETTING> seeds each Setting when the worker first starts, as an administrator would.
+    "worker": {
+        **ON_NODE,
+        "env": {
+            "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": ENGINE_IMAGE,
+            "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": HUB,
+        },
+    },
     "deviceManager": {**ON_NODE, "simulate": {"hostPath": str(nodes.container_node.SIM_PATH)}},
     "modelManager": ON_NODE,
     "cleanup": ON_NODE,
@@ -65,11 +87,17 @@ WAIT = 240
 def installed():
     """The images built, a control plane without Kueue, a container node with the images, and the
     chart — with its Kueue and NFD — installed onto it."""
-    built = dict(images.build(name) for name in ("pause", "operator", "kueue", "nfd"))
+    built = dict(images.build(name) for name in ("pause", "operator", "kueue", "nfd", "engine"))
     directory = second_cluster.state_dir(f"{ports.e2e_prefix()}-containers")
     env = {**second_cluster.port_env(), "GPUSTACK_CLUSTER_KUEUE": "0"}
     cluster = second_cluster.start(directory, env)
+    hub = contextlib.ExitStack()
     try:
+        container_node.ensure_host_address()
+        hub.enter_context(
+            localhub.serving(directory / "hub", HUB_PORT, directory / "logs" / "hub.log", "--demo",
+                             host=container_node.HOST_ADDRESS)
+        )  # fmt: skip
         with second_cluster.environment(env):
             nodes.start_node(
                 cluster,
@@ -83,13 +111,19 @@ def installed():
         chart.install(cluster, VALUES, timeout=WAIT)
         yield cluster
     finally:
-        cluster.kubectl(
-            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
-        )
-        if chart.installed(cluster):
-            chart.helm(cluster, "uninstall", chart.RELEASE, "--namespace", SYSTEM, "--wait", check=False)
-        nodes.remove_node(cluster, NODE)
-        second_cluster.stop(cluster, directory, env)
+        # Each step whatever the one before did (a hung uninstall must not leave the node running).
+        with contextlib.suppress(Exception):
+            cluster.kubectl(
+                "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
+            )
+        with contextlib.suppress(Exception):
+            if chart.installed(cluster):
+                chart.helm(cluster, "uninstall", chart.RELEASE, "--namespace", SYSTEM, "--wait", check=False)
+        try:
+            nodes.remove_node(cluster, NODE)
+        finally:
+            second_cluster.stop(cluster, directory, env)
+            hub.close()
 
 
 def release_pods(cluster: harness.ClusterInfo) -> list[dict]:
@@ -266,6 +300,61 @@ def test_a_whole_card_a_slice_and_a_mig_device_run_in_containers_that_see_their_
         assert visible.startswith("GPU-") and "," not in visible, (name, sorted(env))
         assert visible in ledger, (name, visible)
         assert env.get("CUDA_VISIBLE_DEVICES") == "0", (name, env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def http(url: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(installed) -> None:
+    cluster = installed
+    ensure_namespace(cluster, NS)
+    cluster.apply({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+        "metadata": {"name": "qwen", "namespace": NS},
+        "spec": {"source": {"huggingFace": {"repository": MODEL, "revision": "main"}}},
+    })  # fmt: skip
+    cluster.apply({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat", "namespace": NS},
+        "spec": {
+            "model": {"name": MODEL, "artifactRef": {"name": "qwen"}},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "roles": [{"name": "server", "instanceType": POOL, "resources": {"accelerator": 1}}],
+        },
+    })  # fmt: skip
+
+    def ready() -> dict | None:
+        found = cluster.kubectl_json("get", "modeldeployment", "chat", "-n", NS)
+        return found if (found.get("status") or {}).get("phase") == "Ready" else None
+
+    try:
+        harness.wait_for(ready, timeout=WAIT, what="the deployment Ready")
+    except TimeoutError:
+        listed = cluster.kubectl("get", "pods,modeldeployment,modelartifact", "-n", NS, "-o", "wide").stdout
+        logs = cluster.kubectl("logs", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}=chat", "--tail=40",
+                               check=False).stdout  # fmt: skip
+        raise AssertionError(f"not Ready:\n{listed}\n{logs}") from None
+    selector = f"{constants.LABEL_APP_INSTANCE}=chat"
+    (server,) = cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
+    main = next(c for c in server["spec"]["containers"] if c["name"] == "main")
+    assert main["image"] == ENGINE_IMAGE and main["command"][:2] == ["vllm", "serve"]
+    assert server["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+    # The host routes to the node's Pod network: the Pod answers at its own address.
+    base = f"http://{server['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}"
+    assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
+    answer = http(f"{base}/v1/chat/completions",
+                  {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})  # fmt: skip
+    assert len(answer["choices"][0]["message"]["content"].split()) == 4
+    about = http(f"{base}/standin")
+    # The weights came from the Hub into the Pod's cache (Engine delivery), and the card the device
+    # manager allocated is the one the engine sees.
+    assert about["weights"]["files"] >= 1 and about["weights"]["path"].startswith("/")
+    visible = about["devices"].get("NVIDIA_VISIBLE_DEVICES", "")
+    assert visible.startswith("GPU-") and visible in json.dumps(cluster.kubectl_json("get", "devices", NODE))
 
 
 def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:

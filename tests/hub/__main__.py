@@ -37,13 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--page-size", type=int, default=1000)
     parser.add_argument("--cdn-host", default="localhost", help="host name LFS redirects point at")
+    parser.add_argument("--cdn-port", type=int, help="a second port for LFS redirects (another origin)")
     parser.add_argument("--tls-cert")
     parser.add_argument("--tls-key")
     parser.add_argument("--demo", action="store_true", help="write demo/tiny-model first")
     args = parser.parse_args(argv)
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     server = HubServer(
-        args.root, host=args.host, port=args.port, page_size=args.page_size, cdn_host=args.cdn_host, tls=tls
+        args.root,
+        host=args.host,
+        port=args.port,
+        page_size=args.page_size,
+        cdn_host=args.cdn_host,
+        cdn_port=args.cdn_port,
+        tls=tls,
     )
     if args.demo:
         _demo(server)

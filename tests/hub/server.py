@@ -10,7 +10,8 @@ Routes (``{repo}`` is ``owner/name`` or a bare name; ``{rev}`` one URL-encoded s
 - ``GET|HEAD /{repo}/resolve/{rev}/{path}`` (also under ``/api/models/``): a regular file's bytes
   (``Range`` honoured, 206), an LFS file as a 302 to a signed ``/cdn/{sha256}`` URL on
   ``cdn_host`` (by default another host name for this server, so a client that forwards its
-  credential across hosts is caught);
+  credential across hosts is caught), or at ``cdn_port``, a second listener of this server, where
+  no second name reaches it (a Pod has only addresses);
 - ``GET /api/whoami-v2``: the user of a known token, 401 otherwise.
 
 Errors carry ``X-Error-Code`` as the hub does (``RepoNotFound``, ``RevisionNotFound``,
@@ -74,6 +75,7 @@ class HubState:
     repos: HubRepos
     page_size: int = 1000
     cdn_host: str | None = "localhost"
+    cdn_port: int | None = None
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     faults: list[Fault] = field(default_factory=list)
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -321,7 +323,7 @@ class HubHandler(BaseHTTPRequestHandler):
             host = self.state.cdn_host or self.headers.get("Host", "").rsplit(":", 1)[0]
             scheme = "https" if self.server.tls else "http"
             location = (
-                f"{scheme}://{host}:{self.server.server_port}/cdn/{found.sha256}"
+                f"{scheme}://{host}:{self.state.cdn_port or self.server.server_port}/cdn/{found.sha256}"
                 f"?Expires={expires}&X-Amz-Signature={signature}"
             )
             headers |= {
@@ -528,16 +530,20 @@ class HubServer:
         port: int = 0,
         page_size: int = 1000,
         cdn_host: str | None = "localhost",
+        cdn_port: int | None = None,
         tls: tuple[str, str] | None = None,
     ) -> None:
         self.repos = HubRepos(root)
-        self.state = HubState(self.repos, page_size=page_size, cdn_host=cdn_host)
+        self.state = HubState(self.repos, page_size=page_size, cdn_host=cdn_host, cdn_port=cdn_port)
         context = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
         self._server = _Server((host, port), self.state, context)
+        # Another origin for the LFS redirects (huggingface_hub follows a redirect to the same origin).
+        self._cdn = _Server((host, cdn_port), self.state, context) if cdn_port else None
         self._thread: threading.Thread | None = None
+        self._cdn_thread: threading.Thread | None = None
         self.host = host
 
     @property
@@ -552,16 +558,25 @@ class HubServer:
     def start(self) -> HubServer:
         self._thread = serving_thread(self._server, name="local-hub")
         self._thread.start()
+        if self._cdn is not None:
+            self._cdn_thread = serving_thread(self._cdn, name="local-hub-cdn")
+            self._cdn_thread.start()
         return self
 
     def serve_forever(self) -> None:
+        if self._cdn is not None:
+            self._cdn_thread = serving_thread(self._cdn, name="local-hub-cdn")
+            self._cdn_thread.start()
         self._server.serve_forever()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        for server in (self._server, self._cdn):
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+        for thread in (self._thread, self._cdn_thread):
+            if thread is not None:
+                thread.join(timeout=5)
 
     def __enter__(self) -> HubServer:
         return self.start()
