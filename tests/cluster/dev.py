@@ -42,6 +42,8 @@ import mooncake
 import nodes
 import ports
 
+from api.engines import SETTING_ENGINE_IMAGE
+
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
     # name, profile, slot, real kubelet (over containerd)
@@ -101,18 +103,21 @@ def _hub(info: harness.ClusterInfo) -> str:
             timeout=localhub.START_TIMEOUT_S,
             what="the local hub",
         )
+    _setting(info, "model-artifact-huggingface-endpoint", endpoint)
+    return endpoint
+
+
+def _setting(info: harness.ClusterInfo, name: str, value: str) -> None:
+    """Set a Setting as an administrator does (the worker's env only seeds one that is absent, and a
+    cluster kept from an earlier ``make dev`` has them all)."""
     info.apply(
         {
             "apiVersion": "gpustack.ai/v1",
             "kind": "Setting",
-            "metadata": {
-                "name": "model-artifact-huggingface-endpoint",
-                "namespace": gpustack.SYSTEM_NAMESPACE,
-            },
-            "spec": {"value": endpoint},
+            "metadata": {"name": name, "namespace": gpustack.SYSTEM_NAMESPACE},
+            "spec": {"value": value},
         }
     )
-    return endpoint
 
 
 def _link(target: Path, link: Path) -> None:
@@ -125,8 +130,8 @@ def _link(target: Path, link: Path) -> None:
 
 def dev_values(refs: dict[str, str]) -> dict:
     """The chart's node agents on the container nodes, reading the simulated cards there; the
-    Instance sidecar image and the engine image (the stand-in engine, standin/) the ones built here
-    (GPUSTACK_<SETTING> seeds a Setting once)."""
+    Instance sidecar image the one built here (GPUSTACK_<SETTING> seeds a Setting once; the engine
+    image, the stand-in engine of standin/, is set as a Setting after the install)."""
     on_containers = {"enabled": True, "nodeSelector": dict([container_node.RUNTIME_LABEL])}
     return {
         "deviceManager": {**on_containers, "simulate": {"hostPath": str(container_node.SIM_PATH)}},
@@ -134,7 +139,6 @@ def dev_values(refs: dict[str, str]) -> dict:
         "worker": {
             "env": {
                 "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/"),
-                "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": refs["engine"].removeprefix("docker.io/"),
             }
         },
     }
@@ -171,6 +175,7 @@ def up() -> int:
     DEV.mkdir(exist_ok=True)
     _start_store(info)
     hub = _hub(info)
+    _setting(info, SETTING_ENGINE_IMAGE, built["engine"][0].removeprefix("docker.io/"))
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
     for directory in (info.bin_dir, Path(info.endpoints.get("NODE_BIN_DIR", info.bin_dir))):
