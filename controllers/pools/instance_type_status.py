@@ -37,8 +37,13 @@ def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) 
     annotations = (queue.get("metadata") or {}).get("annotations") or {}
     if policy == STOP_DRAIN:
         busy = int(status.get("reservingWorkloads") or 0) + int(status.get("admittedWorkloads") or 0)
+        # A profile change's drain saves the policy it replaced; its nodes are still there.
+        change = constants.ANNOTATION_DRAIN_PLAN_HOLD in annotations
         if busy:
-            return constants.PHASE_DRAINING, f"draining: {busy} workload(s) still hold quota"
+            what = "profile change in progress: draining" if change else "draining"
+            return constants.PHASE_DRAINING, f"{what}: {busy} workload(s) still hold quota"
+        if change:
+            return constants.PHASE_INACTIVE, "profile change in progress: drained, the pool's plan swaps next"
         return constants.PHASE_INACTIVE, "drained: no node serves this pool"
     if policy == STOP_HOLD:
         saved = annotations.get(constants.ANNOTATION_DRAIN_PLAN_HOLD)

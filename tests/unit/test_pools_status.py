@@ -202,6 +202,16 @@ def test_phases() -> None:
         "status": {"reservingWorkloads": 1},
     }
     assert phase_of(it, inactive) == ("Inactive", "held: the type is inactive")
+    # A profile change under HoldAndDrain says so, never that no node serves the pool.
+    for reserving, phase in ((2, "Draining"), (0, "Inactive")):
+        swapping = {
+            "metadata": {"annotations": {constants.ANNOTATION_DRAIN_PLAN_HOLD: "None"}},
+            "spec": {"stopPolicy": "HoldAndDrain"},
+            "status": {"reservingWorkloads": reserving},
+        }
+        got = phase_of(it, swapping)
+        assert got[0] == phase and got[1].startswith("profile change in progress") and "no node" not in got[1]
+    assert phase_of(it, drained) == ("Inactive", "drained: no node serves this pool")
     gone = copy.deepcopy(it)
     gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     assert phase_of(gone, active_queue(T4_POOL))[0] == "Inactive"
