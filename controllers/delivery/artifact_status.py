@@ -169,7 +169,8 @@ def revalidation_due(
     secret_changed: bool,
     last_attempt: dt.datetime | None = None,
 ) -> float:
-    """Seconds until the next revalidation (0: now). Degraded or revoked: a minute after the last
+    """Seconds until the next revalidation (0: now): ``interval`` after the later of the status's
+    last validation and the caller's last attempt. Degraded or revoked: a minute after the last
     attempt (the caller remembers it; after a restart, the condition's time stands in)."""
     if secret_changed:
         return 0.0
@@ -179,9 +180,12 @@ def revalidation_due(
     if (degraded and degraded.get("status") == "True") or (resolved and resolved.get("status") != "True"):
         times = [t for t in (last_attempt, last, parse_time((degraded or {}).get("lastTransitionTime"))) if t]
         return 0.0 if not times else max(0.0, RETRY - (now - max(times)).total_seconds())
-    if last is None:
+    # Our own last probe counts too: the cached status may not show the write it made yet, and a
+    # second probe on the word of that stale copy is a request the hub did not need.
+    times = [t for t in (last, last_attempt) if t]
+    if not times:
         return 0.0
-    return max(0.0, interval - (now - last).total_seconds())
+    return max(0.0, interval - (now - max(times)).total_seconds())
 
 
 def simple_resolution(

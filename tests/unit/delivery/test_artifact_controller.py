@@ -374,3 +374,16 @@ def test_a_modelscope_source_says_it_is_not_resolved_by_this_build(world: World)
     world.server.put(obj)
     assert wait(lambda: world.condition("ms", d.RESOLVED).get("reason") == d.SOURCE_UNAVAILABLE)
     assert "ModelScope" in world.condition("ms", d.RESOLVED)["message"]
+
+
+def test_a_probe_of_our_own_counts_even_before_the_cache_shows_its_write() -> None:
+    """Two passes over one stale cached status make one probe: the second sees the first's time."""
+    t0 = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    stale = {
+        "resolved": {"lastValidatedTime": st.stamp(t0)},
+        "conditions": [{"type": d.RESOLVED, "status": "True"}],
+    }
+    later = t0 + dt.timedelta(hours=25)
+    assert st.revalidation_due(stale, later, 86400.0, secret_changed=False) == 0.0
+    assert st.revalidation_due(stale, later, 86400.0, secret_changed=False, last_attempt=later) == 86400.0
+    assert st.revalidation_due({}, later, 86400.0, secret_changed=False) == 0.0
