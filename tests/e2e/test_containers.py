@@ -27,7 +27,9 @@ Checked, in order (each test is the next step of one installation):
    values seed) with the command line the controller rendered, downloads the weights from the Hub,
    passes its probes, and the deployment turns Ready; ``/v1/models`` on the Pod answers the served
    name and a chat completion comes back;
-4. ``helm uninstall`` removes the release's Pods (the containers with them).
+4. with the delivery mode Setting at ``Node``, the model-manager container downloads the artifact
+   and publishes it through CSI into the engine's container, which reads the weights there;
+5. ``helm uninstall`` removes the release's Pods (the containers with them).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import pytest
 import yaml
 
 from api import constants
+from api import delivery as d
 from images import build as images
 from tests.e2e import second_cluster
 from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
@@ -327,24 +330,11 @@ def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(insta
         },
     })  # fmt: skip
 
-    def ready() -> dict | None:
-        found = cluster.kubectl_json("get", "modeldeployment", "chat", "-n", NS)
-        return found if (found.get("status") or {}).get("phase") == "Ready" else None
-
-    try:
-        harness.wait_for(ready, timeout=WAIT, what="the deployment Ready")
-    except TimeoutError:
-        listed = cluster.kubectl("get", "pods,modeldeployment,modelartifact", "-n", NS, "-o", "wide").stdout
-        logs = cluster.kubectl("logs", "-n", NS, "-l", f"{constants.LABEL_APP_INSTANCE}=chat", "--tail=40",
-                               check=False).stdout  # fmt: skip
-        raise AssertionError(f"not Ready:\n{listed}\n{logs}") from None
-    selector = f"{constants.LABEL_APP_INSTANCE}=chat"
-    (server,) = cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
+    server, base = serve_ready(cluster, "chat")
     main = next(c for c in server["spec"]["containers"] if c["name"] == "main")
     assert main["image"] == ENGINE_IMAGE and main["command"][:2] == ["vllm", "serve"]
     assert server["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
     # The host routes to the node's Pod network: the Pod answers at its own address.
-    base = f"http://{server['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}"
     assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
     answer = http(f"{base}/v1/chat/completions",
                   {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})  # fmt: skip
@@ -355,6 +345,61 @@ def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(insta
     assert about["weights"]["files"] >= 1 and about["weights"]["path"].startswith("/")
     visible = about["devices"].get("NVIDIA_VISIBLE_DEVICES", "")
     assert visible.startswith("GPU-") and visible in json.dumps(cluster.kubectl_json("get", "devices", NODE))
+
+
+def serve_ready(cluster: harness.ClusterInfo, name: str) -> tuple[dict, str]:
+    """The deployment's one Pod, once the deployment is Ready, and the engine's base URL."""
+
+    def deployment_ready() -> dict | None:
+        found = cluster.kubectl_json("get", "modeldeployment", name, "-n", NS)
+        return found if (found.get("status") or {}).get("phase") == "Ready" else None
+
+    selector = f"{constants.LABEL_APP_INSTANCE}={name}"
+    try:
+        harness.wait_for(deployment_ready, timeout=WAIT, what=f"{name} Ready")
+    except TimeoutError:
+        listed = cluster.kubectl("get", "pods,modeldeployment,modelartifact", "-n", NS, "-o", "wide").stdout
+        logs = cluster.kubectl("logs", "-n", NS, "-l", selector, "--tail=40", check=False).stdout
+        raise AssertionError(f"{name} not Ready:\n{listed}\n{logs}") from None
+    pods = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
+            if not p["metadata"].get("deletionTimestamp") and ready(p)]  # fmt: skip
+    (server,) = pods
+    main = next(c for c in server["spec"]["containers"] if c["name"] == "main")
+    return (
+        server,
+        f"http://{server['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}",
+    )
+
+
+def test_node_delivery_publishes_the_weights_from_the_model_manager_container(installed) -> None:
+    cluster = installed
+    cluster.apply({"apiVersion": "gpustack.ai/v1", "kind": "Setting",
+                   "metadata": {"name": "model-artifact-delivery-mode", "namespace": SYSTEM},
+                   "spec": {"value": "Node"}})  # fmt: skip
+    cluster.apply({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat-node", "namespace": NS},
+        "spec": {
+            "model": {"name": MODEL, "artifactRef": {"name": "qwen"}},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "roles": [{"name": "server", "instanceType": POOL, "resources": {"accelerator": 1}}],
+        },
+    })  # fmt: skip
+    server, base = serve_ready(cluster, "chat-node")
+    volumes = {v["name"]: v for v in server["spec"]["volumes"]}
+    assert volumes["gpustack-model"]["csi"]["driver"] == constants.CSI_DRIVER_MODEL
+    about = http(f"{base}/standin")
+    # The engine was started on the mount's path and read the weights the kubelet mounted there
+    # through the model-manager container's NodePublishVolume.
+    assert (
+        about["model"] == constants.MODEL_MOUNT_PATH
+        and about["weights"]["path"] == constants.MODEL_MOUNT_PATH
+    )
+    assert about["weights"]["files"] >= 1 and about["weights"]["bytes"] > 0
+    store = cluster.kubectl_json("get", "nodemodelstore", NODE)
+    assert any(m.get("state") == d.STATE_READY for m in (store.get("status") or {}).get("models") or []), (
+        store.get("status")
+    )
 
 
 def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
