@@ -319,6 +319,7 @@ def test_a_forged_listing_is_refused_before_any_byte(cluster: Cluster, hub: HubS
     manifest = seed.agent.layout.tree(digest) / "manifest"
     manifest.write_bytes(manifest.read_bytes().replace(b"config.json", b"config.jsom"))
     peers = Peers(cluster.nodes[0].agent.stores, "someone", None, tls=False)
+    assert wait(lambda: len(peers.candidates(digest)) == 1)  # the informer may lag the status write
     (peer,) = peers.candidates(digest)
     with pytest.raises(FetchError) as error:
         peers.manifest(peer, digest, PEER_TOKEN)
@@ -365,6 +366,7 @@ def test_a_request_without_a_token_is_refused_by_the_server(cluster: Cluster, hu
     _, _, digest = seeded(cluster, hub)
     seed = cluster.nodes[0]
     peers = Peers(seed.agent.stores, "someone", None, tls=False)
+    assert wait(lambda: len(peers.candidates(digest)) == 1)  # the informer may lag the status write
     (peer,) = peers.candidates(digest)
     with pytest.raises(FetchError) as error:
         peers.manifest(peer, digest, None)
