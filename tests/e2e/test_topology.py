@@ -236,17 +236,24 @@ def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo
     assert flavor["spec"]["topologyName"] == f"gpustack-{RACKED}"
     assert flavor["metadata"]["name"].endswith(f"-8d-{RACKED}")
 
+    # The profile change drains the queue, swaps its plan, then restores its policy: the racked
+    # flavor can be listed (and TopologyReady) a moment before the policy is None again.
     def planned():
         q = queue(cluster)
         names = [f["name"] for g in q["spec"].get("resourceGroups") or [] for f in g["flavors"]]
         return (
             q
-            if flavor["metadata"]["name"] in names and condition(q, "TopologyReady").get("status") == "True"
+            if flavor["metadata"]["name"] in names
+            and condition(q, "TopologyReady").get("status") == "True"
+            and q["spec"].get("stopPolicy") == "None"
             else None
         )
 
-    q = harness.wait_for(planned, timeout=WAIT, what="the H100 queue on the racked flavor, TopologyReady")
-    assert q["spec"]["stopPolicy"] == "None"
+    harness.wait_for(
+        planned,
+        timeout=WAIT,
+        what="the H100 queue on the racked flavor, TopologyReady, its policy None again",
+    )
 
 
 def deployment(name: str, size: int, level: str | None = ZONE) -> dict:
