@@ -18,8 +18,9 @@ answer back through the veth). Only the machine's own namespaces can reach it.
 
 Inside, per-node directories are bind-mounted over the paths containerd and the kubelet insist on
 (``/var/lib/kubelet``, ``/run/containerd``) and over the host paths the chart's DaemonSets mount
-(the simulated hardware ``/var/lib/gpustack-sim``, the model store ``/var/lib/gpustack/models``,
-the device manager's state), so nodes never see each other's. The apiserver reaches the kubelet and
+(the simulated hardware ``/var/lib/gpustack-sim``, the device manager's state), so nodes never see
+each other's; the model store ``/var/lib/gpustack/models`` is a tmpfs of the node's own, a
+filesystem apart as a model disk is. The apiserver reaches the kubelet and
 every Pod (a webhook Service's endpoints, with ``--enable-aggregator-routing``) through the veth;
 nothing leaves the machine. Images come from ``images/build.py`` and are imported into the node's
 containerd under their names (no registry is reachable): ``imagePullPolicy: IfNotPresent`` uses them.
@@ -43,6 +44,7 @@ import ports
 
 SIM_PATH = Path("/var/lib/gpustack-sim")  # the chart's deviceManager.simulate.hostPath in tests
 MODELS_PATH = Path("/var/lib/gpustack/models")  # the chart's modelManager.rootPath default
+MODELS_SIZE = "1g"  # the node's model cache (a tmpfs: pages are taken only as weights are written)
 DM_STATE_PATH = Path("/var/lib/gpustack-operator")  # the device manager's --state-dir lives below
 RUN_CONTAINERD = Path("/run/containerd")
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (GPUSTACK_SERVICE_CIDR's first address)
@@ -169,11 +171,14 @@ def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
         (directory / "kl", "/var/lib/kubelet"),
         (directory / "run", RUN_CONTAINERD),
         (directory / "sim", SIM_PATH),
-        (directory / "models", MODELS_PATH),
         (directory / "dm-state", DM_STATE_PATH),
     ]
     lines = ["set -e", "mount --make-rprivate /"]
     lines += [f'mount --bind "{src}" "{dst}"' for src, dst in mounts]
+    # The model cache on a filesystem of its own, as a node with a model disk has it: the model
+    # manager's watermarks then read the cache's usage, not the host disk's (a CI disk over 80 %
+    # refused every download), and the cache goes with the node's mount namespace.
+    lines.append(f"mount -t tmpfs -o size={MODELS_SIZE} gpustack-models {MODELS_PATH}")
     # Bidirectional volumes (the CSI plugin's kubelet dir) need shared mounts; in this namespace only.
     lines += [
         "mount --make-rshared /",
@@ -199,7 +204,6 @@ def prepare(directory: Path, net: int) -> None:
         "kl",
         "run",
         "sim",
-        "models",
         "dm-state",
         "containerd/opt",
         "cni/net.d",

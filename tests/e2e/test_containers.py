@@ -360,7 +360,11 @@ def serve_ready(cluster: harness.ClusterInfo, name: str) -> tuple[dict, str]:
     except TimeoutError:
         listed = cluster.kubectl("get", "pods,modeldeployment,modelartifact", "-n", NS, "-o", "wide").stdout
         logs = cluster.kubectl("logs", "-n", NS, "-l", selector, "--tail=40", check=False).stdout
-        raise AssertionError(f"{name} not Ready:\n{listed}\n{logs}") from None
+        events = cluster.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout
+        stores = cluster.kubectl("get", "nodemodelstores", "-o", "yaml", check=False).stdout
+        raise AssertionError(
+            f"{name} not Ready:\n{listed}\n{logs}\n{events[-4000:]}\n{stores[-3000:]}"
+        ) from None
     pods = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
             if not p["metadata"].get("deletionTimestamp") and ready(p)]  # fmt: skip
     (server,) = pods
