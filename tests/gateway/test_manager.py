@@ -19,9 +19,9 @@ from gateway.manager import Manager, Settings
 from gateway.readiness import Readiness
 from gateway.sources import GPUStackAPISource, SourceError
 from tests.gateway.fake_apiserver import FakeUpstream
+from tests.gateway.serving import FAST
 from tests.unit.gateway_objects import flavor, instance_type
 
-FAST = Settings(readiness_timeout=2.0, resync=3600, first_delay=0.05, max_delay=0.2, sync_wait=3.0)
 IT, FLAVOR = KINDS["InstanceType"], KINDS["InstanceTypeFlavor"]
 
 
