@@ -217,6 +217,8 @@ def _cleanup(args: argparse.Namespace) -> int:
         )
         if args.before_kueue_goes:
             deleted = cleanup.before_kueue_goes(args.before_kueue_goes)
+        elif args.webhooks_only:
+            deleted = cleanup.webhooks()
         else:
             deleted = cleanup.run()
     except ApiError as error:
@@ -261,24 +263,15 @@ def parser() -> argparse.ArgumentParser:
     admit = sub.add_parser(
         "admit",
         help="run the admission chain on manifests, offline",
-        description="Run the exact admission chain of the server on manifests, against cluster objects "
-        "read from files, and print one JSON line per document: kind, namespace, name, operation, "
-        "allowed, code, message, warnings, patch (RFC 6902) and object (after mutation).  Exit 0 when "
-        "all are allowed, 1 when any is denied, 2 on unusable input.",
+        description="Run the exact admission chain of the server on manifests (files, directories, "
+        "stdin), against cluster objects read from files or from a live cluster, and print one "
+        "result per object (file, document index, kind, namespace, name, operation, decision: "
+        "allowed, denied or skipped, code, message, warnings, patch and object after mutation) and "
+        "the counts.  Exit 0 when none is denied, 1 when any is denied, 2 on unusable input.",
     )
-    admit.add_argument(
-        "-f", "--filename", required=True, help="YAML file of documents to admit, or - for stdin"
-    )
-    admit.add_argument(
-        "--objects", metavar="DIR", help="directory of YAML cluster objects the decisions read"
-    )
-    admit.add_argument(
-        "--operation", choices=["CREATE", "UPDATE"], default="CREATE", help="operation (default CREATE)"
-    )
-    admit.add_argument(
-        "--old", metavar="OLDFILE", help="for UPDATE: the stored objects, matched by kind/namespace/name"
-    )
-    admit.add_argument("--namespace", "-n", default="default", help="namespace of documents that name none")
+    from gpustack_operator.admit_options import add_arguments as admit_arguments
+
+    admit_arguments(admit)
     admit.set_defaults(func=_admit)
 
     certs = sub.add_parser(
@@ -346,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
     cleanup = sub.add_parser(
         "cleanup",
         parents=[common],
-        help="remove what the worker created (the chart's post-delete hook with cleanupOnUninstall)",
+        help="remove what the worker created (the chart's post-delete hooks)",
         description="Delete the webhook configurations first, then the AdmissionChecks, the pools' Kueue "
         "objects, the NodeFeatureRule and NodeFeatures, the operator's finalizers and CRDs (with every "
         "object of them, Settings included), the certificate Secret and the Lease.  Run it once no worker "
@@ -370,6 +363,12 @@ def parser() -> argparse.ArgumentParser:
         default="",
         help="only this: delete the worker Deployment, wait out its Pods, then the operator's Kueue objects "
         "while Kueue still runs (the pre-delete hook of a release that installed Kueue)",
+    )
+    cleanup.add_argument(
+        "--webhooks-only",
+        action="store_true",
+        help="only this: wait out the worker Pods, then delete the two webhook configurations "
+        "(every uninstall's post-delete hook; they fail closed and would refuse queued Pods)",
     )
     cleanup.set_defaults(func=_cleanup)
 

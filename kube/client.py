@@ -212,7 +212,8 @@ class Client:
         path = resource(kind).path(namespace, name, subresource)
         return self._call("PATCH", path, query=query, body=body, content_type=content_type)
 
-    def delete(self, kind: str, name: str, namespace: str = "", *, propagation: str = "Background") -> None:
+    def delete(self, kind: str, name: str, namespace: str = "", *, propagation: str = "Background") -> bool:
+        """Delete one object; False when it was already gone."""
         try:
             self._call(
                 "DELETE",
@@ -222,6 +223,8 @@ class Client:
         except ApiError as error:
             if not error.not_found:
                 raise
+            return False
+        return True
 
 
 def _status_error(status: int, reason: str, body: bytes | str | None) -> ApiError:

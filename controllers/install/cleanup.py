@@ -18,6 +18,7 @@ certificate Secret and the Lease.  Cleanup removes them in an order that never l
 5. the certificate Secret and the Lease.
 
 :func:`plan` names the steps; :func:`run` performs them, each tolerating what is already gone.
+:meth:`Cleanup.webhooks` performs steps 1 and 2 alone: what every uninstall does by default.
 
 When the release installed Kueue itself (``kueue.enabled``), Helm deletes Kueue with it — its CRDs
 too — and objects still carrying Kueue's finalizers would then hold those CRDs ``Terminating`` for
@@ -50,6 +51,9 @@ class Deletion:
     namespace: str = ""
     label_selector: str = ""
     name_prefix: str = ""
+
+
+WEBHOOK_STEPS = 2  # the first deletions of the plan: the two webhook configurations
 
 
 def plan(*, cert_secret: str, lease: str = constants.LEADER_ELECTION_ID) -> list[Deletion]:
@@ -130,9 +134,10 @@ class Cleanup:
 
     def _delete_one(self, kind: str, name: str, namespace: str = "") -> None:
         try:
-            self.client.delete(kind, name, namespace)
+            if not self.client.delete(kind, name, namespace):
+                return
         except ApiError as error:
-            if error.status in (404, 405):
+            if error.status == 405:
                 return
             raise
         self.deleted.append(f"{kind}/{namespace + '/' if namespace else ''}{name}")
@@ -227,6 +232,15 @@ class Cleanup:
                 except ApiError as error:
                     if not error.not_found:
                         raise
+
+    def webhooks(self) -> list[str]:
+        """A plain uninstall's cleanup (the chart's default post-delete hook): the two webhook
+        configurations only, by name, once no worker is left to recreate them. They fail closed, so
+        left behind they would refuse every queued Pod and operator object cluster-wide."""
+        self.workers_gone()
+        for deletion in plan(cert_secret=self.cert_secret)[:WEBHOOK_STEPS]:
+            self.remove(deletion)
+        return self.deleted
 
     def run(self) -> list[str]:
         self.workers_gone()

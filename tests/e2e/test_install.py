@@ -520,11 +520,26 @@ def test_uninstall_without_cleanup_leaves_what_the_worker_made(cluster, host, gp
         assert get(cluster, "crd", name) is not None, name
     assert len(cluster.kubectl_json("get", "settings", "-n", NS)["items"]) == len(registry.SETTINGS)
     assert get(cluster, "setting", "workload-fit-affinity", "-n", NS)["spec"]["value"] == "false"
-    assert get(cluster, "mutatingwebhookconfiguration", "gpustack-worker-mutation") is not None
-    assert get(cluster, "validatingwebhookconfiguration", "gpustack-worker-validation") is not None
     assert get(cluster, "nodefeaturerule", "gpustack-cpu-info") is not None
     assert get(cluster, "admissioncheck", "gpustack-node-devices") is not None
     assert get(cluster, "secret", f"{chart.RELEASE}-worker-certs", "-n", NS) is not None
+    # Removed by every uninstall (the default post-delete hook): they fail closed, and with no
+    # worker left they would refuse every queued Pod. Such a Pod is admitted now.
+    assert get(cluster, "mutatingwebhookconfiguration", "gpustack-worker-mutation") is None
+    assert get(cluster, "validatingwebhookconfiguration", "gpustack-worker-validation") is None
+    assert get(cluster, "job", f"{chart.RELEASE}-cleanup-webhooks", "-n", NS) is None  # hook-succeeded
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "after-uninstall", "namespace": "default",
+                     "labels": {"kueue.x-k8s.io/queue-name": "some-queue"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }  # fmt: skip
+    try:
+        cluster.kubectl("create", "-f", "-", input=json.dumps(pod))
+        assert get(cluster, "pod", "after-uninstall", "-n", "default") is not None
+    finally:
+        cluster.kubectl("delete", "pod", "after-uninstall", "-n", "default", "--wait=false", check=False)
 
 
 def test_reinstall_keeps_settings_and_cleanup_on_uninstall_removes_the_rest(cluster, host, gpu_node):

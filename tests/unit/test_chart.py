@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from api import kueue, manufacturers
+from api import constants, kueue, manufacturers
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "gpustack-operator"
@@ -127,10 +127,13 @@ def test_default_objects() -> None:
     }
     dm_rules = roles["gpustack-operator-device-manager"]["rules"]
     assert not any("*" in r["resources"] or "delete" in r["verbs"] for r in dm_rules)  # least privilege
-    # The only hooks by default: the pre-delete emptying of the Kueue it installs (and NFD's own).
+    # The only hooks by default: the pre-delete emptying of the Kueue it installs (and NFD's own) and
+    # the post-delete removal of the webhook configurations.
     hooks = [d for d in docs if "helm.sh/hook" in (d["metadata"].get("annotations") or {}) and ours(d)]
-    assert {d["metadata"]["annotations"]["helm.sh/hook"] for d in hooks} == {"pre-delete"}
-    assert {d["metadata"]["name"] for d in hooks} == {"gpustack-operator-cleanup-before-kueue"}
+    assert {(d["metadata"]["annotations"]["helm.sh/hook"], d["metadata"]["name"]) for d in hooks} == {
+        ("pre-delete", "gpustack-operator-cleanup-before-kueue"),
+        ("post-delete", "gpustack-operator-cleanup-webhooks"),
+    }
 
 
 def _resources(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -245,6 +248,38 @@ def test_cleanup_on_uninstall_renders_post_delete_hooks() -> None:
     assert {d["kind"] for d in hooks} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"}
     job = next(d for d in hooks if d["kind"] == "Job")
     assert container(job)["args"][0] == "cleanup"
+
+
+def _post_delete(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        d
+        for d in docs
+        if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "post-delete" and ours(d)
+    ]
+
+
+def test_every_uninstall_removes_the_webhook_configurations_and_only_them() -> None:
+    """They fail closed; the worker made them, so only a hook removes them. Its role may delete the
+    two by name and nothing else; with cleanupOnUninstall the full cleanup does it, first."""
+    hooks = _post_delete(render())
+    assert {d["kind"] for d in hooks} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job"}
+    job = next(d for d in hooks if d["kind"] == "Job")
+    assert container(job)["args"][:2] == ["cleanup", "--webhooks-only"]
+    (role,) = [d for d in hooks if d["kind"] == "ClusterRole"]
+    deletable = {
+        (r["resources"][0], tuple(r.get("resourceNames") or ("*",)))
+        for r in role["rules"]
+        if "delete" in r["verbs"]
+    }
+    assert deletable == {
+        ("mutatingwebhookconfigurations", (constants.MUTATING_CONFIGURATION,)),
+        ("validatingwebhookconfigurations", (constants.VALIDATING_CONFIGURATION,)),
+    }
+    assert not _post_delete(render({"removeWebhooksOnUninstall": False}))
+    full = _post_delete(render({"cleanupOnUninstall": True}))
+    assert [container(d)["args"][1] for d in full if d["kind"] == "Job"] == [
+        "--cert-secret=gpustack-operator-worker-certs"
+    ]
 
 
 def test_the_kueue_it_installs_is_emptied_of_the_operators_objects_before_it_goes() -> None:
@@ -419,6 +454,7 @@ def test_values_carry_every_value_of_d3() -> None:
         "topograph.enabled",
         "ledgerReleaseTerminatedPods",
         "cleanupOnUninstall",
+        "removeWebhooksOnUninstall",
     ):
         node: Any = values
         for part in path.split("."):

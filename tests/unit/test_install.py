@@ -311,6 +311,24 @@ def test_cleanup_deletes_webhooks_first_then_releases_finalizers_and_crds(
     assert "Secret/gpustack-system/gpustack-operator-worker-certs" in deleted
 
 
+def test_webhooks_only_deletes_the_two_configurations_and_nothing_else(
+    client: Client, server: FakeApiServer
+) -> None:
+    _prepare(client).all()
+    server.requests.clear()
+    deleted = cleanup.Cleanup(client, cert_secret="x").webhooks()
+    assert deleted == [
+        f"MutatingWebhookConfiguration/{constants.MUTATING_CONFIGURATION}",
+        f"ValidatingWebhookConfiguration/{constants.VALIDATING_CONFIGURATION}",
+    ]
+    assert [method for method, _ in server.requests if method not in ("GET",)] == ["DELETE", "DELETE"]
+    assert client.get("MutatingWebhookConfiguration", constants.MUTATING_CONFIGURATION) is None
+    for crd in crds.render_all():  # CRDs, Settings and the rest stay: that is cleanupOnUninstall's
+        assert client.get("CustomResourceDefinition", crd["metadata"]["name"]) is not None
+    assert client.get("NodeFeatureRule", constants.NODE_FEATURE_RULE_CPU) is not None
+    assert cleanup.Cleanup(client, cert_secret="x").webhooks() == []  # again: nothing left, no error
+
+
 def test_cleanup_leaves_a_rule_that_is_not_ours(client: Client) -> None:
     rule = plan.cpu_info_rule()
     rule["metadata"]["labels"] = {}
