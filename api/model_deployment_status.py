@@ -10,6 +10,7 @@ PHASE_DEGRADED = "Degraded"
 PHASE_DELETING = "Deleting"
 
 # --- Condition types -----------------------------------------------------------------------------
+CONDITION_READY = "Ready"  # the phase as a condition, for `kubectl wait --for=condition=Ready`
 CONDITION_DOMAIN_REGISTERED = "DomainRegistered"
 CONDITION_QUOTA_RESERVED = "QuotaReserved"
 CONDITION_CACHE_ATTACHED = "CacheAttached"

@@ -4,7 +4,8 @@ Computed from one pass's accounts (Pods and Workloads listed successfully — a 
 nothing), the rendered serving facts, and the features' resolutions.  Counts are observed zeros;
 ``status.kvCache`` and ``status.router`` are absent, not empty, while unresolved; ``ReplicasUpToDate``
 falls to ``Unknown`` when the pass vouched for no replica instead of keeping a stale ``True``.
-Conditions keep their ``lastTransitionTime`` while their status holds.
+Conditions keep their ``lastTransitionTime`` while their status holds; ``Ready`` (first) repeats the
+phase, so ``kubectl wait --for=condition=Ready`` works.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from api import model_deployment_status as s
 from api.objects import Obj
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.plan import RoleAccount
+from controllers.ready import verdict
 from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment
 
 KIND_LETTERS = {SERVER: "S", PREFILL: "P", DECODE: "D"}
@@ -248,6 +250,14 @@ def phase(inputs: Inputs) -> tuple[str, str]:
     return s.PHASE_DEGRADED, f"{ready}/{desired} replicas ready{missing}{suffix}"
 
 
+def ready(inputs: Inputs) -> Condition:
+    """The phase as the top-level ``Ready`` condition: True exactly in phase ``Ready``, the phase
+    its reason and the phase message its message."""
+    name, message = phase(inputs)
+    said = verdict(name == s.PHASE_READY, name, message)
+    return Condition(s.CONDITION_READY, said.status, said.reason, said.message)
+
+
 def role_summary(inputs: Inputs) -> str:
     counts: dict[str, int] = {}
     for role in inputs.md.roles:
@@ -279,6 +289,7 @@ def _role_entries(inputs: Inputs) -> list[Obj]:
 def conditions(inputs: Inputs) -> list[Condition]:
     out = list(inputs.feature_conditions)
     out += [
+        ready(inputs),
         quota_reserved(inputs),
         replicas_up_to_date(inputs),
         role_kinds_ready(inputs),
@@ -290,6 +301,7 @@ def conditions(inputs: Inputs) -> list[Condition]:
 
 
 _ORDER = (
+    s.CONDITION_READY,
     s.CONDITION_DOMAIN_REGISTERED,
     s.CONDITION_QUOTA_RESERVED,
     s.CONDITION_CACHE_ATTACHED,

@@ -176,3 +176,37 @@ def test_transition_times_hold_while_status_holds() -> None:
     kinds = {c["type"]: c for c in moved["conditions"]}
     assert kinds[s.CONDITION_ROLE_KINDS_READY]["lastTransitionTime"] == "2025-01-03T00:00:00Z"
     assert kinds[s.CONDITION_REPLICAS_UP_TO_DATE]["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+
+
+def test_ready_condition_repeats_the_phase_and_comes_first() -> None:
+    md = Deployment(deployment(role(replicas=2)))
+    ready = render_status(Inputs(md, 1, {"server": healthy("server", 2)}, None), None, "t")
+    first = ready["conditions"][0]
+    assert (first["type"], first["status"], first["reason"]) == (s.CONDITION_READY, "True", s.PHASE_READY)
+    assert first["message"] == ready["phaseMessage"]
+    for inputs, phase in (
+        (Inputs(md, 1, {"server": account("server", 2)}, None), s.PHASE_STARTING),
+        (Inputs(md, 1, {"server": account("server", 2, ready=1, present=2)}, None), s.PHASE_DEGRADED),
+        (Inputs(md, 1, {"server": healthy("server", 2)}, None, deleting=True), s.PHASE_DELETING),
+    ):
+        status = render_status(inputs, None, "t")
+        said = cond(inputs, s.CONDITION_READY)
+        assert status["phase"] == phase
+        assert (said.status, said.reason, said.message) == ("False", phase, status["phaseMessage"])
+
+
+def test_ready_transition_time_moves_only_when_ready_flips() -> None:
+    md = Deployment(deployment(role(replicas=2)))
+    starting = Inputs(md, 1, {"server": account("server", 2)}, None)
+    degraded = Inputs(md, 1, {"server": account("server", 2, ready=1, present=2)}, None)
+    ready = Inputs(md, 1, {"server": healthy("server", 2)}, None)
+
+    def since(status):
+        return next(c for c in status["conditions"] if c["type"] == s.CONDITION_READY)["lastTransitionTime"]
+
+    a = render_status(starting, None, "2025-01-01T00:00:00Z")
+    b = render_status(degraded, a, "2025-01-02T00:00:00Z")  # still False: the time holds
+    assert since(b) == "2025-01-01T00:00:00Z"
+    c = render_status(ready, b, "2025-01-03T00:00:00Z")  # flips to True
+    assert since(c) == "2025-01-03T00:00:00Z"
+    assert render_status(ready, c, "2025-01-04T00:00:00Z") == c  # a converged resync writes nothing new
