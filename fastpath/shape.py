@@ -8,7 +8,9 @@ kinds, or written for the Pod and Workload fields the handlers read — and ever
 JSON type is reported with its path and the type expected, so the answer is a field error, never an
 internal one.  Only types are checked (enums, bounds and patterns stay the handlers' and the
 apiserver's); ``null`` passes (optional fields); a part the schema leaves open is not walked, so
-the walk is bounded by the schema's depth, never by the input's.
+the walk is bounded by the schema's depth, never by the input's.  What the schema leaves open can
+still nest without end, and the handlers copy and compare objects recursively: :func:`too_deep`
+finds an object or array nested more than :data:`MAX_DEPTH` levels down, anywhere in the object.
 
 Compiled by Cython (pure-Python mode); ``fastpath.pure.load("shape")`` is the interpreted twin.
 """
@@ -37,6 +39,9 @@ _NUMBER = cython.declare(cython.int, 5)
 _BOOLEAN = cython.declare(cython.int, 6)
 _INT_OR_STRING = cython.declare(cython.int, 7)
 MAX_ERRORS = 20  # a denial lists at most this many wrong-typed fields
+# Objects and arrays nested deeper than this below an object's root are refused (:func:`too_deep`):
+# no Kubernetes object needs it, and the handlers' copies and comparisons recurse per level.
+MAX_DEPTH = 64
 
 
 @cython.cclass
@@ -144,6 +149,46 @@ def _walk(value: object, node: Node, errors: list) -> cython.Py_ssize_t:
             if len(errors) >= MAX_ERRORS:
                 return found
     return found
+
+
+@cython.cfunc
+def _deeper(value: object, room: cython.int, keys: list) -> cython.bint:
+    """Whether ``value`` (an object or an array) holds objects or arrays more than ``room`` levels
+    below itself; when it does, ``keys`` ends up holding the route to the first one past the limit,
+    innermost key first.  Recursion is bounded by ``room``, never by the input."""
+    i: cython.Py_ssize_t
+    mapping: dict
+    items: list
+    if room == 0:
+        return True
+    if type(value) is dict:
+        mapping = value
+        for key, item in mapping.items():
+            if (type(item) is dict or type(item) is list) and _deeper(item, room - 1, keys):
+                keys.append(key)
+                return True
+    else:
+        items = value  # type: ignore[assignment]
+        for i in range(len(items)):
+            item = items[i]
+            if (type(item) is dict or type(item) is list) and _deeper(item, room - 1, keys):
+                keys.append(i)
+                return True
+    return False
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> tuple | None:
+    """The route (outermost key first) to the first object or array nested more than ``limit``
+    levels below ``value``, or None when nothing is that deep.  A handler copies and compares
+    objects recursively, so a value deeper than the interpreter can follow must be refused before
+    any handler sees it; every container is visited at most once."""
+    if type(value) is not dict and type(value) is not list:
+        return None
+    keys: list = []
+    if not _deeper(value, limit + 1, keys):
+        return None
+    keys.reverse()
+    return tuple(keys)
 
 
 def check(value: Any, node: Node, prefix: tuple = ()) -> list[tuple[tuple, str, Any]]:

@@ -130,7 +130,9 @@ def _sizing(request: AdmissionRequest) -> bool:
 async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
     obj = request.object or {}
     after = copy.deepcopy(obj)
-    spec = after.setdefault("spec", {})
+    if not isinstance(after.get("spec"), dict):  # a null spec reads as absent
+        after["spec"] = {}
+    spec = after["spec"]
     spec.setdefault("imagePullPolicy", "IfNotPresent")
     spec.setdefault("volumeMount", DEFAULT_VOLUME_MOUNT)
     if spec.get("resources") is None:

@@ -30,11 +30,12 @@ SETTING_AWARE_CPU = "instance-type-aware-cpu-manufacturer"
 async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
     obj = request.object or {}
     after = copy.deepcopy(obj)
-    spec = after.setdefault("spec", {})
+    # A null spec, metadata or labels reads as absent, as the apiserver decodes it.
+    spec = _object_at(after, "spec")
     if not spec.get("generalGroup"):
         spec["generalGroup"] = constants.GENERIC_GROUP
-    meta = after.setdefault("metadata", {})
-    labels = meta.setdefault("labels", {})
+    meta = _object_at(after, "metadata")
+    labels = _object_at(meta, "labels")
     aware = await lookups.setting_enabled(SETTING_AWARE_CPU)
     # Awareness regroups pools by CPU key: drop a stale general label before stamping.
     for key in [k for k in labels if k.startswith(constants.PREFIX_GENERAL)]:
@@ -44,6 +45,15 @@ async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:
     if name:
         labels[constants.LABEL_QUEUE_ENTRANCE] = local_queue_name(name)
     return allow(jsonpatch.diff(obj, after))
+
+
+def _object_at(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """``parent[key]``, made an empty object when absent or null (the shape check refuses any
+    other type before this handler runs)."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        value = parent[key] = {}
+    return value
 
 
 def _create_errors(spec: dict[str, Any]) -> list[FieldError]:

@@ -144,3 +144,15 @@ def test_finalizer_removal_on_a_deleting_type_passes():
     new = copy.deepcopy(old)
     new["metadata"]["finalizers"] = []
     assert run(instance_type.validate, new, old=old, operation="UPDATE").allowed
+
+
+def test_null_labels_and_spec_read_as_absent():
+    # The apiserver decodes a null map as an absent one; the defaulter stamps onto it the same way.
+    obj = make()
+    obj["metadata"]["labels"] = None
+    out = patch.apply(obj, run(instance_type.default, obj).patch)
+    assert out["metadata"]["labels"]["feature.gpustack.ai/acceleratable"] == "true"
+    bare = make()
+    bare["spec"] = None
+    out = patch.apply(bare, run(instance_type.default, bare).patch)
+    assert out["spec"] == {"generalGroup": "generic"}
