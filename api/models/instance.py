@@ -23,6 +23,8 @@ Deliberate deviations:
 - The companion kinds are served as CRDs, not by an aggregated API server, so each object is stored
   beside its core object.  ``InstanceImagePullSecret.spec.password`` stays write-only: once the
   backing Secret holds it, the operator removes it from the object.
+- ``status.conditions`` carries one condition, ``Ready`` (the phase ``Ready`` as a condition), which
+  the Go type lacks, so ``kubectl wait --for=condition=Ready`` works on an Instance.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from api.models.common import (
     ABSOLUTE_PATH,
     PROTOCOL,
     PULL_POLICY,
+    Condition,
     EnvVar,
     HostIP,
     HostPathVolumeSource,
     LocalObjectReference,
     PodIP,
+    conditions_field,
 )
 from api.models.devices import DevicesAllocationGroup
 
@@ -156,6 +160,7 @@ class InstanceStatus(Schema):
     pod_ips: list[PodIP] | None = field(alias="podIPs")
     ports: list[InstanceServicePort] | None = None
     allocations: list[DevicesAllocationGroup] | None = None
+    conditions: list[Condition] | None = conditions_field()
 
 
 class Instance(Resource):

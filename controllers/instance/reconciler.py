@@ -23,6 +23,7 @@ Instances naming them), and Devices and Nodes (for the Instances running there).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Hashable
 from typing import cast
@@ -62,6 +63,10 @@ def _refs(instance: Obj) -> list[str]:
     claims += [(v.get("persistent") or {}).get("name") for v in spec.get("additionalVolumes") or []]
     out += [f"InstancePersistentVolume/{ns}/{name}" for name in claims if name]
     return out
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _key(obj: Obj) -> Key:
@@ -277,6 +282,7 @@ class InstanceReconciler(Controller):
     def _start(self, instance: Obj, instance_type: Obj) -> float | None:
         restart = lifecycle.restart_status(instance.get("status"))
         if restart is not None:
+            restart = self._with_ready(instance, restart)
             self._write_status(instance, restart)
             instance = {**instance, "status": restart}
         facts = self.facts.read(instance, instance_type)
@@ -358,10 +364,15 @@ class InstanceReconciler(Controller):
         self._write_status(instance, status)
         return POLL_SECONDS if waiting else None
 
+    def _with_ready(self, instance: Obj, status: Obj) -> Obj:
+        generation = (instance.get("metadata") or {}).get("generation")
+        return st.with_ready(status, instance.get("status"), generation, _now())
+
     def _write_status(self, instance: Obj, status: Obj) -> bool:
-        """Replace the status with ``status`` when it differs (a merge patch nulling every field
-        ``status`` lacks, so nothing stale survives); True when written."""
+        """Replace the status with ``status`` and its ``Ready`` condition when it differs (a merge
+        patch nulling every field ``status`` lacks, so nothing stale survives); True when written."""
         live = instance.get("status") or {}
+        status = self._with_ready(instance, status)
         if not st.changed(live, status):
             return False
         body = {**{k: None for k in live if k not in st.normal(status)}, **st.normal(status)}

@@ -13,6 +13,9 @@
   ``main``, each card kept only when the node's ledger shows it held in that mode);
   ``accessAddresses``.
 - ``Stopped`` is the whole status: nothing of the last run survives it.
+- ``conditions``: one, ``Ready`` (:func:`with_ready`), True exactly in phase ``Ready``, the phase its
+  reason, so ``kubectl wait --for=condition=Ready inst/<name>`` works; every status the reconciler
+  writes carries it, its time kept while its status holds.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from api import allocation, constants
 from api.objects import Obj
+from controllers import ready
 from controllers.instance.service import port_name
 
 STARTING, READY, STOPPING, STOPPED, DELETING = constants.INSTANCE_PHASES
@@ -245,6 +249,18 @@ def from_pod(
     optional["ports"] = ports
     status.update({k: v for k, v in optional.items() if v})
     return status, not complete
+
+
+def with_ready(
+    status: Mapping[str, Any], live: Mapping[str, Any] | None, generation: int | None, now: str
+) -> Obj:
+    """``status`` with its ``Ready`` condition, stamped against the ``live`` status's."""
+    phase = status.get("phase") or ""
+    message = status.get("phaseMessage") or (
+        "the Pod is running and every container is ready" if phase == READY else phase
+    )
+    verdict = ready.verdict(phase == READY, phase, message)
+    return {**status, "conditions": ready.put((live or {}).get("conditions"), verdict, generation, now)}
 
 
 def normal(status: Mapping[str, Any] | None) -> Obj:

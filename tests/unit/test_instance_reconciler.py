@@ -173,3 +173,66 @@ def test_a_status_skipped_against_a_stale_cache_is_written_once_the_cache_shows_
     for key in drain(controller):
         controller.reconcile(key)
     assert len(api.status_writes) == writes
+
+
+def _ready(status: Obj | None) -> Obj:
+    found = [c for c in (status or {}).get("conditions") or [] if c["type"] == "Ready"]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_the_ready_condition_follows_the_phase_and_a_converged_resync_writes_nothing(
+    world, monkeypatch
+) -> None:
+    api, controller = world
+    clock = iter(f"2025-01-0{day}T00:00:00Z" for day in range(1, 10))
+    monkeypatch.setattr("controllers.instance.reconciler._now", lambda: next(clock))
+    obj = instance()
+    obj["metadata"].update(finalizers=[constants.FINALIZER_INSTANCE], resourceVersion="2", generation=1)
+    watched(api, controller, "Instance", obj)
+    pool = {"kind": "InstanceType", "metadata": {"name": obj["spec"]["type"]}, "status": {"phase": "Active"}}
+    watched(api, controller, "InstanceType", pool)
+    watched(api, controller, "Devices", _devices())
+    pod = _pod(CARD)
+    watched(api, controller, "Pod", pod)
+
+    controller.reconcile(KEY)
+    status = api.objects[("Instance", *KEY)]["status"]
+    assert status["phase"] == "Ready"
+    ready = _ready(status)
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("True", "Ready", 1)
+    since = ready["lastTransitionTime"]
+
+    # Converged: the write seen, every later pass writes nothing.
+    watched(api, controller, "Instance", api.objects[("Instance", *KEY)])
+    writes = len(api.status_writes)
+    for _ in range(3):
+        controller.reconcile(KEY)
+    assert len(api.status_writes) == writes
+    assert _ready(api.objects[("Instance", *KEY)]["status"])["lastTransitionTime"] == since
+
+    # A container stops being ready: False, the Pod's reason, a new transition time.
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    pod["status"]["containerStatuses"] = [
+        {"name": "main", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}}
+    ]
+    watched(api, controller, "Pod", pod)
+    controller.reconcile(KEY)
+    status = api.objects[("Instance", *KEY)]["status"]
+    ready = _ready(status)
+    assert (status["phase"], ready["status"], ready["reason"]) == (
+        "CrashLoopBackOff",
+        "False",
+        "CrashLoopBackOff",
+    )
+    assert ready["message"] == status["phaseMessage"]
+    assert ready["lastTransitionTime"] != since
+    since = ready["lastTransitionTime"]
+
+    # Still not ready under another phase: the reason moves, the time holds.
+    pod["status"]["containerStatuses"] = []
+    watched(api, controller, "Instance", api.objects[("Instance", *KEY)])
+    watched(api, controller, "Pod", pod)
+    controller.reconcile(KEY)
+    ready = _ready(api.objects[("Instance", *KEY)]["status"])
+    assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == ("False", "Running", since)

@@ -298,3 +298,41 @@ def test_a_partition_is_shown_only_with_its_profile_on_the_ledger() -> None:
 def test_status_is_compared_without_empty_fields() -> None:
     assert not st.changed({"phase": "Stopped", "ports": [], "phaseMessage": ""}, {"phase": "Stopped"})
     assert st.changed({"phase": "Stopped", "nodeName": "n"}, {"phase": "Stopped"})
+
+
+def test_ready_is_true_exactly_in_phase_ready_and_keeps_its_time_while_it_holds() -> None:
+    ready = st.with_ready({"phase": "Ready"}, None, 3, "2025-01-01T00:00:00Z")
+    [cond] = ready["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"], cond["observedGeneration"]) == (
+        "Ready",
+        "True",
+        "Ready",
+        3,
+    )
+    assert cond["lastTransitionTime"] == "2025-01-01T00:00:00Z"
+    assert st.with_ready({"phase": "Ready"}, ready, 3, "2025-01-02T00:00:00Z") == ready
+    for phase in (
+        "Starting",
+        "Queued",
+        "Pending",
+        "Running",
+        "ImagePullBackOff",
+        "Stopping",
+        "Stopped",
+        "Deleting",
+    ):
+        status = {"phase": phase, "phaseMessage": f"why {phase}"}
+        [cond] = st.with_ready(status, ready, 3, "2025-01-02T00:00:00Z")["conditions"]
+        assert (cond["status"], cond["reason"], cond["message"]) == ("False", phase, f"why {phase}")
+        assert cond["lastTransitionTime"] == "2025-01-02T00:00:00Z"
+    stopped = st.with_ready({"phase": "Stopped"}, ready, 3, "2025-01-02T00:00:00Z")
+    again = st.with_ready({"phase": "Starting"}, stopped, 4, "2025-01-03T00:00:00Z")
+    assert again["conditions"][0]["lastTransitionTime"] == "2025-01-02T00:00:00Z"
+
+
+def test_a_pod_reason_that_is_not_a_condition_reason_is_squeezed_into_one() -> None:
+    [cond] = st.with_ready({"phase": "some odd phase-word"}, None, None, "t")["conditions"]
+    assert cond["reason"] == "SomeOddPhaseWord" and cond["message"] == "some odd phase-word"
+    assert "observedGeneration" not in cond
+    [cond] = st.with_ready({"phase": ""}, None, None, "t")["conditions"]
+    assert cond["reason"] == "NotReady"
