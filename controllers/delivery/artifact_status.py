@@ -9,6 +9,11 @@
   ``token``, is ``Resolved=False`` at once. A later success restores ``Resolved=True`` with the same
   commit and digest.
 
+``Ready`` (:func:`with_ready`, first among the conditions) repeats ``Resolved`` — its status, reason
+and message — so ``kubectl wait --for=condition=Ready mart/<name>`` waits for the pinned weight
+identity; an artifact that has not been looked at yet is ``Ready=False``, reason ``Resolving``. A
+``Degraded`` artifact stays Ready: its pinned weights still serve.
+
 Times are RFC 3339 strings (``Z``); the functions take ``now`` and never read a clock.
 """
 
@@ -23,10 +28,13 @@ from typing import Any
 from api import delivery as d
 from api.manifest import Manifest
 from api.objects import Obj
+from controllers import ready
 
 RETRY = 60.0  # seconds: a refusal's second look, an outage's retry
 RETRY_PERMANENT = 300.0  # a resolution refused for a reason only the hub or the user can change
 REFUSALS = (d.ACCESS_DENIED, d.REVISION_NOT_FOUND)
+RESOLVING = "Resolving"
+_FIRST = {ready.READY: 0, d.RESOLVED: 1}
 
 
 def stamp(now: dt.datetime) -> str:
@@ -66,7 +74,21 @@ def set_condition(
             "observedGeneration": generation,
         }
     )
-    status["conditions"] = sorted(conditions, key=lambda c: c["type"] != d.RESOLVED)
+    status["conditions"] = sorted(conditions, key=lambda c: _FIRST.get(c["type"], len(_FIRST)))
+
+
+def with_ready(status: Mapping[str, Any], generation: int, now: dt.datetime) -> Obj:
+    """``status`` with ``Ready`` repeating ``Resolved`` (``False``, ``Resolving`` before any)."""
+    out = dict(status)
+    resolved = find(status.get("conditions"), d.RESOLVED)
+    if resolved is None:
+        verdict = ready.verdict(False, RESOLVING, "the source has not been resolved yet")
+    else:
+        verdict = ready.verdict(
+            resolved.get("status") == "True", resolved.get("reason"), resolved.get("message")
+        )
+    set_condition(out, ready.READY, verdict.status, verdict.reason, verdict.message, generation, now)
+    return out
 
 
 @dataclass

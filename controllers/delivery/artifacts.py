@@ -5,7 +5,8 @@ for a claim or image source, report ``Resolved`` from the claim's existence; for
 source, check a new token once (``whoami``; a rejection is a Warning event ``InvalidToken``),
 resolve once to a commit and a manifest digest, then revalidate access every
 ``model-artifact-revalidate-interval`` and at once when the Secret changes, through the staircase
-of :mod:`.artifact_status`; and keep ``status.nodes`` from the NodeModelStores listing the digest.
+of :mod:`.artifact_status`; keep ``status.nodes`` from the NodeModelStores listing the digest; and
+write ``Ready`` beside ``Resolved`` on every status write.
 
 The token lives in memory for the call only; it is never logged, written or put in an event.
 """
@@ -335,7 +336,9 @@ class ModelArtifactReconciler(Controller):
         return out
 
     def _write(self, obj: Obj, step: st.Step) -> float | None:
-        status = self._with_nodes(obj, step.status, self.clock())
+        now = self.clock()
+        generation = int(obj["metadata"].get("generation") or 0)
+        status = st.with_ready(self._with_nodes(obj, step.status, now), generation, now)
         if status != (obj.get("status") or {}):
             body = {"status": {**status, "nodes": status.get("nodes")}}
             self.client.patch(

@@ -17,6 +17,7 @@ from api import delivery as d
 from controllers.delivery import artifact_status as st
 from controllers.delivery.artifacts import ModelArtifactReconciler
 from controllers.delivery.node_stores import NodeModelStoreWriter, checked_values, render_spec
+from controllers.ready import READY
 from kube.client import Client
 from kube.manager import Manager
 from tests.hub.server import Fault, HubServer
@@ -387,3 +388,65 @@ def test_a_probe_of_our_own_counts_even_before_the_cache_shows_its_write() -> No
     assert st.revalidation_due(stale, later, 86400.0, secret_changed=False) == 0.0
     assert st.revalidation_due(stale, later, 86400.0, secret_changed=False, last_attempt=later) == 86400.0
     assert st.revalidation_due({}, later, 86400.0, secret_changed=False) == 0.0
+
+
+def test_ready_repeats_resolved_and_a_converged_resync_writes_nothing(world: World) -> None:
+    world.server.put(
+        {
+            "apiVersion": GROUP,
+            "kind": "ModelArtifact",
+            "metadata": {"name": "disk", "namespace": NS, "generation": 1},
+            "spec": {"source": {"persistentVolumeClaim": {"claimName": "weights"}}},
+        }
+    )
+    assert wait(lambda: world.condition("disk", READY).get("reason") == d.CLAIM_NOT_FOUND)
+    ready = world.condition("disk", READY)
+    assert ready["status"] == "False"
+    assert ready["message"] == world.condition("disk", d.RESOLVED)["message"]
+    assert [c["type"] for c in world.get("disk")["status"]["conditions"]] == [READY, d.RESOLVED]
+    world.clock.now += dt.timedelta(minutes=5)
+    world.server.put(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "weights", "namespace": NS},
+            "spec": {},
+        }
+    )
+    assert wait(lambda: world.condition("disk", READY).get("status") == "True")
+    ready = world.condition("disk", READY)
+    assert ready["reason"] == d.REASON_RESOLVED and ready["lastTransitionTime"] == st.stamp(world.clock.now)
+    # Converged: later passes, at later times, leave the object as it is.
+    version = world.get("disk")["metadata"]["resourceVersion"]
+    for _ in range(2):
+        world.clock.now += dt.timedelta(hours=1)
+        assert world.settle("disk")["metadata"]["resourceVersion"] == version
+
+
+def test_ready_follows_resolved_and_keeps_its_time_while_its_status_holds() -> None:
+    t0 = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    fresh = st.with_ready({}, 1, t0)
+    assert fresh["conditions"] == [
+        {
+            "type": READY,
+            "status": "False",
+            "reason": st.RESOLVING,
+            "message": "the source has not been resolved yet",
+            "lastTransitionTime": st.stamp(t0),
+            "observedGeneration": 1,
+        }
+    ]
+    t1 = t0 + dt.timedelta(minutes=1)
+    failed = st.with_ready(st.resolution_failed(fresh, d.ACCESS_DENIED, "no", 1, t1).status, 1, t1)
+    ready = st.find(failed["conditions"], READY) or {}
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", d.ACCESS_DENIED, "no")
+    assert ready["lastTransitionTime"] == st.stamp(t0)  # False all along
+    t2 = t1 + dt.timedelta(minutes=1)
+    done = st.simple_resolution(failed, True, 1, t2, claim=None).status
+    ready = st.find(st.with_ready(done, 1, t2)["conditions"], READY) or {}
+    assert (ready["status"], ready["lastTransitionTime"]) == ("True", st.stamp(t2))
+    # Degraded keeps it Ready: the pinned weights still serve.
+    t3 = t2 + dt.timedelta(minutes=1)
+    step = st.revalidation_failed(st.with_ready(done, 1, t2), d.SOURCE_UNAVAILABLE, "down", 1, t3)
+    ready = st.find(st.with_ready(step.status, 1, t3)["conditions"], READY) or {}
+    assert (ready["status"], ready["lastTransitionTime"]) == ("True", st.stamp(t2))
