@@ -9,14 +9,28 @@ Visibility is never written), ``allocated``/``remaining`` units out of 1,600,000
 partitioned cards the per-profile ``allocatedProfiles``/``remainingProfiles``.
 
 Our addition, from the devices spec (§2.1): ``status.groups[].accelerators[].allocatedSlices``, the
-number of logical slices a card hosts, which the stored reference type does not carry yet.
+number of logical slices a card hosts, which the stored reference type does not carry yet. And for
+``kubectl``: the short name ``devs``, the ``gpustack`` category and an ``Age`` column, where the
+reference's CRD has none of them (docs/kubectl.md).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from api.models.base import CRD, Int32, Int64, PrinterColumn, Resource, Schema, Time, UInt32, UInt64, field
+from api.models.base import (
+    AGE,
+    CRD,
+    Int32,
+    Int64,
+    PrinterColumn,
+    Resource,
+    Schema,
+    Time,
+    UInt32,
+    UInt64,
+    field,
+)
 
 
 class DeviceEthernet(Schema):
@@ -249,8 +263,8 @@ class Devices(Resource):
         plural="devices",
         singular="devices",
         scope="Cluster",
-        categories=(),
-        columns=(PrinterColumn("Groups", ".spec.groups[*].id", priority=1),),
+        short_names=("devs",),
+        columns=(AGE, PrinterColumn("Groups", ".spec.groups[*].id", priority=1)),
     )
 
     spec: DevicesSpec = field(required=True)

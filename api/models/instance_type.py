@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from api.models.base import CRD, PrinterColumn, Quantity, Resource, Rule, Schema, field, frozen
+from api.models.base import AGE, CRD, PrinterColumn, Quantity, Resource, Rule, Schema, field, frozen
 from api.models.devices import AcceleratorProfileCount, AcceleratorSlicedDetail
 
 
@@ -183,6 +183,7 @@ class InstanceType(Resource):
             PrinterColumn("Accelerator(EX/SH/SL/PT)", ".status.acceleratorSummary"),
             PrinterColumn("CPU", ".status.cpuSummary"),
             PrinterColumn("Phase", ".status.phase"),
+            AGE,
             PrinterColumn("Partitions", ".status.acceleratorPartitioned.remainingProfiles", priority=1),
         ),
     )
@@ -224,6 +225,7 @@ class InstanceTypeFlavor(Resource):
             PrinterColumn("Memory", ".spec.memory"),
             PrinterColumn("Cores", ".spec.cores"),
             PrinterColumn("Sliceable", ".spec.sliceable", "boolean"),
+            AGE,
         ),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from api.models.base import (
+    AGE,
     CRD,
     Duration,
     Int32,
@@ -90,6 +91,7 @@ class TopologySource(Resource):
             PrinterColumn("Kind", ".status.sourceKind"),
             PrinterColumn("Revision", ".status.lastSuccessfulRevision"),
             PrinterColumn("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+            AGE,
         ),
     )
 

@@ -75,7 +75,7 @@ def test_every_kind_has_a_crd_with_its_names() -> None:
     assert {(c["spec"]["group"] + "/v1", kind) for kind, c in BY_KIND.items()} == set(KINDS)
     short = {kind: c["spec"]["names"].get("shortNames", []) for kind, c in BY_KIND.items()}
     assert short == {
-        "Devices": [],
+        "Devices": ["devs"],
         "Instance": ["inst"],
         "InstanceSSHPublicKey": [],
         "InstanceImagePullSecret": [],
@@ -108,9 +108,7 @@ def test_every_kind_has_a_crd_with_its_names() -> None:
         "Setting",
     }
     assert BY_KIND["Setting"]["spec"]["group"] == "gpustack.ai"
-    assert all(
-        c["spec"]["names"].get("categories") == ["gpustack"] for k, c in BY_KIND.items() if k != "Devices"
-    )
+    assert all(c["spec"]["names"].get("categories") == ["gpustack"] for c in BY_KIND.values())
     no_status = {k for k, c in BY_KIND.items() if "subresources" not in c["spec"]["versions"][0]}
     assert no_status == {"InstanceSSHPublicKey", "InstanceImagePullSecret", "InstanceTypeFlavor"}
 
@@ -126,13 +124,48 @@ def test_printer_columns() -> None:
         ("Accelerator(EX/SH/SL/PT)", ".status.acceleratorSummary", 0),
         ("CPU", ".status.cpuSummary", 0),
         ("Phase", ".status.phase", 0),
+        ("Age", ".metadata.creationTimestamp", 0),
         ("Partitions", ".status.acceleratorPartitioned.remainingProfiles", 1),
     ]
     assert [c[0] for c in columns("Instance")] == ["Phase", "Type", "Node", "Age"]
     assert [c[0] for c in columns("ModelDeployment")][:4] == ["Engine", "Roles", "Phase", "Endpoint"]
-    assert [c[2] for c in columns("Devices")] == [1]
+    assert [(c[0], c[2]) for c in columns("Devices")] == [("Age", 0), ("Groups", 1)]
     assert ("Endpoint", ".status.endpoints[?(@.name=='Client')].address", 0) in columns("KVCacheBackend")
-    assert [c[0] for c in columns("TopologySource")] == ["Kind", "Revision", "Ready"]
+    assert [c[0] for c in columns("TopologySource")] == ["Kind", "Revision", "Ready", "Age"]
+
+
+def test_every_kind_shows_its_age() -> None:
+    for kind, crd in BY_KIND.items():
+        version = crd["spec"]["versions"][0]
+        ages = [c for c in version["additionalPrinterColumns"] if c["name"] == "Age"]
+        assert ages == [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}], kind
+
+
+# Short names already taken by the core and by operators often installed beside this one.
+TAKEN = {
+    "core": {"cj", "cm", "crd", "crds", "cs", "csr", "deploy", "ds", "ep", "ev", "hpa", "ing", "limits"}
+    | {"netpol", "no", "ns", "pc", "pdb", "po", "pv", "pvc", "quota", "rc", "rs", "sa", "sc", "sts", "svc"},
+    "cluster-api": {"cc", "cl", "kcp", "ma", "md", "mhc", "mp", "ms"},
+    "kueue": {"ac", "cq", "flavor", "flavors", "lq", "queue", "queues", "rf", "wl"},
+    "kserve": {"ig", "isvc", "tm"},
+    "kubevirt": {"dv", "dvs", "vm", "vmi", "vmis", "vms"},
+    "istio": {"dr", "gw", "pa", "se", "vs"},
+    "cert-manager": {"cert", "certs", "cr", "crs"},
+    "prometheus-operator": {"am", "pmon", "prom", "promrule", "smon"},
+    "argo": {"app", "appproj", "appprojs", "apps", "cwf", "cwftmpl", "wf", "wftmpl"},
+    "knative": {"kcfg", "kroute", "ksvc", "rev"},
+    "volcano": {"pg", "podgroup", "q", "vcjob", "vj"},
+    "leaderworkerset": {"lws"},
+}
+# Clashes kept on purpose: the reference names these kinds so (docs/kubectl.md).
+KEPT = {"md": "cluster-api", "ms": "cluster-api"}
+
+
+def test_short_names_clash_only_where_the_reference_chose_so() -> None:
+    ours = [(name, kind) for kind, c in BY_KIND.items() for name in c["spec"]["names"].get("shortNames", [])]
+    assert len({name for name, _ in ours}) == len(ours), "two kinds share a short name"
+    clashes = {name: owner for name, _ in ours for owner, names in TAKEN.items() if name in names}
+    assert clashes == KEPT
 
 
 def test_quantities_are_int_or_string() -> None:
