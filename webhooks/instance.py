@@ -71,8 +71,24 @@ def _is_zero(value: Any) -> bool:
 # --- Defaulting ----------------------------------------------------------------------------------
 
 
-def _scale_milli(milli: int, num: int, den: int) -> int:
-    return milli * num // den
+def _cpu_milli(unit_milli: int, num: int, den: int) -> int:
+    """The CPU of ``num/den`` units, in millicores.  Whole cards scale the unit exactly; a share of
+    one card (a slice or a partition, ``den`` 100) is whole cores of the unit rounded down, at
+    least one: the unit counts as whole cores (a fraction rounds up, as a quantity's value does),
+    so a 20 % slice of an 8-core unit is 1 core, never 1600m."""
+    if den == 1:
+        return unit_milli * num
+    if unit_milli <= 0:
+        return 0
+    cores = -(-unit_milli // 1000)
+    return max(cores * num // den, 1) * 1000
+
+
+def _ram_bytes(unit_ram: int, num: int, den: int) -> int:
+    """The RAM of ``num/den`` units; a share of one card rounds down to the byte, at least one."""
+    if den == 1 or unit_ram <= 0:
+        return unit_ram * num
+    return max(unit_ram * num // den, 1)
 
 
 def size(resources: dict[str, Any], offer: Offer, overcommit: bool) -> None:
@@ -105,9 +121,9 @@ def size(resources: dict[str, Any], offer: Offer, overcommit: bool) -> None:
             factor = (max(count, 1), 1)
         if factor[0]:
             if overcommit or _is_zero(resources.get("cpu")):
-                resources["cpu"] = units.cores(_scale_milli(offer.unit_cpu_milli, *factor))
+                resources["cpu"] = units.cores(_cpu_milli(offer.unit_cpu_milli, *factor))
             if overcommit or _is_zero(resources.get("ram")):
-                resources["ram"] = units.size(offer.unit_ram * factor[0] // factor[1])
+                resources["ram"] = units.size(_ram_bytes(offer.unit_ram, *factor))
     else:
         if _is_zero(resources.get("cpu")):
             resources["cpu"] = "1"

@@ -244,9 +244,11 @@ def _cap_errors(
                 )
             )
     if offer.acceleratable:
-        if profile and offer.profiles.get(profile) and offer.card_mib:
-            factor = (min(max(offer.profiles[profile] * 100 // offer.card_mib, 1), 100), 100)
-        elif memory_pct and isinstance(memory_pct, int):
+        if (profile and offer.profiles.get(profile) and offer.card_mib) or (
+            memory_pct and isinstance(memory_pct, int)
+        ):
+            # A share of one card (a partition or a slice) is one unit (rule 8: units = the
+            # accelerator count, at least one); its sized share, whole cores at least one, fits.
             factor = (1, 1)
         else:
             factor = (max(count or 0, 1), 1)

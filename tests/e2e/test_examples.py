@@ -74,8 +74,9 @@ def test_every_example_applies(cluster, example_cluster):
     assert result.returncode == 0, result.stderr
     instance = cluster.kubectl_json("get", "instance", "sliced-demo", "-n", "team-a")
     resources = instance["spec"]["resources"]
-    # The Instance webhook sized the seed's 20 % slice from the InstanceType's unit spec.
-    assert resources["acceleratorSlicedMemoryPercentage"] == 20 and resources["cpu"] == "1600m"
+    # The Instance webhook sized the seed's 20 % slice from the InstanceType's unit spec: 20 % of
+    # the 8-core unit in whole cores, rounded down, at least one.
+    assert resources["acceleratorSlicedMemoryPercentage"] == 20 and resources["cpu"] == "1"
 
 
 def test_alternative_examples_create_with_server_dry_run(cluster, example_cluster):

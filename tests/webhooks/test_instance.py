@@ -68,12 +68,12 @@ def paths(decision):
 
 def test_slice_sizing_example_from_the_spec():
     # unit 8 CPU/64Gi + acceleratorSlicedMemoryPercentage: 20 → accelerator 1, cores% 20,
-    # CPU 1600m, RAM 20 % of 64Gi.
+    # CPU 20 % of 8 cores in whole cores (1, never 1600m), RAM 20 % of 64Gi.
     out = defaulted(make(acceleratorSlicedMemoryPercentage=20))
     res = out["spec"]["resources"]
     assert res["accelerator"] == "1"
     assert res["acceleratorSlicedCoresPercentage"] == 20
-    assert res["cpu"] == "1600m"
+    assert res["cpu"] == "1"
     assert res["ram"] == str(64 * 2**30 * 20 // 100)
     assert res["localStorage"] == "15Gi"
     assert out["spec"]["imagePullPolicy"] == "IfNotPresent" and out["spec"]["volumeMount"] == "/workspace"
@@ -86,9 +86,36 @@ def test_whole_card_sizing_scales_with_count():
 
 def test_partition_sizing_scales_with_profile_vram():
     res = defaulted(make(MIG, accelerator="1", acceleratorPartitionedProfile="3g.40gb"))["spec"]["resources"]
-    # 40192 MiB of an 80 GiB card is 49 %: 12 cores × 0.49, 128Gi × 0.49
-    assert res["cpu"] == "5880m"
+    # 40192 MiB of an 80 GiB card is 49 %: 12 cores × 0.49 = 5.88, whole cores 5; 128Gi × 0.49
+    assert res["cpu"] == "5"
     assert res["ram"] == str(128 * 2**30 * 49 // 100)
+
+
+@pytest.mark.parametrize(
+    ("unit_cpu", "percent", "cpu"),
+    [("8", 20, "1"), ("8", 5, "1"), ("8", 50, "4"), ("8", 100, "8"), ("12", 49, "5"), ("1500m", 60, "1")],
+)
+def test_a_share_of_one_card_sizes_whole_cores_at_least_one(unit_cpu, percent, cpu):
+    # A slice or a partition takes its percentage of the unit's cores rounded down, never less than
+    # one core; the unit counts as whole cores (1500m is 2). The validator admits what is sized.
+    sliced = copy.deepcopy(objects.A10G)
+    sliced["spec"]["unitResources"]["cpu"] = unit_cpu
+    cluster = FileLookups([*objects.cluster(), sliced])
+    obj = make(acceleratorSlicedMemoryPercentage=percent)
+    res = defaulted(obj, cluster=cluster)["spec"]["resources"]
+    assert res["cpu"] == cpu
+    assert run(instance.validate, defaulted(obj, cluster=cluster), cluster=cluster).allowed
+
+
+def test_a_small_partition_still_gets_one_core_and_is_admitted():
+    # 1g.10gb of an 80 GiB card is 12 %: 12 cores × 0.12 = 1.44 → 1 core; a 1-core unit → 1 core.
+    small = copy.deepcopy(objects.H100_MIG)
+    small["spec"]["unitResources"]["cpu"] = "1"
+    cluster = FileLookups([*objects.cluster(), small])
+    obj = make(MIG, accelerator="1", acceleratorPartitionedProfile="1g.10gb")
+    sized = defaulted(obj, cluster=cluster)
+    assert sized["spec"]["resources"]["cpu"] == "1"
+    assert run(instance.validate, sized, cluster=cluster).allowed
 
 
 def test_general_type_defaults_one_core_and_scales_ram():
