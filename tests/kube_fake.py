@@ -4,7 +4,7 @@ cluster.
 :class:`kube.client.Client` talks to ``kubernetes.client.ApiClient`` through two methods only,
 ``param_serialize`` and ``call_api``; :class:`FakeApiServer` implements both, so the real client
 code (paths, query strings, status errors, the watch stream decoder) runs unchanged over a store
-kept here.  It serves what the runtime uses: get, list (equality label selectors), watch with
+kept here.  It serves what the runtime uses: /version, get, list (equality label selectors), watch with
 resource versions, bookmarks-free event streams and ``410 Gone`` for a compacted version, create,
 update with optimistic concurrency, merge/JSON/apply patches, delete — and lets a test inject
 failures (:meth:`FakeApiServer.fail`) and compact history (:meth:`FakeApiServer.compact`).
@@ -27,6 +27,7 @@ from api.objects import Obj
 from kube.resources import by_plural, resource
 
 StoreKey = tuple[str, str, str, str]  # (group, plural, namespace, name)
+VERSION = {"major": "1", "minor": "34", "gitVersion": "v1.34.0-fake"}  # what /version answers
 
 
 @dataclass
@@ -122,6 +123,8 @@ class FakeApiServer:
                 return _Call(
                     _Response(fault.status, orjson.dumps({"reason": "Injected", "message": "fault"}))
                 )
+        if split.path == "/version":
+            return _Call(_Response(200, orjson.dumps(VERSION)))
         if isinstance(body, bytes | str):
             body = orjson.loads(body)
         content_type = (header_params or {}).get("Content-Type", "")

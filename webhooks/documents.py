@@ -141,7 +141,13 @@ def _checked(doc: Any, where: str) -> Obj:
 
 def objects(text: str, label: str) -> list[Obj]:
     """The Kubernetes objects of ``text``: empty documents skipped, ``*List`` items flattened."""
-    found: list[Obj] = []
+    return [obj for _, obj in indexed_objects(text, label)]
+
+
+def indexed_objects(text: str, label: str) -> list[tuple[int, Obj]]:
+    """:func:`objects`, each with the index of the YAML document it came from (the ``document N``
+    of the error messages; every item of a ``*List`` shares its document's index)."""
+    found: list[tuple[int, Obj]] = []
     for index, doc in enumerate(parse(text, label)):
         if doc is None:
             continue
@@ -152,9 +158,9 @@ def objects(text: str, label: str) -> list[Obj]:
                 raise DocumentError(
                     f"{where}: items: Required value: a {doc['kind']} holds a list of objects"
                 )
-            found.extend(_checked(item, f"{where}: items[{i}]") for i, item in enumerate(items))
+            found.extend((index, _checked(item, f"{where}: items[{i}]")) for i, item in enumerate(items))
         else:
-            found.append(_checked(doc, where))
+            found.append((index, _checked(doc, where)))
     return found
 
 

@@ -10,7 +10,21 @@ import yaml
 
 from tests.cases import pods
 
-KEYS = {"kind", "namespace", "name", "operation", "allowed", "code", "message", "warnings", "patch", "object"}
+KEYS = {
+    "file",
+    "index",
+    "decision",
+    "kind",
+    "namespace",
+    "name",
+    "operation",
+    "allowed",
+    "code",
+    "message",
+    "warnings",
+    "patch",
+    "object",
+}
 
 
 def admit(tmp_path, documents, *extra):
