@@ -206,6 +206,12 @@ def _volume_errors(spec: dict[str, Any]) -> list[FieldError]:
             )
     elif not (persistent or {}).get("name"):
         errors.append(required("spec.volume.persistent.name", "name the InstancePersistentVolume to mount"))
+    return errors + _additional_volume_errors(spec)
+
+
+def _additional_volume_errors(spec: dict[str, Any]) -> list[FieldError]:
+    """Rule 12: each additional volume can be built into the Pod."""
+    errors: list[FieldError] = []
     mounts: dict[str, int] = {}
     workspace = spec.get("volumeMount") or DEFAULT_VOLUME_MOUNT
     for index, entry in enumerate(spec.get("additionalVolumes") or []):
@@ -415,7 +421,11 @@ async def _update_errors(
     starting = stopped and not spec.get("stop")
     if not stopped and spec.get("stop") and phase == "Starting":
         errors.append(forbidden("spec.stop", "the Instance is still starting; stop it once it is Ready"))
-    errors += _volume_errors(spec) if spec.get("additionalVolumes") != old.get("additionalVolumes") else []
+    if starting or spec.get("additionalVolumes") != old.get("additionalVolumes"):
+        # Starting re-checks the list too: one left unbuildable while stopped would otherwise give
+        # a Pod the apiserver refuses on every reconcile.  The workspace volume is frozen at
+        # creation, so it was judged then.
+        errors += _additional_volume_errors(spec)
     errors += await _grant_errors(spec, old, lookups)
     if starting:
         if phase != "Stopped":

@@ -392,6 +392,23 @@ def test_start_rechecks_resources_edited_while_stopped():
     assert paths(update(old, new)) == ["spec.resources.accelerator"]
 
 
+def test_start_rechecks_the_additional_volumes():
+    # An entry left unbuildable while stopped (here: no source) is refused when the Instance
+    # starts, even though the update itself does not touch the list; a valid list starts.
+    old = stored(stop=True, phase="Stopped")
+    old["spec"]["additionalVolumes"] = [{"mountPath": "/data"}]
+    new = copy.deepcopy(old)
+    new["spec"]["stop"] = False
+    assert paths(update(old, new)) == ["spec.additionalVolumes[0]"]
+    still_stopped = copy.deepcopy(old)
+    still_stopped["spec"]["image"] = "other"
+    assert update(old, still_stopped).allowed  # not starting, list unchanged: not re-judged
+    old["spec"]["additionalVolumes"] = [{"mountPath": "/data", "persistent": {"name": "dataset"}}]
+    new = copy.deepcopy(old)
+    new["spec"]["stop"] = False
+    assert update(old, new).allowed
+
+
 def test_held_privilege_survives_the_setting_going_off():
     old = stored(stop=True, phase="Stopped")
     old["spec"]["privileged"] = True
