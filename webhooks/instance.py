@@ -284,23 +284,27 @@ def _source_errors(entry: dict[str, Any], path: str) -> list[FieldError]:
     return errors
 
 
-def _held_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """A hostPath volume entry as a grant compares it: the whole entry (mount path, read-only flag,
-    subPath, source), with an empty ``type`` and an absent one the same."""
-    held = {k: v for k, v in entry.items() if v not in (None, "", False)}
-    source = dict(held.get("hostPath") or {})
-    if not source.get("type"):
-        source.pop("type", None)
-    held["hostPath"] = source
-    return held
+def _host_grant(entry: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...], bool]:
+    """What a hostPath entry reaches on the node: its source (an empty ``type`` and an absent one
+    the same), the sub path within it (as segments) and whether it may write.  Where the container
+    mounts it changes nothing of that."""
+    source = {k: v for k, v in (entry.get("hostPath") or {}).items() if v not in (None, "")}
+    sub = entry.get("subPath") if isinstance(entry.get("subPath"), str) else ""
+    segments = tuple(part for part in sub.split("/") if part not in ("", "."))
+    return source, segments, not entry.get("readOnly")
+
+
+def _covers(held: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether holding ``held`` already grants all ``wanted`` reaches: the same node path and
+    type, a sub path at or beneath the held one, and no write access the held one lacks.  Narrowing
+    (a deeper sub path, read-only) takes nothing new; widening or repointing does."""
+    source, under, writes = _host_grant(held)
+    want_source, want_under, want_writes = _host_grant(wanted)
+    return source == want_source and want_under[: len(under)] == under and (writes or not want_writes)
 
 
 def _host_paths(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        _held_entry(e)
-        for e in spec.get("additionalVolumes") or []
-        if isinstance(e, dict) and e.get("hostPath")
-    ]
+    return [e for e in spec.get("additionalVolumes") or [] if isinstance(e, dict) and e.get("hostPath")]
 
 
 async def _grant_errors(
@@ -319,12 +323,19 @@ async def _grant_errors(
     held = _host_paths(old or {})
     for index, entry in enumerate(spec.get("additionalVolumes") or []):
         host = entry.get("hostPath") if isinstance(entry, dict) else None
-        if host and _held_entry(entry) not in held and not await lookups.setting_enabled(SETTING_HOST_PATH):
+        taken = host and not any(_covers(h, entry) for h in held)
+        if taken and not await lookups.setting_enabled(SETTING_HOST_PATH):
             errors.append(
                 forbidden(
                     f"spec.additionalVolumes[{index}].hostPath",
                     f"host paths are off in this cluster; an administrator enables Setting "
-                    f"{SETTING_HOST_PATH}",
+                    f"{SETTING_HOST_PATH}"
+                    + (
+                        "; a host path the Instance already holds is kept as it was, or narrowed "
+                        "(a sub path of it, read-only), never repointed or widened"
+                        if held
+                        else ""
+                    ),
                 )
             )
     return errors

@@ -464,14 +464,48 @@ def test_a_held_host_path_is_compared_by_its_whole_entry():
     same["spec"]["additionalVolumes"][0]["hostPath"]["type"] = ""  # "" and absent are the same
     assert update(old, same).allowed
     for change in (
+        {"subPath": "inner"},  # narrower: a sub path of what it holds, still read-only
+        {"mountPath": "/elsewhere"},  # the same node path, seen elsewhere in the container
+    ):
+        kept = copy.deepcopy(old)
+        kept["spec"]["additionalVolumes"][0].update(change)
+        assert update(old, kept).allowed, change
+    for change in (
         {"readOnly": False},  # widening a read-only mount
-        {"subPath": "inner"},
-        {"mountPath": "/elsewhere"},
-        {"hostPath": {"path": "/etc"}},
+        {"hostPath": {"path": "/etc"}},  # repointing at another node path
+        {"hostPath": {"path": "/srv", "type": "Directory"}},  # another volume source
     ):
         widened = copy.deepcopy(old)
         widened["spec"]["additionalVolumes"][0].update(change)
         assert "spec.additionalVolumes[0].hostPath" in paths(update(old, widened)), change
+
+
+@pytest.mark.parametrize(
+    ("held", "wanted", "allowed"),
+    [
+        # Narrowing costs the Instance nothing it had.
+        ({}, {"subPath": "sub", "readOnly": True}, True),
+        ({}, {"readOnly": True}, True),
+        ({"subPath": "safe"}, {"subPath": "safe/deeper"}, True),
+        ({"subPath": "safe", "readOnly": True}, {"subPath": "safe/deeper", "readOnly": True}, True),
+        # Reaching further is a new grant: a sibling, the whole volume, or writable.
+        ({"subPath": "safe"}, {"subPath": "safer"}, False),
+        ({"subPath": "safe", "readOnly": True}, {}, False),
+        ({"subPath": "safe"}, {}, False),
+        ({"readOnly": True}, {"subPath": "sub"}, False),
+    ],
+)
+def test_a_held_host_path_may_narrow_but_not_widen(held, wanted, allowed):
+    granted = lookups(objects.setting("instance-host-path-volume-allowed", "true"))
+    old = defaulted(_with_host_path(**held), cluster=granted)
+    old["spec"]["stop"], old["status"] = True, {"phase": "Stopped"}
+    new = copy.deepcopy(old)
+    entry = {"mountPath": "/h", "hostPath": {"path": "/srv"}, **wanted}
+    new["spec"]["additionalVolumes"] = [entry]
+    decision = update(old, new)
+    assert decision.allowed is allowed, decision.message
+    if not allowed:
+        assert paths(decision) == ["spec.additionalVolumes[0].hostPath"]
 
 
 @pytest.mark.parametrize(
