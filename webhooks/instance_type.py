@@ -23,7 +23,8 @@ KIND = "InstanceType"
 MUTABLE = ("displayName", "description", "inactive")
 _POSITIVE_INTEGER = re.compile(r"^[1-9][0-9]*$")
 _GIBIBYTES = re.compile(r"^[1-9][0-9]*Gi$")
-_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$")
+# RAM is sized in binary units: a positive number with Ki, Mi, Gi, Ti, Pi or Ei (case-sensitive).
+_BINARY_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)[KMGTPE]i$")
 SETTING_AWARE_CPU = "instance-type-aware-cpu-manufacturer"
 
 
@@ -100,8 +101,15 @@ def _create_errors(spec: dict[str, Any]) -> list[FieldError]:
         )
     if not ram:
         errors.append(required("spec.unitResources.ram", "the memory per unit is required, e.g. 64Gi"))
-    elif not _QUANTITY.match(str(ram)) or str(ram).lstrip("+").strip("0.") == "":
-        errors.append(invalid("spec.unitResources.ram", ram, "must be a positive quantity, e.g. 64Gi"))
+    elif not _BINARY_QUANTITY.match(str(ram)) or str(ram).lstrip("+")[:-2].strip("0.") == "":
+        errors.append(
+            invalid(
+                "spec.unitResources.ram",
+                ram,
+                "must be a positive quantity with a binary suffix (Ki, Mi, Gi, Ti, Pi or Ei; "
+                "case-sensitive), e.g. 64Gi",
+            )
+        )
     storage = spec.get("localStorage")
     if not storage:
         errors.append(required("spec.localStorage", "the local storage per instance is required, e.g. 100Gi"))

@@ -106,6 +106,12 @@ def test_complete_input_is_admitted():
             "spec.unitResources.cpu",
         ),
         ({"unitResources": {"cpu": "8", "ram": "lots"}}, "spec.unitResources.ram"),
+        # RAM is sized in binary units: a decimal suffix or a bare byte count is refused.
+        ({"unitResources": {"cpu": "8", "ram": "64G"}}, "spec.unitResources.ram"),
+        ({"unitResources": {"cpu": "8", "ram": "68719476736"}}, "spec.unitResources.ram"),
+        ({"unitResources": {"cpu": "8", "ram": "64gi"}}, "spec.unitResources.ram"),
+        ({"unitResources": {"cpu": "8", "ram": "0Gi"}}, "spec.unitResources.ram"),
+        ({"unitResources": {"cpu": "8", "ram": "64e3"}}, "spec.unitResources.ram"),
         ({"localStorage": None}, "spec.localStorage"),
         ({"localStorage": "100gi"}, "spec.localStorage"),
         ({"localStorage": "100G"}, "spec.localStorage"),
@@ -144,6 +150,17 @@ def test_finalizer_removal_on_a_deleting_type_passes():
     new = copy.deepcopy(old)
     new["metadata"]["finalizers"] = []
     assert run(instance_type.validate, new, old=old, operation="UPDATE").allowed
+
+
+@pytest.mark.parametrize("ram", ["64Gi", "512Mi", "1Ti", "1.5Gi", "+64Gi"])
+def test_unit_ram_with_a_binary_suffix_is_admitted(ram):
+    assert run(instance_type.validate, make(unitResources={"cpu": "8", "ram": ram})).allowed
+
+
+def test_a_unit_ram_refusal_says_what_to_write():
+    decision = run(instance_type.validate, make(unitResources={"cpu": "8", "ram": "64G"}))
+    assert paths(decision) == ["spec.unitResources.ram"]
+    assert "binary suffix" in decision.message and "64Gi" in decision.message
 
 
 def test_null_labels_and_spec_read_as_absent():
