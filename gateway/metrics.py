@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge
 
+from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
+
 CLUSTERS = Gauge(
     "gpustack_gateway_clusters",
     "Subscribed clusters, by state: pending (its operator API not confirmed yet) or registered.",

@@ -29,6 +29,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
 from webhooks import documents, server
 from webhooks.connections import ConnectionLimits
 from webhooks.lookups import FileLookups, Lookups
@@ -42,6 +43,7 @@ ENV_KUBECONFIG = "GPUSTACK_WORKER_KUBECONFIG"
 ENV_NULL = "GPUSTACK_WORKER_NULL_ENDPOINT"
 ENV_MAX_BODY = "GPUSTACK_WORKER_MAX_BODY_BYTES"
 ENV_LOG_DENIALS = "GPUSTACK_WORKER_LOG_DENIALS"
+ENV_METRICS_AUTH = "GPUSTACK_WORKER_METRICS_AUTH"
 # Deploy-time booleans the worker (and the device managers beside it) read; checked at start.
 DEPLOY_BOOLEANS = (
     ("GPUSTACK_LEDGER_RELEASE_TERMINATED_PODS", True),
@@ -62,13 +64,25 @@ def lookups_from(objects: str | None, kubeconfig: str | None) -> Lookups:
     return LiveLookups(kubeconfig=kubeconfig)
 
 
+def metrics_authorizer(enabled: bool, kubeconfig: str | None) -> Any:
+    """``--metrics-auth``: the TokenReview + SubjectAccessReview guard of ``/metrics``, or None."""
+    if not enabled:
+        return None
+    from kube.client import Client, load_api_client
+    from kube.metrics_auth import MetricsAuthorizer
+
+    return MetricsAuthorizer(Client(load_api_client(kubeconfig), timeout=5.0))
+
+
 def app_from_environment() -> Starlette:
     """App factory for uvicorn (``gpustack_operator.worker:app_from_environment``)."""
+    kubeconfig = os.environ.get(ENV_KUBECONFIG) or None
     return server.create_app(
-        lookups_from(os.environ.get(ENV_OBJECTS) or None, os.environ.get(ENV_KUBECONFIG) or None),
+        lookups_from(os.environ.get(ENV_OBJECTS) or None, kubeconfig),
         include_null=os.environ.get(ENV_NULL) == "1",
         max_body=int(os.environ.get(ENV_MAX_BODY, server.DEFAULT_MAX_BODY)),
         log_denials=os.environ.get(ENV_LOG_DENIALS) == "1",
+        metrics_auth=metrics_authorizer(os.environ.get(ENV_METRICS_AUTH) == "1", kubeconfig),
     )
 
 
@@ -278,6 +292,9 @@ class Worker:
         )
         for controller in CONTROLLERS:
             self.manager.add(controller)
+        from controllers import metrics as state_metrics
+
+        state_metrics.register(self.manager)  # before start: its informers start with the others
         self.manager.start(wait=False)  # the webhooks beside it serve while the caches fill
         log.info("controller manager started", extra={"controllers": [c.__name__ for c in CONTROLLERS]})
 
@@ -322,11 +339,14 @@ def _serve(args: argparse.Namespace, worker: Worker | None) -> None:
         cert, key = provided if provided else (None, None)
     if args.insecure:
         cert, key = None, None
+    if args.metrics_auth and args.objects:
+        raise StartupError("--metrics-auth asks the apiserver who scrapes: it needs a cluster, not --objects")
     os.environ[ENV_OBJECTS] = str(Path(args.objects).resolve()) if args.objects else ""
     os.environ[ENV_KUBECONFIG] = args.kubeconfig or ""
     os.environ[ENV_NULL] = "1" if args.null_endpoint else ""
     os.environ[ENV_MAX_BODY] = str(args.max_body_bytes)
     os.environ[ENV_LOG_DENIALS] = "1" if args.log_denials else ""
+    os.environ[ENV_METRICS_AUTH] = "1" if args.metrics_auth else ""
     if args.workers > 1:
         app: Any = "gpustack_operator.worker:app_from_environment"
     else:
@@ -336,6 +356,7 @@ def _serve(args: argparse.Namespace, worker: Worker | None) -> None:
             max_body=args.max_body_bytes,
             log_denials=args.log_denials,
             readiness=worker.readiness if worker is not None else None,
+            metrics_auth=metrics_authorizer(args.metrics_auth, args.kubeconfig),
         )
     log.info(
         "serving webhooks",
@@ -344,6 +365,7 @@ def _serve(args: argparse.Namespace, worker: Worker | None) -> None:
             "port": args.secure_port,
             "tls": bool(cert),
             "workers": args.workers,
+            "metrics_auth": args.metrics_auth,
         },
     )
     server.serve(
@@ -606,6 +628,17 @@ def add_arguments(worker: argparse.ArgumentParser) -> None:
         action="store_true",
         help="log every refused admission as a JSON line (retryable ones are always logged); off by "
         "default because a line costs more than the decision, and /metrics counts denials",
+    )
+    worker.add_argument(
+        "--metrics-auth",
+        type=parse_bool_flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="serve /metrics only to callers the apiserver authenticates (TokenReview) and authorizes "
+        "for get on the non-resource URL /metrics (SubjectAccessReview), as Kueue does; the chart turns "
+        "it on (metrics.auth) and binds ClusterRole gpustack-operator-metrics-reader to scrapers "
+        "(default false)",
     )
     worker.add_argument(
         "--max-body-bytes", type=int, default=8 * 1024 * 1024, help="largest request body accepted"

@@ -43,6 +43,12 @@ SETTLED = Gauge(
     "gpustack_controllers_settled",
     "1 when the leader's controllers made their take-over pass and have no key pending now.",
 )
+# 1 while this replica holds the Lease and its controllers reconcile (or runs without leader
+# election); the sum over the replicas is 1 in a healthy worker and 0 when none leads.
+LEADER = Gauge(
+    "gpustack_worker_leader",
+    "1 while this replica holds the Lease and its controllers reconcile, else 0.",
+)
 
 Mapper = Callable[[str, Obj, Obj | None], Iterable[Hashable]]
 
@@ -149,6 +155,7 @@ class Manager:
         self._threads: list[threading.Thread] = []
         self._took_over = False
         SETTLED.set_function(lambda: 1.0 if self.settled() else 0.0)
+        LEADER.set_function(lambda: 1.0 if self._took_over else 0.0)
 
     def informer(
         self,

@@ -62,6 +62,7 @@ _TABLE: tuple[Resource, ...] = (
     Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False),
     Resource("SelfSubjectReview", "authentication.k8s.io", "v1", "selfsubjectreviews", False),
     Resource("TokenReview", "authentication.k8s.io", "v1", "tokenreviews", False),
+    Resource("SubjectAccessReview", "authorization.k8s.io", "v1", "subjectaccessreviews", False),
     Resource("CustomResourceDefinition", "apiextensions.k8s.io", "v1", "customresourcedefinitions", False),
     Resource(
         "MutatingWebhookConfiguration",

@@ -18,12 +18,14 @@ from typing import Any
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from certs import tls
 from kube import debug
+from kube.metrics_auth import MetricsAuthorizer
 from webhooks import connections, registry
 from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
 from webhooks.lookups import LookupFailed, Lookups
@@ -192,11 +194,13 @@ def create_app(
     log_denials: bool = False,
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
     readiness: Callable[[], tuple[bool, list[str]]] | None = None,
+    metrics_auth: MetricsAuthorizer | None = None,
 ) -> Starlette:
     """The ASGI app: ``/<webhook path>`` for each webhook, ``/healthz``, ``/livez``, ``/readyz``,
     ``/metrics`` and the loopback-only ``/debug/*`` endpoints.  ``readiness`` adds checks to
     ``/readyz`` (the worker's start-up steps): ready only when every one passes, and the body lists
-    each, ``[+]`` or ``[-]`` with why."""
+    each, ``[+]`` or ``[-]`` with why.  ``metrics_auth`` lets only callers the apiserver
+    authenticates and authorizes for ``GET /metrics`` scrape it (``kube.metrics_auth``)."""
     routes: list[Route] = [
         Route(webhook.path, AdmissionEndpoint(webhook, lookups, max_body, log_denials), methods=None)
         for webhook in webhooks
@@ -222,8 +226,16 @@ def create_app(
         status, text = debug.answer(request.method, request.url.path, peer, await request.body())
         return PlainTextResponse(text, status_code=status)
 
-    async def metrics(_: Request) -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    async def metrics(request: Request) -> Response:
+        if metrics_auth is not None:  # --metrics-auth: TokenReview + SubjectAccessReview, cached
+            header = request.headers.get("authorization")
+            verdict = metrics_auth.cached(header)
+            if verdict is None:
+                verdict = await run_in_threadpool(metrics_auth.check, header)
+            if not verdict.allowed:
+                return PlainTextResponse(verdict.message + "\n", status_code=verdict.status)
+        # Off the event loop: the worker's state gauges walk the informer caches.
+        return Response(await run_in_threadpool(generate_latest), media_type=CONTENT_TYPE_LATEST)
 
     routes += [
         Route("/healthz", healthz),

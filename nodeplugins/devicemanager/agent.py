@@ -33,6 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, generate_late
 
 from api import allocation
 from api.booleans import EnvironmentValueError
+from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
 from kube.client import ApiError, Client, load_api_client
 from nodeplugins import privileges
 from nodeplugins.devicemanager import devices, tokens
@@ -48,6 +49,12 @@ log = logging.getLogger("devicemanager")
 DETECTIONS = Counter("gpustack_device_manager_detections", "Detection passes", ["result"])
 CARDS = Gauge("gpustack_device_manager_cards", "Cards detected in the last successful pass", ["manufacturer"])
 STATUS_WRITES = Counter("gpustack_device_manager_status_writes", "Devices status writes")
+# Set after every pass that detected the cards and published the node's Devices spec: an alert
+# fires when it stops moving (the agent runs but no longer reports).
+LAST_PASS = Gauge(
+    "gpustack_device_manager_last_pass_timestamp_seconds",
+    "Unix time of the last detection pass that detected the cards and published the Devices spec.",
+)
 
 
 class DeviceManager:
@@ -186,7 +193,8 @@ class DeviceManager:
                 self.detect_now.clear()
                 last_mtime = mtime
                 try:
-                    self.detect_once()
+                    if self.detect_once():
+                        LAST_PASS.set_to_current_time()
                 except ApiError as error:
                     log.warning("publishing failed; retrying", extra={"error": str(error)})
                     next_pass = now + 2.0

@@ -332,6 +332,7 @@ class Agent:
                     self.collect()
                     last_collect = now
                 self.report()
+                metrics.LAST_PASS.set_to_current_time()
             except Exception as error:  # the loop outlives any one bad pass
                 log.warning("maintenance pass failed", extra={"error": f"{type(error).__name__}: {error}"})
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
+
 DOWNLOAD_BYTES = Counter(
     "gpustack_model_manager_download_bytes_total", "Verified bytes written to the cache.", ["source"]
 )
@@ -29,4 +31,8 @@ CAPACITY_BYTES = Gauge("gpustack_model_manager_capacity_bytes", "Size of the cac
 PEER_SERVED_BYTES = Counter(
     "gpustack_model_manager_peer_served_bytes_total",
     "Bytes this node's plugin served to other nodes' plugins.",
+)
+LAST_PASS = Gauge(
+    "gpustack_model_manager_last_pass_timestamp_seconds",
+    "Unix time of the last maintenance pass (collection, NodeModelStore status) that ended without error.",
 )
