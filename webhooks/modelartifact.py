@@ -6,7 +6,8 @@
 - patterns: at most 32 per list, 1 to 256 characters, no control characters, hub sources only;
 - a claim ``path`` is relative with no ``..`` segment;
 - ``expectedDigest``: hub sources only, ``sha256:`` and 64 lowercase hex;
-- an image ``reference`` pins a digest (a tag is mutable);
+- an image ``reference`` names its repository and pins a digest (a tag is mutable);
+- a hub ``revision`` holds no whitespace (no branch, tag or commit name does);
 - the Secret and the claim are never looked up: their absence is reported in status, not refused.
 
 Wrong-typed input is refused with the field's path, never an internal error.
@@ -34,6 +35,12 @@ _REPOSITORY = re.compile(rf"^{_REPO_SEGMENT}(?:/{_REPO_SEGMENT})?$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _IMAGE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# The distribution reference grammar: [host[:port]/]path[:tag]@digest.
+_IMAGE_HOST = re.compile(
+    r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]+)?$"
+)
+_IMAGE_PATH = re.compile(r"^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$")
+_IMAGE_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 def _source_member(spec: dict[str, Any]) -> str | None:
@@ -147,13 +154,19 @@ def _check_hub(path: str, hub: dict[str, Any]) -> list[FieldError]:
         errors.append(invalid(f"{path}.repository", repository, 'must not contain ".." or "--"'))
     revision = hub.get("revision")
     if revision is not None and (
-        not isinstance(revision, str)
-        or len(revision) > 255
-        or _CONTROL.search(revision)
-        or revision.strip() != revision
+        not isinstance(revision, str) or len(revision) > 255 or _CONTROL.search(revision)
     ):
         errors.append(
             invalid(f"{path}.revision", revision, "must be a branch, tag or commit of at most 255 characters")
+        )
+    elif isinstance(revision, str) and any(char.isspace() for char in revision):
+        errors.append(
+            invalid(
+                f"{path}.revision",
+                revision,
+                "must not contain whitespace: no branch, tag or commit name holds any; write the name "
+                'exactly as the hub shows it, e.g. "main" or a 40-hex commit',
+            )
         )
     secret = hub.get("secretRef")
     if secret is not None:
@@ -209,7 +222,33 @@ def _check_image(path: str, image: dict[str, Any]) -> list[FieldError]:
                 "must pin a digest (name@sha256:<64 hex>): tags are mutable, an artifact is not",
             )
         ]
+    name = reference.rpartition("@")[0]
+    if not _image_name_ok(name):
+        return [
+            invalid(
+                f"{path}.reference",
+                reference,
+                "must name the image repository before the digest ([registry/]path[:tag]@sha256:<64 hex>, "
+                "path in lower case), e.g. registry.example.com/models/qwen@sha256:<64 hex>",
+            )
+        ]
     return []
+
+
+def _image_name_ok(name: str) -> bool:
+    """Whether ``name`` is ``[host[:port]/]path[:tag]``: the host counts as one when the first
+    component holds a "." or a ":" or is localhost (Docker's rule); path components are lower case."""
+    if not name:
+        return False
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if not _IMAGE_HOST.match(parts[0]):
+            return False
+        parts = parts[1:]
+    last, colon, tag = parts[-1].partition(":")
+    if colon and not _IMAGE_TAG.match(tag):
+        return False
+    return all(_IMAGE_PATH.match(part) for part in [*parts[:-1], last])
 
 
 def _check_patterns(value: Any, path: str, hub: bool, present: list[str]) -> list[FieldError]:

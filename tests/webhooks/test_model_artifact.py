@@ -87,6 +87,11 @@ ACCEPTED = [
     artifact({"persistentVolumeClaim": {"claimName": "weights"}}),
     artifact(expectedDigest=SHA),
     artifact({"image": {"reference": "registry.example.com/models/qwen@sha256:" + "0" * 64}}),
+    artifact({"image": {"reference": "qwen@sha256:" + "0" * 64}}),
+    artifact({"image": {"reference": "localhost:5000/models/qwen:v1@sha256:" + "0" * 64}}),
+    artifact({"image": {"reference": "docker.io/library/qwen_2.5-7b@sha256:" + "0" * 64}}),
+    artifact({"huggingFace": {"repository": "a/b", "revision": "refs/pr/1"}}),
+    artifact({"huggingFace": {"repository": "a/b", "revision": "a" * 40}}),
 ]
 
 
@@ -134,6 +139,32 @@ REJECTED = [
         "spec.source.huggingFace.secretRef.name",
     ),
     ({**artifact(), "spec": "nope"}, "spec"),
+    # A revision is a branch, tag or commit: none holds whitespace, inside or around it.
+    (
+        artifact({"huggingFace": {"repository": "a/b", "revision": "my branch"}}),
+        "spec.source.huggingFace.revision",
+    ),
+    (
+        artifact({"huggingFace": {"repository": "a/b", "revision": "v1\t"}}),
+        "spec.source.huggingFace.revision",
+    ),
+    (
+        artifact({"modelScope": {"repository": "a/b", "revision": " master"}}),
+        "spec.source.modelScope.revision",
+    ),
+    (
+        artifact({"huggingFace": {"repository": "a/b", "revision": "v\u00a02"}}),
+        "spec.source.huggingFace.revision",
+    ),
+    # An image reference names the repository the digest belongs to.
+    (artifact({"image": {"reference": "@sha256:" + "0" * 64}}), "spec.source.image.reference"),
+    (artifact({"image": {"reference": "sha256:" + "0" * 64}}), "spec.source.image.reference"),
+    (
+        artifact({"image": {"reference": "registry.example.com/@sha256:" + "0" * 64}}),
+        "spec.source.image.reference",
+    ),
+    (artifact({"image": {"reference": "Repo/Name@sha256:" + "0" * 64}}), "spec.source.image.reference"),
+    (artifact({"image": {"reference": " repo@sha256:" + "0" * 64}}), "spec.source.image.reference"),
 ]
 
 
