@@ -4,7 +4,7 @@
   kueue_manifests.py crds     --url URL --ca-bundle B64 [--kueue-src DIR]  < List JSON
   kueue_manifests.py webhooks --url URL --ca-bundle B64                    < List JSON
   kueue_manifests.py config   --webhook-port N --health-port N --metrics-port N
-                              --cert-dir DIR [--kueue-src DIR]
+                              --cert-dir DIR --chart-config FILE [--kueue-src DIR]
 
 The List JSON is upstream YAML converted by `kubectl create --dry-run=client
 -o json -f ...` (so no YAML library is needed). Upstream's Service-based
@@ -20,24 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-# The operator's own statement of the Kueue resources it needs (credits, and on a Kueue without
-# quotaCheckStrategy its emulation): api/kueue.py, stdlib-only, imported from the repository.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from api import kueue as kueue_resources
-
-# Wanted feature gates; a gate this Kueue release does not know is left out
-# (Kueue refuses to start on an unknown gate). up.sh logs what was dropped.
-WANTED_FEATURE_GATES = {
-    "TopologyAwareScheduling": True,
-    "TASRespectNodeAffinityPreferred": True,
-    "TASBalancedPlacement": True,
-    "AssignQueueLabelsForPods": False,
-    # The visibility API server wants certs in /visibility and an APIService;
-    # the e2e cluster registers neither, so it stays off.
-    "VisibilityOnDemand": False,
-}
-
-# Namespaces whose Pods Kueue must never touch.
+# Namespaces whose Pods Kueue must never touch (the chart's unmanagedNamespaces plus its own).
 UNMANAGED_NAMESPACES = ["kube-system", "kueue-system", "gpustack-system"]
 # Pod-based webhooks that upstream restricts with a namespaceSelector.
 POD_BASED_WEBHOOKS = {"mpod", "mdeployment", "mstatefulset", "vpod", "vdeployment", "vstatefulset"}
@@ -52,52 +35,43 @@ def known_feature_gates(kueue_src: Path | None) -> set[str] | None:
     return set(re.findall(r'featuregate\.Feature\s*=\s*"([A-Za-z0-9]+)"', text))
 
 
-def config_has_field(kueue_src: Path | None, json_name: str) -> bool:
-    if kueue_src is None:
-        return False
-    text = (kueue_src / "apis/config/v1beta2/configuration_types.go").read_text()
-    return f'json:"{json_name}' in text
+# What running Kueue as a process on the host changes in the chart's configuration: where it
+# listens, its certificates (ours, for 127.0.0.1; its own rotator off) and no leader election.
+# Nothing else is touched: the feature gates, resources, integrations and namespaces are the chart's.
+PLACEMENT = ("health", "metrics", "webhook", "leaderElection", "internalCertManagement", "namespace")
+# And one gate: the visibility server binds a fixed port (8082) that the two local clusters would
+# share, and no APIService routes to it here.
+PLACEMENT_GATES = {"VisibilityOnDemand": False}
 
 
-def render_config(args: argparse.Namespace) -> dict:
+def chart_configuration(config_map: dict) -> dict:
+    """The configuration in the chart's ConfigMap (``kubectl create --dry-run=client -o json`` of
+    ``helm template --show-only templates/kueue/manager-config.yaml``)."""
+    return json.loads(config_map["data"]["controller_manager_config.yaml"])
+
+
+def render_config(args: argparse.Namespace, chart: dict) -> dict:
+    """The chart's rendered configuration, unchanged but for :data:`PLACEMENT`. A feature gate this
+    Kueue does not know is an error, not a filter: Kueue would refuse to start on it in a cluster too."""
     known = known_feature_gates(args.kueue_src)
-    gates = {k: v for k, v in WANTED_FEATURE_GATES.items() if known is None or k in known}
-    dropped = sorted(set(WANTED_FEATURE_GATES) - set(gates))
-    if dropped:
-        print(
-            f"kueue_manifests.py: this Kueue has no feature gate(s) {', '.join(dropped)}; left out",
-            file=sys.stderr,
+    unknown = sorted(set(chart.get("featureGates") or {}) - known) if known is not None else []
+    if unknown:
+        raise SystemExit(
+            f"kueue_manifests.py: the chart enables feature gate(s) {', '.join(unknown)} that this Kueue "
+            "does not know; Kueue refuses to start on them (key them to kueue.version in the chart)"
         )
-    strategy = config_has_field(args.kueue_src, "quotaCheckStrategy")
-    if not strategy:
-        print(
-            "kueue_manifests.py: this Kueue has no resources.quotaCheckStrategy; emulating IgnoreUndeclared "
-            "with dropped token keys and excludeResourcePrefixes",
-            file=sys.stderr,
-        )
-    resources = kueue_resources.resources_config(quota_check_strategy=strategy)
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
+    placed = {
         "namespace": "kueue-system",
         "health": {"healthProbeBindAddress": f"127.0.0.1:{args.health_port}"},
         "metrics": {"bindAddress": f"127.0.0.1:{args.metrics_port}"},
         "webhook": {"host": "127.0.0.1", "port": args.webhook_port, "certDir": str(args.cert_dir)},
         "leaderElection": {"leaderElect": False},
-        # We hand Kueue a serving cert for 127.0.0.1 and register the webhooks
-        # ourselves, so its own cert rotator must stay off.
+        # We hand Kueue a serving cert for 127.0.0.1 and register the webhooks ourselves.
         "internalCertManagement": {"enable": False},
-        "manageJobsWithoutQueueName": False,
-        "managedJobsNamespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": UNMANAGED_NAMESPACES}
-            ]
-        },
-        "clientConnection": {"qps": 50, "burst": 100},
-        "integrations": {"frameworks": ["pod", "batch/job", "deployment", "statefulset"]},
-        "featureGates": gates,
-        "resources": resources,
     }
+    assert set(placed) == set(PLACEMENT)
+    gates = {**(chart.get("featureGates") or {}), **PLACEMENT_GATES}
+    return {**{k: v for k, v in chart.items() if k not in PLACEMENT}, **placed, "featureGates": gates}
 
 
 def client_config(url: str, path: str, ca_bundle: str) -> dict:
@@ -174,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--health-port", type=int)
     p.add_argument("--metrics-port", type=int)
     p.add_argument("--cert-dir", type=Path)
+    p.add_argument("--chart-config", type=Path, help="the chart's Kueue ConfigMap as JSON (config mode)")
     args = p.parse_args(argv)
     if args.mode == "config":
-        out = render_config(args)
+        out = render_config(args, chart_configuration(json.loads(args.chart_config.read_text())))
     else:
         doc = read_objects(sys.stdin.read())
         out = render_crds(doc, args) if args.mode == "crds" else render_webhooks(doc, args)

@@ -319,7 +319,16 @@ render "$KUEUE_SRC/config/components/crd/bases" crds >"$STATE_DIR/kueue/crds.jso
 render "$KUEUE_SRC/config/components/webhook/manifests.yaml" webhooks >"$STATE_DIR/kueue/webhooks.json"
 "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$STATE_DIR/kueue/webhooks.json" >/dev/null
 
+# Kueue runs the configuration the chart renders for this Kueue's version, unchanged but for where it
+# listens and its certificates (kueue_manifests.py PLACEMENT): a gate the chart gets wrong fails here.
+KUEUE_VERSION="$(sed -n 's/^KUEUE_VERSION=//p' "$BIN_DIR/versions.env")"
+mkdir -p "$STATE_DIR/helm-home"
+HOME="$STATE_DIR/helm-home" "$BIN_DIR/helm" template gpustack-operator "$REPO_ROOT/charts/gpustack-operator" \
+    -n gpustack-system --kube-version 1.36.3 --set "kueue.version=$KUEUE_VERSION" \
+    --show-only templates/kueue/manager-config.yaml |
+    "${KUBECTL[@]}" create --dry-run=client -o json -f - >"$STATE_DIR/kueue/chart-config.json"
 python3 "$CLUSTER_HERE/kueue_manifests.py" config --kueue-src "$KUEUE_SRC" \
+    --chart-config "$STATE_DIR/kueue/chart-config.json" \
     --webhook-port "$KUEUE_WEBHOOK_PORT" --health-port "$KUEUE_HEALTH_PORT" \
     --metrics-port "$KUEUE_METRICS_PORT" --cert-dir "$STATE_DIR/kueue/certs" \
     >"$STATE_DIR/kueue/config.yaml"
