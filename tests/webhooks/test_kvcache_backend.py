@@ -215,9 +215,37 @@ def test_b10_tier_capacity_may_change_but_not_be_added() -> None:
     assert f"{MEMBERS}[1].localDisks" in paths(run(rules.validate, two))
 
 
-@pytest.mark.parametrize("path", ["/", "relative", "/a/../b", "/dev/infiniband/x", " /mnt"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "relative",
+        "/a/../b",
+        "/dev/infiniband/x",
+        " /mnt",
+        ".",
+        "/.",
+        "/./",
+        "/mnt/./kv",
+        "/mnt/kv/.",
+        "./kv",
+    ],
+)
 def test_b10_tier_paths(path) -> None:
-    assert not run(rules.validate, with_members(group(localDisks=[tier(path=path)]))).allowed
+    decision = run(rules.validate, with_members(group(localDisks=[tier(path=path)])))
+    assert paths(decision) == [f"{MEMBERS}[0].localDisks[0].path"], decision.message
+
+
+@pytest.mark.parametrize(
+    "path", ["/mnt/kv", "/var/lib/kvcache/", "/mnt/kv.d", "/mnt/.kv", "/dev/infiniband-cache"]
+)
+def test_b10_tier_paths_admitted(path) -> None:
+    assert run(rules.validate, with_members(group(localDisks=[tier(path=path)]))).allowed
+
+
+def test_b10_a_dot_segment_is_refused_saying_why() -> None:
+    decision = run(rules.validate, with_members(group(localDisks=[tier(path="/.")])))
+    assert "." in decision.message and "write the directory" in decision.message
 
 
 def test_b11_eviction() -> None:

@@ -203,6 +203,10 @@ def _tier_path(path: Any) -> str | None:
         return "must not be / (the tier empties its directory on request)"
     if ".." in path.split("/"):
         return "must not contain a .. segment"
+    if "." in path.split("/"):
+        # "/." is the root itself, and the path is mounted exactly as written: a "." segment
+        # names the same directory as another spelling the tier's identity would not match.
+        return "must not contain a . segment; write the directory as its plain absolute path, e.g. /var/lib/kvcache"
     if path.rstrip("/") == INFINIBAND or path.startswith(INFINIBAND + "/") or INFINIBAND.startswith(path):
         return "must not overlap /dev/infiniband"
     return None
