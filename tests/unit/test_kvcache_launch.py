@@ -38,7 +38,7 @@ def test_rule2_args_only_needs_forwarding() -> None:
         (["/sbin/tini", "-e", "143", "vllm"], "vllm"),
         (["dumb-init", "--rewrite", "15:2", "vllm"], "vllm"),
         (["busybox", "env", "vllm"], "vllm"),
-        (["timeout", "--signal", "KILL", "-k", "5", "30m", "/usr/bin/vllm"], "/usr/bin/vllm"),
+        (["timeout", "--signal", "KILL", "-k", "5", "30m", "/usr/bin/vllm"], "vllm"),
         (["env", "tini", "--", "timeout", "10", "vllm"], "vllm"),
     ],
 )
@@ -104,6 +104,22 @@ def test_rule7_entry_point_must_match_the_engine() -> None:
     assert "entry point" in refused(["vllm"], engine="SGLang").message
     assert "entry point" in refused(["python3", "-m", "vllm.entrypoints.openai.api_server"]).message
     assert ok(["my-launcher"], forwarding=True) == Launch("my-launcher", True)
+
+
+@pytest.mark.parametrize(
+    ("command", "engine", "forwarding", "program"),
+    [
+        (["/usr/local/bin/vllm", "serve"], "vLLM", False, "vllm"),
+        (["/opt/venv/bin/python3", "-m", "sglang.launch_server"], "SGLang", False, "python3"),
+        (["/sbin/tini", "--", "/usr/bin/env", "/opt/bin/vllm"], "vLLM", False, "vllm"),
+        (["./run.sh"], "vLLM", True, "run.sh"),
+        (["/bin/bash", "/app/run"], "vLLM", True, "bash"),
+        (["/opt/my-launcher"], "vLLM", True, "my-launcher"),
+    ],
+)
+def test_the_record_names_the_programs_base_name(command, engine, forwarding, program) -> None:
+    # The record's launchProgram is the executable's base name, wherever the image keeps it.
+    assert ok(command, engine=engine, forwarding=forwarding).program == program
 
 
 def test_command_and_args_are_one_argv() -> None:

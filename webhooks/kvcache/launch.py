@@ -33,8 +33,9 @@ _FIX_LAUNCH = (
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """What admission concluded: the executable left after stripping launchers ("" when none could be
-    read and forwarding was declared) and whether the forwarding declaration is what admitted it."""
+    """What admission concluded: the base name of the executable left after stripping launchers
+    ("" when none could be read and forwarding was declared) and whether the forwarding declaration
+    is what admitted it."""
 
     program: str
     forwarded: bool
@@ -210,19 +211,21 @@ def analyse(engine: str, command: Any, args: Any, *, forwarding: bool) -> Launch
     if argv is None:
         return Launch("", True)
     program = argv[0]
-    script = _shell_script(argv) if posixpath.basename(program) in SHELLS else None
+    # The record names the executable by its base name, wherever the image keeps it.
+    recorded = posixpath.basename(program)
+    script = _shell_script(argv) if recorded in SHELLS else None
     named = posixpath.basename(script or program)
     if named.endswith(".sh") or named in SCRIPT_NAMES:
         if forwarding:
-            return Launch(program, True)
+            return Launch(recorded, True)
         raise Refused(
             f"{script or program} is a script: whether appended arguments reach the engine depends on the script "
             f'forwarding "$@", which admission cannot read; {_FIX_LAUNCH}'
         )
     if _is_entry(engine, argv):
-        return Launch(program, False)
+        return Launch(recorded, False)
     if forwarding:
-        return Launch(program, True)
+        return Launch(recorded, True)
     wanted = "python3 -m sglang.launch_server" if engine == "SGLang" else "vllm"
     raise Refused(
         f"{program} is not {engine}'s entry point ({wanted}): the webhook would configure one engine inside another "
