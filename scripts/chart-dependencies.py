@@ -113,7 +113,7 @@ def rendered_kueue_config(helm: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="chart-render-") as tmp:
         proc = subprocess.run(
             [str(helm), "template", "gpustack-operator", str(CHART), "-n", "gpustack-system",
-             "--kube-version", "1.36.3", "--show-only", "templates/kueue/manager-config.yaml"],
+             "--show-only", "templates/kueue/manager-config.yaml"],
             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": tmp},
         )  # fmt: skip
     if proc.returncode != 0:

@@ -2,10 +2,13 @@
 # Builds every upstream binary the local e2e cluster needs, from Go modules
 # (no release downloads are possible here), into a cache directory keyed by
 # the pins:   ${GPUSTACK_BIN_CACHE:-~/.cache/gpustack-operator/bin}/<key>/
-# <key> is a hash of BUILD_FORMAT below, the go.mod/go.sum files and the
-# wrapper sources, so bumping a version builds into a fresh directory and a
-# second run with the cache present does nothing. Bump BUILD_FORMAT when you
-# change how binaries are built (flags, package list).
+# <key> is a hash of BUILD_FORMAT below, the go.mod/go.sum files, the
+# wrapper sources and this script, so bumping a version or changing a build
+# flag builds into a fresh directory and a second run with the cache present
+# does nothing. Each module's binaries are cached apart, keyed by its own pins,
+# flags and packages (module_key), so only what changed is compiled again.
+# Bump BUILD_FORMAT when you change how binaries are built in a way those keys
+# do not show (GOFLAGS, the environment).
 #
 #   tests/cluster/build.sh            build (no-op when cached); prints the dir
 #   tests/cluster/build.sh --bin-dir  only print the dir it would use
@@ -19,6 +22,7 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SCRIPT="$HERE/$(basename "${BASH_SOURCE[0]}")"
 CACHE_ROOT="${GPUSTACK_BIN_CACHE:-$HOME/.cache/gpustack-operator/bin}"
 
 # All modules need go >= 1.26.0; the machine's go1.26.8 is enough, so no
@@ -31,7 +35,7 @@ BUILD_FORMAT=2
 
 cache_key() {
     (cd "$HERE" && echo "format=$BUILD_FORMAT" && cat kube/go.mod kube/go.sum kueue/go.mod kueue/go.sum \
-        tools/go.mod tools/go.sum $(find kube/cmd -name '*.go' | LC_ALL=C sort)) \
+        tools/go.mod tools/go.sum $(find kube/cmd -name '*.go' | LC_ALL=C sort) && cat "$SCRIPT") \
         | sha256sum | cut -c1-16
 }
 
@@ -159,7 +163,16 @@ build kueue kueue "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X
 # --- kwok, helm, csi-sanity --------------------------------------------------
 KWOK_VERSION="$(modver tools sigs.k8s.io/kwok)"
 HELM_VERSION="$(modver tools helm.sh/helm/v3)"
-build tools tools "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v} -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+# helm as its release Makefile builds it: its version, and the Kubernetes version it assumes offline
+# (`helm template` without --kube-version, lint's deprecation check) from the client-go it is built
+# with, v0.<minor> -> 1.<minor> (a source build defaults to 1.20, below the chart's kubeVersion).
+helm_k8s="$(modver tools k8s.io/client-go)"; helm_k8s="${helm_k8s#v}"
+helm_k8s_major=$(( ${helm_k8s%%.*} + 1 )); helm_k8s_minor="${helm_k8s#*.}"; helm_k8s_minor="${helm_k8s_minor%%.*}"
+HELM_LDFLAGS="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    HELM_LDFLAGS+=" -X $pkg.k8sVersionMajor=$helm_k8s_major -X $pkg.k8sVersionMinor=$helm_k8s_minor"
+done
+build tools tools "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION#v} $HELM_LDFLAGS" \
     sigs.k8s.io/kwok/cmd/kwok helm.sh/helm/v3/cmd/helm github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity
 
 cat >"$BIN_DIR/versions.env" <<EOF

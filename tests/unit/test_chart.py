@@ -26,7 +26,6 @@ pytestmark = pytest.mark.skipif(
     not HELM.is_file(), reason="no helm binary yet: tests/cluster/build.sh builds it (make cluster-binaries)"
 )
 NS = "gpustack-system"
-TEMPLATE = ("--kube-version", "1.36.3")  # helm template's default (1.20) is below the chart's kubeVersion
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,9 +52,7 @@ def helm(*args: str, values: dict[str, Any] | None = None, check: bool = True) -
 
 
 def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[dict[str, Any]]:
-    out = helm(
-        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", namespace, values=values or {}
-    )
+    out = helm("template", "gpustack-operator", str(CHART), "--namespace", namespace, values=values or {})
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
 
 
@@ -409,16 +406,12 @@ def test_a_changed_kueue_value_without_the_regenerated_copy_is_caught() -> None:
     ],
 )
 def test_the_schema_refuses_a_wrong_value_naming_it(values: dict[str, Any], said: str) -> None:
-    refused = helm(
-        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", NS, values=values, check=False
-    )
+    refused = helm("template", "gpustack-operator", str(CHART), "--namespace", NS, values=values, check=False)
     assert refused.returncode != 0 and said in refused.stderr, refused.stderr
 
 
 def test_another_namespace_is_refused_with_the_command_to_use() -> None:
-    refused = helm(
-        "template", "gpustack-operator", str(CHART), *TEMPLATE, "--namespace", "ops", values={}, check=False
-    )
+    refused = helm("template", "gpustack-operator", str(CHART), "--namespace", "ops", values={}, check=False)
     assert (
         refused.returncode != 0 and "gpustack-system" in refused.stderr and "helm install" in refused.stderr
     )
