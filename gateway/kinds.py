@@ -9,9 +9,20 @@ from api import GROUP, VERSION
 
 @dataclass(frozen=True, slots=True)
 class Kind:
+    """A kind the gateway can watch.  ``group`` other than the operator's (the dashboard's Nodes,
+    Pods and Workloads) is taken as served without a discovery check (an informer of a kind a
+    cluster does not serve just never lists); ``selector`` narrows the watch by label."""
+
     kind: str
     plural: str
     namespaced: bool
+    group: str = GROUP
+    selector: str = ""
+
+    @property
+    def operator(self) -> bool:
+        """One of the operator's own kinds (served when its discovery document lists it)."""
+        return self.group == GROUP
 
 
 KINDS: dict[str, Kind] = {

@@ -211,7 +211,9 @@ class Manager:
         if informer is not None:
             return informer
         loop = asyncio.get_running_loop()
-        informer = Informer(claim.client, kind.kind, resync=self.settings.resync)
+        informer = Informer(
+            claim.client, kind.kind, label_selector=kind.selector, resync=self.settings.resync
+        )
 
         def handler(event_type: str, obj: Obj, old: Obj | None) -> None:
             if event_type == MODIFIED and old is obj:  # a resync: nothing changed for a watcher
@@ -237,6 +239,19 @@ class Manager:
         none are named): watch the kind where it is not watched yet, and wait up to ``sync_wait``
         for a new watch to list.  Nothing is read yet: :meth:`Reading.pairs` reads, without
         waiting, so a watcher can subscribe between the two and miss nothing."""
+        reading = self.reading(kind, clusters)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.sync_wait
+        while any(not informer.synced() for _, informer in reading.sources) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        for claim, informer in reading.sources:
+            if not informer.synced():
+                reading.warnings.append(f"cluster {claim.cluster!r}: its {kind.plural} are not listed yet")
+        return reading
+
+    def reading(self, kind: Kind, clusters: Sequence[str] = ()) -> Reading:
+        """:meth:`prepare` without the wait: the named clusters' caches of ``kind`` (watched from
+        now on where they were not), read as they are; a cache not listed yet reads as empty."""
         names = sorted(set(clusters)) if clusters else sorted(self._claims)
         reading = Reading(self, kind)
         for name in names:
@@ -245,17 +260,10 @@ class Manager:
                 reading.warnings.append(f"cluster {name!r} is not subscribed")
             elif not claim.registered:
                 reading.warnings.append(f"cluster {name!r} is not ready: {claim.reason}")
-            elif kind.plural not in claim.served:
+            elif kind.operator and kind.plural not in claim.served:
                 reading.warnings.append(f"cluster {name!r} does not serve {kind.plural}")
             else:
                 reading.sources.append((claim, self._inform(claim, kind)))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.sync_wait
-        while any(not informer.synced() for _, informer in reading.sources) and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        for claim, informer in reading.sources:
-            if not informer.synced():
-                reading.warnings.append(f"cluster {claim.cluster!r}: its {kind.plural} are not listed yet")
         return reading
 
     async def snapshot(self, kind: Kind, clusters: Sequence[str] = ()) -> Snapshot:

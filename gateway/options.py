@@ -54,6 +54,8 @@ class Options:
     burst: int
     watch_buffer: int
     verbosity: int
+    dashboard_address: tuple[str, int] | None = None
+    dashboard_sample_interval: float = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +135,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1024,
         help="changes a watcher may fall behind before its stream is closed (1024)",
     )
+    page = parser.add_argument_group("the fleet dashboard (docs/dashboard.md)")
+    page.add_argument(
+        "--dashboard-address",
+        metavar="HOST:PORT",
+        help="serve the read-only fleet dashboard at https://HOST:PORT/ with the gateway's certificate "
+        "(no authentication: bind a loopback address); off when absent",
+    )
+    page.add_argument(
+        "--dashboard-sample-interval",
+        type=duration,
+        default=15.0,
+        help="how often the dashboard samples each pool's used cards and pending Workloads for its "
+        "one-hour history, 1s to 5m (15s)",
+    )
     parser.add_argument(
         "--v", type=int, default=0, help="log verbosity, as -v (the GPUStack server passes --v=4)"
     )
@@ -158,6 +174,10 @@ def validate(args: argparse.Namespace) -> Options:
         raise UsageError("--worker-conn-mode kubeconfig-dir needs --worker-conn-kubeconfig-dir DIR")
     if not 0 < args.worker_conn_gpustack_api_port < 65536:
         raise UsageError("--worker-conn-gpustack-api-port must be between 1 and 65535")
+    dashboard = address(args.dashboard_address) if getattr(args, "dashboard_address", None) else None
+    sample = getattr(args, "dashboard_sample_interval", 15.0)
+    if not 1 <= sample <= 300:
+        raise UsageError("--dashboard-sample-interval must be between 1s and 5m")
     return Options(
         unix_path=args.bind_unix_path,
         bind_address=args.bind_address,
@@ -175,4 +195,15 @@ def validate(args: argparse.Namespace) -> Options:
         burst=args.kube_conn_burst,
         watch_buffer=args.watch_buffer,
         verbosity=max(args.v, getattr(args, "verbosity", 0) or 0),
+        dashboard_address=dashboard,
+        dashboard_sample_interval=sample,
     )
+
+
+def address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as ``(host, port)``; :class:`UsageError` otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--dashboard-address {text!r} is not HOST:PORT: write e.g. 127.0.0.1:8443")
+    return host, int(port)

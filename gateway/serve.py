@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import logging
 import os
 import shutil
@@ -26,6 +27,8 @@ import uvicorn
 
 from certs import issue
 from certs.tls import ReloadingContext
+from gateway.dashboard.app import create_dashboard_app
+from gateway.dashboard.service import Dashboard, DashboardSettings
 from gateway.events import Bus
 from gateway.manager import Manager, Settings
 from gateway.options import Options, UsageError, validate
@@ -73,20 +76,22 @@ def _serving(path: Path) -> bool:
     return True
 
 
+def listen_tcp(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {error}") from None
+    sock.listen(2048)
+    return sock
+
+
 def listen(options: Options) -> socket.socket:
     """The listening socket: the unix path (stale socket replaced), or the TCP address."""
     if not options.unix_path:
-        sock = socket.socket(socket.AF_INET6 if ":" in options.bind_address else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((options.bind_address, options.secure_port))
-        except OSError as error:
-            sock.close()
-            raise UsageError(
-                f"cannot listen on {options.bind_address}:{options.secure_port}: {error}"
-            ) from None
-        sock.listen(2048)
-        return sock
+        return listen_tcp(options.bind_address, options.secure_port)
     path = Path(options.unix_path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.exists() or path.is_symlink():
@@ -119,14 +124,39 @@ class _Config(uvicorn.Config):
 
 
 class _Server(uvicorn.Server):
-    """Ends the watch streams first when stopping, so shutdown does not wait on them."""
+    """Ends the watch and event streams first when stopping, so shutdown does not wait on them."""
 
     bus: Bus | None = None
+    dashboard: Dashboard | None = None
 
     async def shutdown(self, sockets: Any = None) -> None:
+        if self.dashboard is not None:
+            self.dashboard.close()
         if self.bus is not None:
             self.bus.close_all()
         await super().shutdown(sockets)
+
+
+def _local(sock: socket.socket) -> tuple[str, int]:
+    name = sock.getsockname()
+    return (str(name[0]), int(name[1]))
+
+
+class BySocket:
+    """One ASGI app for uvicorn's sockets: requests that came in on the dashboard's socket go to the
+    dashboard, everything else (and the lifespan) to the gateway's API."""
+
+    def __init__(self, api: Any, dashboard: Any, where: tuple[str, int]) -> None:
+        self.api = api
+        self.dashboard = dashboard
+        self.where = where
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        server = scope.get("server")
+        if scope["type"] != "lifespan" and server is not None and tuple(server[:2]) == self.where:
+            await self.dashboard(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)
 
 
 @dataclass
@@ -138,17 +168,23 @@ class Served:
     gateway: Gateway
     where: str
     cleanup: list[Any] = field(default_factory=list)
+    dashboard: Dashboard | None = None
+    dashboard_sock: socket.socket | None = None
+    dashboard_url: str = ""
 
     def run(self) -> None:
+        sockets = [self.sock] if self.dashboard_sock is None else [self.sock, self.dashboard_sock]
         try:
-            self.server.run(sockets=[self.sock])
+            self.server.run(sockets=sockets)
         finally:
             self.close()
 
     def close(self) -> None:
-        """Close the socket and undo what the app's shutdown did not (it does, when it ran)."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        """Close the sockets and undo what the app's shutdown did not (it does, when it ran)."""
+        for sock in (self.sock, self.dashboard_sock):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
         for undo in self.cleanup:
             undo()
 
@@ -167,14 +203,39 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
     settings = settings or Settings(readiness_timeout=options.readiness_timeout, resync=options.resync)
     gateway = Gateway(Manager(source, bus, settings), bus, watch_buffer=options.watch_buffer)
     watch_files = [tls.watch] if options.cert_dir else []  # watch() with its default interval
-    sock = listen(options)
+    dashboard_sock = None
+    dashboard = None
+    if options.dashboard_address is not None:
+        dashboard_sock = listen_tcp(*options.dashboard_address)
+        dashboard = Dashboard(
+            gateway.manager, bus, DashboardSettings(sample_interval=options.dashboard_sample_interval)
+        )
+    try:
+        sock = listen(options)
+    except UsageError:
+        if dashboard_sock is not None:
+            dashboard_sock.close()
+        raise
     if options.unix_path:
         path = Path(options.unix_path)
         cleanup.append(lambda: path.unlink(missing_ok=True))
         where = f"unix:{path}"
     else:
         where = f"https://{options.bind_address}:{options.secure_port}"
-    app = create_app(gateway, on_startup=watch_files, on_shutdown=cleanup)
+    startup = [*watch_files, *([dashboard.run] if dashboard is not None else [])]
+    app: Any = create_app(gateway, on_startup=startup, on_shutdown=cleanup)
+    dashboard_url = ""
+    if dashboard is not None and dashboard_sock is not None:
+        local = _local(dashboard_sock)
+        app = BySocket(app, create_dashboard_app(dashboard), local)
+        host = f"[{local[0]}]" if ":" in local[0] else local[0]
+        dashboard_url = f"https://{host}:{local[1]}/"
+        if not ipaddress.ip_address(local[0]).is_loopback:
+            log.warning(
+                "the dashboard listens beyond loopback and has no authentication: anyone who reaches "
+                "it reads the fleet",
+                extra={"dashboard": dashboard_url},
+            )
     config = _Config(
         app,
         lifespan="on",
@@ -188,8 +249,12 @@ def prepare(options: Options, *, settings: Settings | None = None) -> Served:
     config.tls = tls
     server = _Server(config)
     server.bus = bus
-    log.info("worker-gateway prepared", extra={"listen": where, "clusters": source.describe()})
-    return Served(server, sock, gateway, where, cleanup)
+    server.dashboard = dashboard
+    log.info(
+        "worker-gateway prepared",
+        extra={"listen": where, "clusters": source.describe(), "dashboard": dashboard_url or "off"},
+    )
+    return Served(server, sock, gateway, where, cleanup, dashboard, dashboard_sock, dashboard_url)
 
 
 def _stop_early(signum: int, _: Any) -> None:

@@ -8,6 +8,9 @@ control planes.)
     a.put(instance_type("t"))                            # watchers see ADDED, then MODIFIED
     a.discovery_status = 404                             # the operator API is absent
     a.hold_discovery.clear()                             # discovery GETs hang until set()
+
+Beside the operator's group it serves what the dashboard reads, Nodes and Pods (``/api/v1``) and
+Kueue's Workloads, with ``labelSelector`` terms ``key=value`` and ``key``.
 """
 
 from __future__ import annotations
@@ -19,12 +22,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from api import GROUP
 from api.objects import Obj
-from gateway.kinds import KINDS
+from kube.resources import by_plural, resource
 from tests.net import serving_thread
 
 GROUP_PATH = "/apis/worker.gpustack.ai/v1"
-PLURALS = {k.plural: k for k in KINDS.values()}
+OTHER_PATHS = {  # what the dashboard reads outside the operator's group, always served
+    "/api/v1/nodes": "nodes",
+    "/api/v1/pods": "pods",
+    "/apis/kueue.x-k8s.io/v1beta2/workloads": "workloads",
+}
+
+
+def plural_of(kind: str) -> str:
+    return resource(kind).plural
+
+
+def selected(obj: Obj, selector: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
 
 
 class FakeCluster:
@@ -45,7 +66,7 @@ class FakeCluster:
         self.lock = threading.Lock()
 
     def put(self, obj: Obj) -> None:
-        plural = next(k.plural for k in KINDS.values() if k.kind == obj["kind"])
+        plural = plural_of(obj["kind"])
         meta = obj["metadata"]
         with self.lock:
             self.version += 1
@@ -57,7 +78,7 @@ class FakeCluster:
             self._notify(plural, {"type": event, "object": stored})
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
-        plural = next(k.plural for k in KINDS.values() if k.kind == kind)
+        plural = plural_of(kind)
         with self.lock:
             self.version += 1
             gone = self.objects.get(plural, {}).pop((namespace, name), None)
@@ -143,7 +164,7 @@ class FakeUpstream:
                 )
                 return
             resources = [
-                {"name": p, "kind": PLURALS[p].kind, "namespaced": PLURALS[p].namespaced}
+                {"name": p, "kind": by_plural(GROUP, p).kind, "namespaced": by_plural(GROUP, p).namespaced}
                 for p in cluster.served
             ]
             self._reply(
@@ -153,19 +174,25 @@ class FakeUpstream:
             )
             return
         plural = path.rsplit("/", 1)[-1]
-        if not path.startswith(GROUP_PATH) or plural not in cluster.served:
+        if path in OTHER_PATHS:
+            plural = OTHER_PATHS[path]
+        elif not path.startswith(GROUP_PATH) or plural not in cluster.served:
             self._reply(handler, 404, {"kind": "Status", "code": 404, "message": f"{path} not found"})
             return
         query = parse_qs(url.query)
+        labels = (query.get("labelSelector") or [""])[0]
         if query.get("watch") == ["true"]:
-            self._watch(handler, cluster, plural, int((query.get("resourceVersion") or ["0"])[0] or 0))
+            since = int((query.get("resourceVersion") or ["0"])[0] or 0)
+            self._watch(handler, cluster, plural, since, labels)
             return
         with cluster.lock:
-            items = list(cluster.objects.get(plural, {}).values())
+            items = [o for o in cluster.objects.get(plural, {}).values() if selected(o, labels)]
             version = str(cluster.version)
         self._reply(handler, 200, {"kind": "List", "metadata": {"resourceVersion": version}, "items": items})
 
-    def _watch(self, handler: BaseHTTPRequestHandler, cluster: FakeCluster, plural: str, since: int) -> None:
+    def _watch(
+        self, handler: BaseHTTPRequestHandler, cluster: FakeCluster, plural: str, since: int, labels: str = ""
+    ) -> None:
         events: queue.Queue[Obj | None] = queue.Queue()
         with cluster.lock:
             for version, kind, event in cluster.log:
@@ -184,6 +211,8 @@ class FakeUpstream:
                     break
                 if event is None:
                     break
+                if not selected(event["object"], labels):
+                    continue
                 data = json.dumps(event).encode() + b"\n"
                 handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 handler.wfile.flush()
