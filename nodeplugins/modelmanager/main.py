@@ -35,13 +35,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--node-name", default=os.environ.get("NODE_NAME", ""), help="this node's name (env NODE_NAME)"
     )
     parser.add_argument(
-        "--root-path",
         "--cache-root",
+        "--root-path",  # the earlier spelling, kept as an alias
         dest="root_path",
         default="/var/lib/gpustack/models",
         help="the cache directory on the node",
     )
     parser.add_argument("--kubelet-dir", default="/var/lib/kubelet", help="kubelet's root directory")
+    parser.add_argument(
+        "--csi-socket",
+        default="",
+        help="the unix socket the CSI Identity and Node services listen on, registered with the kubelet "
+        "(default: <kubelet-dir>/plugins/model.csi.gpustack.ai/csi.sock)",
+    )
     parser.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster, then ~/.kube/config)")
     parser.add_argument(
         "--secure-port", type=int, default=32444, help="side port: metrics, health, downloads"
@@ -162,6 +168,11 @@ def _tls_context(args: argparse.Namespace) -> ssl.SSLContext:
     return context
 
 
+def csi_socket_path(args: argparse.Namespace) -> Path | None:
+    """``--csi-socket`` as a path; None leaves the socket at its place under the kubelet directory."""
+    return Path(args.csi_socket) if args.csi_socket else None
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         raise SystemExit("gpustack-operator model-manager: --node-name (or NODE_NAME) is required")
@@ -213,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
         side.socket = tls.wrap_socket(side.socket, server_side=True)
     threading.Thread(target=side.serve_forever, name="side-port", daemon=True).start()
     agent.start()
-    servers = Servers(agent.service, args.node_name, kubelet_dir, agent.artifacts.synced)
+    servers = Servers(
+        agent.service, args.node_name, kubelet_dir, agent.artifacts.synced, csi_path=csi_socket_path(args)
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -118,3 +118,34 @@ def test_admit_update_needs_old():
         "admit", "-f", "-", "--operation", "UPDATE", stdin="apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
     )
     assert result.returncode == 2 and "--old" in result.stderr
+
+
+def test_model_manager_takes_the_flags_of_the_spec():
+    # Operations spec D.1: --node-name, --kubelet-dir, --cache-root, --csi-socket, --secure-port.
+    from nodeplugins.modelmanager.main import csi_socket_path
+
+    args = cli.parser().parse_args(
+        [
+            "model-manager",
+            "--node-name=n1",
+            "--kubelet-dir=/k",
+            "--cache-root=/cache",
+            "--csi-socket=/run/csi/model.sock",
+            "--secure-port=4444",
+        ]
+    )
+    assert (args.node_name, args.kubelet_dir, args.root_path) == ("n1", "/k", "/cache")
+    assert str(csi_socket_path(args)) == "/run/csi/model.sock" and args.secure_port == 4444
+    defaults = cli.parser().parse_args(["mm", "--root-path=/old"])  # the earlier spelling still works
+    assert defaults.root_path == "/old" and csi_socket_path(defaults) is None
+
+
+def test_model_manager_serves_csi_on_the_socket_it_is_given(tmp_path):
+    from nodeplugins.modelmanager.grpc_server import Servers, csi_socket
+
+    default = Servers(None, "n1", tmp_path, lambda: True)
+    assert default.csi_path == csi_socket(tmp_path)
+    given = Servers(None, "n1", tmp_path, lambda: True, csi_path=tmp_path / "elsewhere.sock")
+    assert given.csi_path == tmp_path / "elsewhere.sock"
+    # The kubelet learns the endpoint from the registration, so it follows the socket.
+    assert given.registration.endpoint == tmp_path / "elsewhere.sock"
