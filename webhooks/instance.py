@@ -289,8 +289,10 @@ def _host_grant(entry: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...],
     the same), the sub path within it (as segments) and whether it may write.  Where the container
     mounts it changes nothing of that."""
     source = {k: v for k, v in (entry.get("hostPath") or {}).items() if v not in (None, "")}
-    sub = entry.get("subPath") if isinstance(entry.get("subPath"), str) else ""
-    segments = tuple(part for part in sub.split("/") if part not in ("", "."))
+    sub = entry.get("subPath")
+    segments = tuple(
+        part for part in (sub if isinstance(sub, str) else "").split("/") if part not in ("", ".")
+    )
     return source, segments, not entry.get("readOnly")
 
 
