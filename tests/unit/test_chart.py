@@ -119,6 +119,8 @@ def test_default_objects() -> None:
     }
     assert set(roles) == {
         "gpustack-operator-worker",
+        "gpustack-operator-worker-metrics-auth",  # metrics.auth.enabled: the reviews behind /metrics
+        "gpustack-operator-metrics-reader",  # what a scraper is bound to (docs/metrics.md)
         "gpustack-operator-device-manager",
         "gpustack-operator-model-manager",
     }
