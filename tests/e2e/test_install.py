@@ -299,6 +299,51 @@ def test_the_worker_reconciles_with_its_own_rbac(cluster, host, gpu_node):
         assert denied == [], (name, denied[:5])
 
 
+def _scrape(port: int, token: str | None) -> tuple[int, str]:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, context=ssl._create_unverified_context(), timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_metrics_answer_only_a_scraper_the_apiserver_allows(cluster, host):
+    """metrics.auth.enabled, the chart's default (docs/metrics.md): the worker, as its own
+    ServiceAccount, asks the apiserver who scrapes — 401 without a token, 403 for an account not
+    bound to gpustack-operator-metrics-reader, the state gauges for one that is."""
+    port = next(p["port"] for p in host.workers() if p["ready"] and p["port"])
+    ensure_namespace(cluster, TENANT)
+    cluster.kubectl("create", "serviceaccount", "scraper", "-n", TENANT, check=False)
+    token = cluster.kubectl("create", "token", "scraper", "-n", TENANT).stdout.strip()
+    assert _scrape(port, None)[0] == 401
+    assert _scrape(port, token)[0] == 403
+    binding = "e2e-install-metrics-scraper"
+    cluster.kubectl(
+        "create", "clusterrolebinding", binding,
+        "--clusterrole=gpustack-operator-metrics-reader", f"--serviceaccount={TENANT}:scraper",
+    )  # fmt: skip
+    try:
+
+        def let_in() -> str | None:
+            status, text = _scrape(port, token)
+            return text if status == 200 else None
+
+        # A refusal is remembered for 10 s: the binding is seen once it expires.
+        text = harness.wait_for(let_in, timeout=60, what="the bound scraper to be let in")
+        assert f'gpustack_instance_type_capacity{{instance_type="{POOL}",view="exclusive"}}' in text
+        assert f'gpustack_node_cards{{manufacturer="nvidia",mode="none",node="{NODE}"}}' in text
+        assert "gpustack_worker_leader 1.0" in text and "gpustack_build_info{" in text
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found", check=False)
+
+
 # --- Settings through kubectl --------------------------------------------------------------------------
 
 
