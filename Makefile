@@ -5,7 +5,7 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk images container-tools
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk images container-tools chromium
 
 bootstrap:                 ## .venv with the project and its test extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -24,6 +24,9 @@ images: bootstrap cluster-binaries container-tools  ## the operator, ssh-server 
 wrk:                       ## the benchmark's load generator, from Debian's packages
 	@scripts/ensure-wrk.sh
 
+chromium:                  ## headless Chromium for the dashboard's browser test and benchmark, from Debian's packages
+	@scripts/ensure-chromium.sh >/dev/null
+
 mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debian libibverbs1), cached in ~/.cache
 	@scripts/ensure-mooncake.sh >/dev/null
 
@@ -33,13 +36,13 @@ dev: bootstrap cluster-binaries mooncake images   ## local control plane + simul
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh
 
-test: bootstrap cluster-binaries mooncake wrk images  ## lint, the e2e lane (real control plane) and the parallel lane, at once
+test: bootstrap cluster-binaries mooncake wrk images chromium  ## lint, the e2e lane (real control plane) and the parallel lane, at once
 	@scripts/test.sh
 
 test-unit: bootstrap mooncake wrk       ## unit and webhook tests only (no control plane)
 	@TEST_LANES=parallel scripts/test.sh
 
-test-e2e: bootstrap cluster-binaries mooncake images  ## the e2e tests alone, against their own local control plane
+test-e2e: bootstrap cluster-binaries mooncake images chromium  ## the e2e tests alone, against their own local control plane
 	@TEST_LANES=e2e scripts/test.sh
 
 lint: bootstrap            ## ruff and the type checker

@@ -2,8 +2,9 @@
 
 The flags are the reference's (``docs/reference/commands.md``), plus ``--worker-conn-mode
 kubeconfig-dir`` with ``--worker-conn-kubeconfig-dir`` (our addition: one kubeconfig per cluster
-in a directory), ``--worker-conn-kubeconfig`` for loopback, and ``--watch-buffer``.  Durations are
-written as Go writes them (``30s``, ``5m``, ``1h``, ``1m30s``).
+in a directory), ``--worker-conn-kubeconfig`` for loopback, ``--watch-buffer``, and the fleet
+dashboard's ``--dashboard-address`` and ``--dashboard-sample-interval`` (docs/dashboard.md).
+Durations are written as Go writes them (``30s``, ``5m``, ``1h``, ``1m30s``).
 """
 
 from __future__ import annotations

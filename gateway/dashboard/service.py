@@ -2,9 +2,10 @@
 
 - **Watches** — besides the operator's kinds a subscription names, every registered cluster's
   InstanceTypes, Devices, Instances and ModelDeployments, its managed Nodes
-  (``gpustack.ai/managed=true``), the Pods Kueue made part of a Workload (``kueue.x-k8s.io/podset``,
-  the ones whose allocation records name cards) and its Kueue Workloads, all through the gateway's
-  own :class:`~gateway.manager.Manager` (its informers, its bus).  Nothing is written anywhere.
+  (``gpustack.ai/managed=true``), its queued Pods (``kueue.x-k8s.io/queue-name``: the only ones the
+  operator's gates let hold cards; their allocation records name the cards) and its Kueue
+  Workloads, all through the gateway's own :class:`~gateway.manager.Manager` (its informers, its
+  bus).  Nothing is written anywhere.
 - **Revisions** — every change any watch delivers marks the view dirty; after ``debounce`` seconds
   the revision goes up by one and every open event stream is told the new number (server-sent
   events); the page then reads the documents again.  A document is built once per revision and
@@ -48,7 +49,7 @@ WATCHED: dict[str, Kind] = {
     "Instance": KINDS["Instance"],
     "ModelDeployment": Kind("ModelDeployment", "modeldeployments", True),
     "Node": Kind("Node", "nodes", False, group="", selector=f"{constants.LABEL_MANAGED}=true"),
-    "Pod": Kind("Pod", "pods", True, group="", selector=constants.KUEUE_PODSET),
+    "Pod": Kind("Pod", "pods", True, group="", selector=constants.KUEUE_QUEUE_NAME),
     "Workload": Kind("Workload", "workloads", True, group=KUEUE),
 }
 assert set(WATCHED) == set(model.KIND_NAMES)

@@ -68,7 +68,7 @@ def pod(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {constants.KUEUE_PODSET: "main"},
+            "labels": {constants.KUEUE_QUEUE_NAME: "queue"},
             "annotations": {constants.ANNOTATION_ACCELERATOR_ALLOCATED: allocation.encode(record)},
         },
         "spec": {"nodeName": node_name},

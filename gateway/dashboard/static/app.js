@@ -35,7 +35,7 @@ function h(tag, attrs, ...children) {
     else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -45,7 +45,7 @@ function h(tag, attrs, ...children) {
 function svg(tag, attrs, ...children) {
   const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [key, value] of Object.entries(attrs || {})) el.setAttribute(key, String(value));
-  for (const child of children.flat()) if (child) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  for (const child of children.flat(Infinity)) if (child) el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   return el;
 }
 
@@ -198,8 +198,8 @@ function renderFleet(doc) {
             h("td", {}, h("a", { href: `#/pool/${encodeURIComponent(pool.name)}`, "data-key": `pool-link/${pool.name}` }, pool.name),
               pool.product ? h("div", { class: "meta" }, pool.product) : null),
             h("td", {}, pool.clusters.join(", ")),
-            h("td", { class: "num" }, `${num(pool.used)} / ${num(pool.capacity)}`),
-            h("td", {}, bar(pool.used, pool.capacity)),
+            h("td", { class: "num" }, pool.acceleratable ? `${num(pool.used)} / ${num(pool.capacity)}` : "CPU only"),
+            h("td", {}, pool.acceleratable ? bar(pool.used, pool.capacity) : null),
             h("td", { class: "num" }, num(pool.pending)))))));
   }
   out.push(h("h2", { id: "clusters-title" }, `Clusters (${doc.clusters.length})`));
