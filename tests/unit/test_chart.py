@@ -76,8 +76,10 @@ def env_of(workload: dict[str, Any]) -> dict[str, str]:
 
 
 def test_lint_is_clean() -> None:
+    """`helm lint --strict` passes with nothing to say: no error, warning or note (the icon included)."""
     out = helm("lint", "--strict", str(CHART), "--namespace", NS)
     assert "0 chart(s) failed" in out.stdout, out.stdout
+    assert not [line for line in out.stdout.splitlines() if line.startswith("[")], out.stdout
 
 
 def test_default_objects() -> None:
@@ -417,6 +419,7 @@ def test_another_namespace_is_refused_with_the_command_to_use() -> None:
     assert (
         refused.returncode != 0 and "gpustack-system" in refused.stderr and "helm install" in refused.stderr
     )
+    assert "Settings, leader Lease and certificate Secret" in refused.stderr  # and why
 
 
 def test_values_carry_every_value_of_d3() -> None:

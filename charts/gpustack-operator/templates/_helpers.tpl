@@ -20,10 +20,12 @@
 {{- define "gpustack.cleanup" -}}{{ include "gpustack.fullname" . }}-cleanup{{- end -}}
 {{- define "gpustack.certSecret" -}}{{ include "gpustack.worker" . }}-certs{{- end -}}
 
-{{/* The operator's namespace is fixed: every component reads its Settings, Lease and NodeFeatures there. */}}
+{{/* The operator's namespace is fixed: its components read their Settings, Lease, certificate Secret
+and NodeFeatures there and the webhooks name the worker's Service there (api/constants.py
+SYSTEM_NAMESPACE, compiled into the operator), so a release elsewhere would not work: refused. */}}
 {{- define "gpustack.namespace" -}}
 {{- if ne .Release.Namespace "gpustack-system" -}}
-{{- fail (printf "install into the namespace gpustack-system, not %q: helm install %s charts/gpustack-operator -n gpustack-system --create-namespace" .Release.Namespace .Release.Name) -}}
+{{- fail (printf "install into the namespace gpustack-system, not %q: the operator keeps its Settings, leader Lease and certificate Secret there and registers its webhooks at a Service there, a namespace compiled into it (api/constants.py); helm install %s charts/gpustack-operator -n gpustack-system --create-namespace" .Release.Namespace .Release.Name) -}}
 {{- end -}}
 {{- .Release.Namespace -}}
 {{- end -}}
@@ -46,6 +48,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: {{ include "gpustack.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* A Pod template's metadata: .labels (a dict, the component's own labels, which win over a clash)
+with the component's podLabels, and its podAnnotations; .values is the component's values block.
+Values are quoted, as label and annotation values must be strings. */}}
+{{- define "gpustack.podMetadata" -}}
+{{- $labels := merge (dict) .labels (.values.podLabels | default dict) -}}
+metadata:
+  labels:
+    {{- range $key, $value := $labels }}
+    {{ $key | quote }}: {{ $value | toString | quote }}
+    {{- end }}
+  {{- with .values.podAnnotations }}
+  annotations:
+    {{- range $key, $value := . }}
+    {{ $key | quote }}: {{ $value | toString | quote }}
+    {{- end }}
+  {{- end }}
+{{- end -}}
+
+{{/* A component's labels as a dict: the chart's own and app.kubernetes.io/component. */}}
+{{- define "gpustack.componentLabels" -}}
+{{- $labels := include "gpustack.labels" .root | fromYaml -}}
+{{- $_ := set $labels "app.kubernetes.io/component" .component -}}
+{{- toYaml $labels -}}
 {{- end -}}
 
 {{- define "gpustack.annotations" -}}
@@ -87,6 +114,28 @@ imagePullSecrets:
 {{- else }}
   - {{ toYaml . | nindent 4 | trim }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Settings seeds from global.* (operations spec D.8: GPUSTACK_<SETTING>, read once at the first
+start): the registry, namespace, pull secrets and pull policy of the images the operator starts at
+run time, as the chart's own images get them, unless worker.env seeds the same Setting. */}}
+{{- define "gpustack.imageSettingsEnv" -}}
+{{- $g := .Values.global -}}
+{{- $secrets := list -}}
+{{- range $g.imagePullSecrets -}}
+{{- if kindIs "string" . }}{{ $secrets = append $secrets . }}{{ else }}{{ $secrets = append $secrets .name }}{{ end -}}
+{{- end -}}
+{{- $seeds := dict
+    "GPUSTACK_CONTAINER_REGISTRY" (trimSuffix "/" ($g.imageRegistry | default ""))
+    "GPUSTACK_CONTAINER_NAMESPACE" (trimAll "/" ($g.imageNamespace | default ""))
+    "GPUSTACK_IMAGE_PULL_SECRETS" (join "," $secrets)
+    "GPUSTACK_IMAGE_PULL_POLICY" ($g.imagePullPolicy | default "") -}}
+{{- range $name, $value := $seeds }}
+{{- if and $value (not (hasKey ($.Values.worker.env | default dict) $name)) }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
 {{- end }}
 {{- end }}
 {{- end -}}
@@ -187,6 +236,7 @@ and the Job running `gpustack-operator cleanup <.flag>` as the operator image's 
 hook (pre-delete, post-delete); .name the objects' name. */}}
 {{- define "gpustack.cleanupHook" -}}
 {{- $root := .root }}
+{{- $c := $root.Values.cleanup }}
 {{- $ns := include "gpustack.namespace" $root }}
 {{- $hook := dict "helm.sh/hook" .when "helm.sh/hook-delete-policy" "before-hook-creation,hook-succeeded" }}
 apiVersion: v1
@@ -239,33 +289,42 @@ spec:
   backoffLimit: 2
   ttlSecondsAfterFinished: 600
   template:
-    metadata:
-      labels:
-        {{- include "gpustack.selector" (dict "root" $root "component" "cleanup") | nindent 8 }}
+    {{- include "gpustack.podMetadata" (dict "labels" (include "gpustack.selector" (dict "root" $root "component" "cleanup") | fromYaml) "values" $c) | nindent 4 }}
     spec:
       serviceAccountName: {{ .name }}
       restartPolicy: Never
+      {{- with $c.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
       {{- include "gpustack.pullSecrets" $root | nindent 6 }}
-      {{- include "gpustack.nodeSelector" (dict "root" $root "own" $root.Values.cleanup.nodeSelector) | nindent 6 }}
-      {{- with $root.Values.cleanup.tolerations }}
+      {{- include "gpustack.nodeSelector" (dict "root" $root "own" $c.nodeSelector) | nindent 6 }}
+      {{- with $c.tolerations }}
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- with $c.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.podSecurityContext }}
       securityContext:
-        runAsNonRoot: true
-        runAsUser: 65532
-        seccompProfile: {type: RuntimeDefault}
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       containers:
         - name: cleanup
-          image: {{ include "gpustack.image" (dict "root" $root "image" $root.Values.cleanup.image) }}
-          imagePullPolicy: {{ include "gpustack.pullPolicy" (dict "root" $root "image" $root.Values.cleanup.image) }}
+          image: {{ include "gpustack.image" (dict "root" $root "image" $c.image) }}
+          imagePullPolicy: {{ include "gpustack.pullPolicy" (dict "root" $root "image" $c.image) }}
           command: [gpustack-operator]
           args:
             - cleanup
             - {{ .flag }}
             - --worker-selector=app.kubernetes.io/instance={{ $root.Release.Name }},app.kubernetes.io/component=worker
+          {{- with $c.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $c.securityContext }}
           securityContext:
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities: {drop: [ALL]}
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
 {{- end -}}
