@@ -142,3 +142,17 @@ def test_history_keeps_one_window_per_pool_and_a_bounded_number_of_pools():
     assert history.pools() == ["late"]
     with pytest.raises(ValueError):
         History(interval=0)
+
+
+def test_every_asset_of_the_page_is_served_and_ships_in_the_wheel():
+    import fnmatch
+    from importlib import resources
+    from pathlib import Path
+
+    from gateway.dashboard.app import INDEX, STATIC
+
+    files = {p.name for p in resources.files("gateway.dashboard").joinpath("static").iterdir()}
+    assert files == {INDEX, *STATIC}
+    manifest = (Path(__file__).resolve().parents[2] / "MANIFEST.in").read_text().split("\n")
+    patterns = next(line.split()[2:] for line in manifest if "gateway/dashboard/static" in line)
+    assert all(any(fnmatch.fnmatch(name, p) for p in patterns) for name in files), (files, patterns)
