@@ -11,6 +11,11 @@ Blank Settings leave the reference as it is.
 
 from __future__ import annotations
 
+from typing import Final
+
+SETTING_CONTAINER_REGISTRY: Final = "container-registry"
+SETTING_CONTAINER_NAMESPACE: Final = "container-namespace"
+
 
 def _has_host(first: str) -> bool:
     return "." in first or ":" in first or first == "localhost"

@@ -27,6 +27,7 @@ from api.engines import (
     SETTING_OVERCOMMIT,
     SETTING_ROUTING_SIDECAR_IMAGE,
 )
+from api.images import SETTING_CONTAINER_NAMESPACE, SETTING_CONTAINER_REGISTRY
 
 Reader = Literal["worker", "model-manager"]
 Validator = Callable[[str], str | None]
@@ -207,9 +208,15 @@ BOTH: tuple[Reader, ...] = ("worker", "model-manager")
 
 _DEFINITIONS: tuple[SettingDefinition, ...] = (
     SettingDefinition(
-        "container-registry", "", registry, W, "image prefix for built-in applications and sshd"
+        SETTING_CONTAINER_REGISTRY,
+        "",
+        registry,
+        W,
+        "image prefix for built-in applications and every image a Setting names (sshd, router, warm-up, KV)",
     ),
-    SettingDefinition("container-namespace", "", any_value, W, "replaces the first image path segment"),
+    SettingDefinition(
+        SETTING_CONTAINER_NAMESPACE, "", any_value, W, "replaces the first path segment of the same images"
+    ),
     SettingDefinition(
         "image-pull-secrets", "", any_value, W, "built-in applications only, not rendered workloads"
     ),

@@ -4,11 +4,13 @@ a change wakes nothing by itself — controllers that want a prompt reaction wat
 
 A setting with no stored object, or one whose ``spec.value`` is not a boolean (for
 :meth:`SettingsReader.enabled`) or refused by its validator (for :meth:`SettingsReader.valid`),
-reads as its registered default."""
+reads as its registered default. :meth:`SettingsReader.image` reads an image Setting as the
+operator runs it: under the ``container-*`` Settings, as the chart's own images are under
+``global.imageRegistry``/``global.imageNamespace``."""
 
 from __future__ import annotations
 
-from api import constants
+from api import constants, images
 from api.booleans import parse_bool
 from api.settings import definition
 from kube.informer import Informer
@@ -34,6 +36,19 @@ class SettingsReader:
             return parse_bool(self.value(name))
         except ValueError:
             return parse_bool(definition(name).default)
+
+    def image(self, name: str) -> str:
+        """The image the Setting ``name`` names, rewritten by ``container-namespace`` and
+        ``container-registry`` (api/images.py) as the chart's ``global.imageNamespace`` and
+        ``global.imageRegistry`` rewrite its own; a blank Setting stays blank."""
+        reference = self.value(name)
+        if not reference:
+            return reference
+        return images.rewrite(
+            reference,
+            registry=self.valid(images.SETTING_CONTAINER_REGISTRY),
+            namespace=self.value(images.SETTING_CONTAINER_NAMESPACE),
+        )
 
     def valid(self, name: str) -> str:
         """The stored value when the setting's own validator accepts it, else the default."""

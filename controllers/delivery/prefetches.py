@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, cast
 
-from api import constants
+from api import constants, images
 from api import delivery as d
 from api import prefetch as pf
 from api.objects import Obj
@@ -35,6 +35,14 @@ from kube.status import apply_status
 log = logging.getLogger("controllers.delivery.prefetches")
 PINS = "pins"
 RESYNC = 300.0
+# Settings whose change wakes every prefetch: what a warm-up Pod runs (its image, under the
+# container-* Settings) and where.
+WAKING_SETTINGS = (
+    d.SETTING_WARMUP_IMAGE,
+    images.SETTING_CONTAINER_REGISTRY,
+    images.SETTING_CONTAINER_NAMESPACE,
+    AWARE_CPU,
+)
 
 
 def _ref(obj: Obj, field: str) -> list[str]:
@@ -139,7 +147,7 @@ class ModelPrefetchReconciler(Controller):
             return self._all()
 
         def setting(event: str, obj: Obj, old: Obj | None) -> list[Hashable]:
-            return self._all() if changes.name_of(obj) in (d.SETTING_WARMUP_IMAGE, AWARE_CPU) else []
+            return self._all() if changes.name_of(obj) in WAKING_SETTINGS else []
 
         return [
             Watch(d.KIND_PREFETCH, prefetch),
@@ -200,7 +208,7 @@ class ModelPrefetchReconciler(Controller):
             node_stores={changes.name_of(s): s for s in self.node_stores.list()},
             pods=pods,
             csi_driver_present=self.drivers.get(constants.CSI_DRIVER_MODEL) is not None,
-            image=self.settings.value(d.SETTING_WARMUP_IMAGE),
+            image=self.settings.image(d.SETTING_WARMUP_IMAGE),
             now=self.clock(),
         )
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants, images, ssh
+from api import constants, ssh
 from api.manufacturers import BY_NAME, Manufacturer, manufacturer_of_group
 from api.naming import local_queue_name
 from controllers.delivery.consumption import Gate, ModelVolume, plan_instance_volume
@@ -27,8 +27,6 @@ from kube.client import Client
 from kube.informer import Informer
 
 SSH_SERVER_IMAGE = "instance-ssh-server-image"
-CONTAINER_REGISTRY = "container-registry"
-CONTAINER_NAMESPACE = "container-namespace"
 OVERCOMMIT = "instance-general-resources-overcommit"
 PLACEMENT = "instance-persistent-volume-placement"
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
@@ -100,11 +98,7 @@ class FactsReader:
             return claims
         ssh_image = ""
         if (spec.get("sshPublicKey") or {}).get("name"):
-            ssh_image = images.rewrite(
-                self.settings.value(SSH_SERVER_IMAGE),
-                registry=self.settings.value(CONTAINER_REGISTRY),
-                namespace=self.settings.value(CONTAINER_NAMESPACE),
-            )
+            ssh_image = self.settings.image(SSH_SERVER_IMAGE)
         return PodFacts(
             queue_name=entrance(instance_type),
             maker=maker,

@@ -36,6 +36,7 @@ from controllers.kvcache import (
 from controllers.kvcache import election_render as er
 from controllers.kvcache import tier_render as tr
 from controllers.kvcache.conditions import FALSE, Verdict, find, now
+from controllers.settings import SettingsReader
 from kube import changes
 from kube.client import ApiError
 from kube.events import WARNING
@@ -121,13 +122,8 @@ class KVCacheBackendReconciler(Controller):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _setting_image(self) -> str:
-        setting = self.settings.get(kv.SETTING_BACKEND_IMAGE, self.namespace)
-        value = ((setting or {}).get("spec") or {}).get("value")
-        if isinstance(value, str):
-            return value
-        from api.settings import definition
-
-        return definition(kv.SETTING_BACKEND_IMAGE).default
+        """The kv-cache-backend-image Setting, under the container-* Settings (blank stays blank)."""
+        return SettingsReader(self.settings).image(kv.SETTING_BACKEND_IMAGE)
 
     def _owned(self, kind: str, name: str) -> list[Obj]:
         return [

@@ -189,8 +189,8 @@ class ModelDeploymentReconciler(Controller):
     def facts(self) -> Facts:
         return Facts(
             overcommit=self.settings.enabled(SETTING_OVERCOMMIT),
-            routing_sidecar_image=self.settings.value(SETTING_ROUTING_SIDECAR_IMAGE),
-            engine_image=self.settings.value(SETTING_ENGINE_IMAGE),
+            routing_sidecar_image=self.settings.image(SETTING_ROUTING_SIDECAR_IMAGE),
+            engine_image=self.settings.image(SETTING_ENGINE_IMAGE),
             kube_minor=self.kube_minor(),
             runtime_classes=frozenset(r["metadata"]["name"] for r in self.runtime_classes.list()),
         )

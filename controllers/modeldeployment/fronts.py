@@ -130,8 +130,8 @@ class Fronts:
             md,
             owner_reference(obj),
             target_port=target_port,
-            image=self.settings.value(SETTING_ROUTER_IMAGE),
-            proxy_image=self.settings.value(SETTING_ROUTER_PROXY_IMAGE),
+            image=self.settings.image(SETTING_ROUTER_IMAGE),
+            proxy_image=self.settings.image(SETTING_ROUTER_PROXY_IMAGE),
         )
         for item in desired:
             if router.live_hash(self._router_live(md, item["kind"])) != router.live_hash(item):
