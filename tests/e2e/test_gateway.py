@@ -19,35 +19,39 @@ an Xid or a lost card would): the device manager re-detects, and the InstanceTyp
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import gpustack
 import harness
 import httpx
 import nodes
 import pytest
 
 from gateway.fleet import Fleet, item_name
-from tests.e2e import second_cluster
+from tests.e2e import fleetside
+from tests.e2e.fleetside import (
+    EAST,
+    H100_TYPE,
+    WEST,
+    Fleetside,
+    NodeSpec,
+    h100_remaining,
+    instance_types,
+    registered,
+)
 from tests.gateway.serving import Watch
 
 pytestmark = pytest.mark.e2e
 
-H100_TYPE = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 H100_ITEM = "generic-nvidia-h100-80gb-hbm3-linux-amd64-12c-192g-100g"  # the H100 unit preset: 12/192Gi
 SUFFIX = uuid.uuid4().hex[:5]
-EAST, WEST = "east", "west"
-NODES = {  # node: (its hardware profile in tests/cluster/profiles, its device manager's port slot)
-    EAST: {f"gw-h100-e-{SUFFIX}": ("h100-8.yaml", 21), f"gw-t4-e-{SUFFIX}": ("t4-4.yaml", 22)},
-    WEST: {f"gw-h100-w-{SUFFIX}": ("h100-8.yaml", 23)},
+NODES = {  # node: its hardware profile in tests/cluster/profiles and its device manager's port slot
+    EAST: {
+        f"gw-h100-e-{SUFFIX}": NodeSpec("h100-8.yaml", 21),
+        f"gw-t4-e-{SUFFIX}": NodeSpec("t4-4.yaml", 22),
+    },
+    WEST: {f"gw-h100-w-{SUFFIX}": NodeSpec("h100-8.yaml", 23)},
 }
 
 
@@ -61,156 +65,13 @@ def cards_turn_unhealthy(info: harness.ClusterInfo, name: str, unhealthy: int) -
     node.profile.write_text(nodes.cards_profile("NVIDIA H100 80GB HBM3", 8, unhealthy=unhealthy))
 
 
-def instance_types(info: harness.ClusterInfo) -> dict[str, dict]:
-    return {t["metadata"]["name"]: t for t in info.kubectl_json("get", "instancetypes")["items"]}
-
-
-def h100_remaining(info: harness.ClusterInfo) -> int:
-    status = instance_types(info).get(H100_TYPE, {}).get("status") or {}
-    return int((status.get("accelerator") or {}).get("remaining") or -1)
-
-
-# The two clusters and the gateway -----------------------------------------------------------------
-
-
-@dataclass
-class Member:
-    name: str
-    info: harness.ClusterInfo
-    operator: gpustack.Operator
-
-
-@dataclass
-class Fleetside:
-    members: dict[str, Member]
-    socket: Path
-    process: subprocess.Popen
-    log: Path
-
-    def client(self, timeout: float = 30) -> httpx.Client:
-        transport = httpx.HTTPTransport(uds=str(self.socket), verify=False)
-        return httpx.Client(transport=transport, base_url="https://gpustack-operator", timeout=timeout)
-
-
-def _member_up(name: str, info: harness.ClusterInfo, port: int) -> Member:
-    op = gpustack.install(info, port=port)
-    gpustack.start_worker(info, op)
-    for node, (profile, slot) in NODES[name].items():
-        nodes.start_node(info, node, profile, slot=slot, real=False)
-    harness.wait_for(
-        lambda: h100_remaining(info) == 8, timeout=120, what=f"{name}: the H100 InstanceType at 8/8"
-    )
-    return Member(name, info, op)
-
-
-def _member_down(member: Member) -> None:
-    info = member.info
-    if not harness.is_running(info.state_dir):  # its apiserver was stopped: nothing to clean there
-        nodes.stop_all(info)  # but the node agents' processes still run
-        gpustack.stop_worker(member.operator)
-        return
-    with contextlib.suppress(Exception):
-        for node in NODES[member.name]:
-            nodes.remove_node(info, node)
-        info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
-        harness.wait_for(lambda: not instance_types(info), timeout=90, what="types gone")
-    gpustack.stop_worker(member.operator)
-    with contextlib.suppress(Exception):
-        gpustack.uninstall_webhooks(info)
-        for node in NODES[member.name]:
-            info.kubectl("delete", "devices", node, "--ignore-not-found", check=False)
-
-
-def _gateway_up(tmp: Path, configs: Path) -> tuple[subprocess.Popen, Path, Path]:
-    socket = tmp / "run" / "gateway.sock"
-    log = tmp / "gateway.log"
-    process = subprocess.Popen(
-        [
-            gpustack.PYTHON,
-            "-m",
-            "gpustack_operator",
-            "wg",
-            "--bind-unix-path",
-            str(socket),
-            "--worker-conn-mode",
-            "kubeconfig-dir",
-            "--worker-conn-kubeconfig-dir",
-            str(configs),
-            "--worker-readiness-check-timeout",
-            "10s",
-            "--v=2",
-        ],
-        cwd=gpustack.REPO,
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    return process, socket, log
+# The two clusters and the gateway (tests/e2e/fleetside.py) ----------------------------------------
 
 
 @pytest.fixture(scope="module")
 def fleet(cluster: harness.ClusterInfo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleetside]:
-    foreign = [
-        n["metadata"]["name"]
-        for n in cluster.kubectl_json("get", "nodes", "-l", "gpustack.ai/managed=true")["items"]
-        if n["metadata"]["name"] not in NODES[EAST]
-    ]
-    if foreign:
-        raise AssertionError(
-            f"e2e gateway: the cluster already has managed nodes {foreign}; these tests own the pools"
-            + " (an earlier module left them behind)"
-        )
-    second_dir = Path(
-        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or second_cluster.state_dir("e2e-second")
-    ).resolve()
-    ports = second_cluster.port_env()
-    second = second_cluster.start(second_dir, ports)
-    tmp = tmp_path_factory.mktemp("gateway")
-    configs = tmp / "clusters"
-    configs.mkdir()
-    (configs / f"{EAST}.yaml").write_text(cluster.kubeconfig.read_text())
-    (configs / f"{WEST}.yaml").write_text(second.kubeconfig.read_text())
-    members: dict[str, Member] = {}
-    process = None
-    try:
-        members[EAST] = _member_up(EAST, cluster, gpustack.WORKER_PORT)
-        members[WEST] = _member_up(WEST, second, int(ports["GPUSTACK_WORKER_PORT"]))
-        process, socket, log = _gateway_up(tmp, configs)
-        side = Fleetside(members, socket, process, log)
-        harness.wait_for(lambda: _ready(side), timeout=60, what=f"the gateway ready (log {log})")
+    with fleetside.fleet(cluster, tmp_path_factory.mktemp("gateway"), NODES) as side:
         yield side
-    finally:
-        if process is not None:
-            with contextlib.suppress(OSError):
-                os.killpg(process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=20)
-        for member in members.values():
-            _member_down(member)
-        second_cluster.stop(second, second_dir, ports)
-
-
-def _ready(side: Fleetside) -> bool:
-    if side.process.poll() is not None:
-        raise harness.ClusterError(f"the gateway exited ({side.process.returncode}); see {side.log}")
-    try:
-        with side.client(timeout=2) as client:
-            return client.get("/readyz").status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _gone(pid: int) -> bool:
-    """Exited (a zombie nobody reaped yet counts: it serves nothing)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def registered(client: httpx.Client) -> dict[str, str]:
-    return {w["cluster"]: w["state"] for w in client.get("/apis/workers").json()["items"]}
 
 
 def aggregated(client: httpx.Client) -> dict[str, dict]:
@@ -379,9 +240,7 @@ def test_an_apiserver_outage_leaves_the_other_cluster_served(fleet: Fleetside) -
     west = fleet.members[WEST].info
     east = fleet.members[EAST].info
     node = next(n for n in NODES[EAST] if "h100" in n)
-    pid = int((west.state_dir / "pids" / "kube-apiserver.pid").read_text().strip())
-    os.kill(pid, signal.SIGKILL)  # an outage: the apiserver is gone at once
-    harness.wait_for(lambda: _gone(pid), timeout=60, what="west's apiserver stopped")
+    fleetside.stop_apiserver(west)  # an outage: the apiserver is gone at once
     with fleet.client() as client:
         watch = Watch(fleet.client(), "/apis/instancetypes?watch=true&aggregated=true&cluster=east")
         try:
