@@ -183,6 +183,38 @@ def test_the_kueue_configuration_follows_the_kueue_version(
     assert env["GPUSTACK_NODE_CREDITS_CAPACITY"] == credits
 
 
+def test_the_local_cluster_runs_the_charts_kueue_configuration_unchanged(tmp_path: Path) -> None:
+    """tests/cluster/up.sh starts Kueue from the ConfigMap the chart renders: only where it listens,
+    its certificates and the visibility server (a fixed port) differ; a gate the Kueue being started
+    does not know stops the cluster's start, as it would stop Kueue in a cluster."""
+    import argparse
+
+    import kueue_manifests
+
+    chart = kueue_manifests.chart_configuration(
+        by_kind(render(), "ConfigMap")["gpustack-operator-kueue-manager-config"]
+    )
+    features = tmp_path / "pkg" / "features"
+    features.mkdir(parents=True)
+    known = [*chart["featureGates"], "VisibilityOnDemand"]
+    (features / "kube_features.go").write_text("".join(f'\t{g} featuregate.Feature = "{g}"\n' for g in known))
+    args = argparse.Namespace(
+        kueue_src=tmp_path, health_port=1, metrics_port=2, webhook_port=3, cert_dir=Path("/certs")
+    )
+    started = kueue_manifests.render_config(args, chart)
+    unplaced = set(kueue_manifests.PLACEMENT)
+    assert {k: v for k, v in started.items() if k not in unplaced} == {
+        **{k: v for k, v in chart.items() if k not in unplaced},
+        "featureGates": {**chart["featureGates"], "VisibilityOnDemand": False},
+    }
+    assert started["webhook"] == {"host": "127.0.0.1", "port": 3, "certDir": "/certs"}
+    (features / "kube_features.go").write_text(
+        '\tVisibilityOnDemand featuregate.Feature = "VisibilityOnDemand"\n'
+    )
+    with pytest.raises(SystemExit, match="TopologyAwareScheduling"):
+        kueue_manifests.render_config(args, chart)
+
+
 def test_the_default_kueue_version_is_the_one_the_local_cluster_builds() -> None:
     pinned = (REPO / "tests" / "cluster" / "kueue" / "go.mod").read_text()
     default = yaml.safe_load((REPO / "charts" / "gpustack-operator" / "values.yaml").read_text())["kueue"][
