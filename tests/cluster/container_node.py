@@ -165,7 +165,7 @@ def cni_config(directory: Path, net: int) -> dict:
 
 def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
     """The shell that holds the node's namespaces: mounts, network, the apiserver relay,
-    containerd, then ``exec`` the kubelet."""
+    containerd, then the kubelet."""
     a = addresses(net)
     mounts = [
         (directory / "kl", "/var/lib/kubelet"),
@@ -173,7 +173,14 @@ def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
         (directory / "sim", SIM_PATH),
         (directory / "dm-state", DM_STATE_PATH),
     ]
-    lines = ["set -e", "mount --make-rprivate /"]
+    lines = [
+        "set -e",
+        # A containerd left from a node start that failed holds the node's state: it goes first.
+        f'old="^containerd --config {directory / "containerd.toml"}$"',
+        'pkill -f "$old" || true',
+        'i=0; while pgrep -f "$old" >/dev/null; do i=$((i+1)); [ $i -lt 200 ] || exit 5; sleep 0.05; done',
+        "mount --make-rprivate /",
+    ]
     lines += [f'mount --bind "{src}" "{dst}"' for src, dst in mounts]
     # The model cache on a filesystem of its own, as a node with a model disk has it: the model
     # manager's watermarks then read the cache's usage, not the host disk's (a CI disk over 80 %
@@ -193,8 +200,20 @@ def node_script(directory: Path, net: int, kubelet: Path, name: str) -> str:
         f'>>"{directory / "logs" / "relay-in.log"}" 2>&1 &',
         f'containerd --config "{directory / "containerd.toml"}" >>"{directory / "logs" / "containerd.log"}" 2>&1 &',
         f"i=0; while [ ! -S {RUN_CONTAINERD}/containerd.sock ]; do i=$((i+1)); [ $i -lt 600 ] || exit 4; sleep 0.05; done",
-        f'exec "{kubelet}" --config="{directory / "kubelet.yaml"}" --kubeconfig="{directory / "kubeconfig"}" '
-        f"--hostname-override={name} --node-ip={a['node']} --node-labels={RUNTIME_LABEL[0]}={RUNTIME_LABEL[1]} --v=1",
+        # containerd answers on its socket before its CRI service has recovered what it ran before
+        # (a kept node: "server is not initialized yet"), and the kubelet exits on that at start. A
+        # kubelet that fails within 10 s is started again, up to 60 times; one that ran longer ends
+        # the node, as before.
+        "n=0",
+        "while :; do",
+        "  t=$(date +%s)",
+        f'  "{kubelet}" --config="{directory / "kubelet.yaml"}" --kubeconfig="{directory / "kubeconfig"}" '
+        f"--hostname-override={name} --node-ip={a['node']} --node-labels={RUNTIME_LABEL[0]}={RUNTIME_LABEL[1]} --v=1"
+        " && exit 0",
+        "  rc=$?; n=$((n+1))",
+        "  if [ $(( $(date +%s) - t )) -ge 10 ] || [ $n -ge 60 ]; then exit $rc; fi",
+        "  sleep 1",
+        "done",
     ]
     return "\n".join(lines)
 
@@ -284,7 +303,12 @@ def import_images(directory: Path, archives: dict[str, Path]) -> None:
     """Import each image archive under its name into the node's containerd (``k8s.io`` namespace, what
     the kubelet sees); skipped when the same archive was imported before."""
     socket = directory / "run" / "containerd.sock"
-    harness.wait_for(socket.exists, timeout=60, what=f"containerd of {directory.name} listening")
+
+    def answers() -> bool:  # a kept node's socket file exists before its new containerd listens
+        probe = ["ctr", "--address", str(socket), "--timeout", "2s", "version"]
+        return socket.exists() and subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+
+    harness.wait_for(answers, timeout=60, what=f"containerd of {directory.name} listening")
     done_dir = directory / "imported"
     done_dir.mkdir(exist_ok=True)
     for ref, archive in archives.items():
@@ -318,6 +342,27 @@ def kill_containers(directory: Path) -> None:
         subprocess.run(["runc", "--root", str(root), "kill", "--all", cid, "KILL"], capture_output=True)
     for cid in listed.stdout.split():
         subprocess.run(["runc", "--root", str(root), "delete", "--force", cid], capture_output=True)
+
+
+def runtime_pids(directory: Path) -> list[int]:
+    """The node's containerd processes (one normally; one left behind when the kubelet died)."""
+    wanted = f"containerd\0--config\0{directory / 'containerd.toml'}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes() == wanted:
+                    found.append(int(entry.name))
+    return found
+
+
+def kill_runtime(directory: Path) -> None:
+    """SIGKILL a containerd the node's kubelet left behind, and what shares its network namespace."""
+    for pid in runtime_pids(directory):
+        netns = node_netns(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        kill_namespace(netns)
 
 
 def kill_namespace(netns: str | None) -> None:

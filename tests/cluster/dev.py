@@ -13,10 +13,12 @@ as containers of the images ``make images`` built, and Pods really run; and, for
 publishes. Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
 the harness simulates only the hardware and what nfd-worker would report.
 
-The worker still runs on the process node: the Mooncake store it talks to listens on loopback only,
-which a container on a node's own network cannot reach (tests/e2e/test_containers.py runs the worker
-as a container too). The local hub listens on container_node.HOST_ADDRESS, which every node and Pod
-reaches: engines download from it. ModelDeployments run the stand-in engine (standin/) through the
+Everything of the operator runs as a container, as a ``helm install`` in a cluster runs it: the
+worker, Kueue and Node Feature Discovery (the chart's dependencies, images built here) on the
+container nodes, the node agents as DaemonSets there; the control plane runs no Kueue of its own
+(``GPUSTACK_CLUSTER_KUEUE=0``). The local hub and the Mooncake store listen on
+container_node.HOST_ADDRESS, which every node and Pod reaches: engines download from the hub, the
+worker reaches the store. ModelDeployments run the stand-in engine (standin/) through the
 model-deployment-engine-image Setting the worker's values seed.
 """
 
@@ -51,7 +53,7 @@ NODES = (
     ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
     ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
-IMAGES = ("pause", "operator", "ssh-server", "engine")
+IMAGES = ("pause", "operator", "ssh-server", "engine", "kueue", "nfd")
 TENANT = "team-a"
 DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
@@ -59,13 +61,16 @@ STORE_BACKEND = "local-mooncake"
 
 
 def _store() -> tuple[mooncake.Master, mooncake.Member]:
-    """The real Mooncake master and one 256 MiB DRAM member on loopback (ports from
-    GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
-    return mooncake.loopback(STORE, "DEV", ports.port("dev-store"), segment="256MB")
+    """The real Mooncake master and one 256 MiB DRAM member on the host address the worker's
+    container reaches (ports from GPUSTACK_MOONCAKE_DEV_{RPC,ADMIN,MEMBER,MEMBER_HTTP}_PORT)."""
+    return mooncake.loopback(
+        STORE, "DEV", ports.port("dev-store"), segment="256MB", host=container_node.HOST_ADDRESS
+    )
 
 
 def _start_store(info: harness.ClusterInfo) -> None:
     """Start the store (kept when running) and declare it as the external backend local-mooncake."""
+    container_node.ensure_host_address()
     master, member = _store()
     if master.health() is None:
         master.start()
@@ -79,7 +84,7 @@ HUB_PID = DEV / "hub.pid"
 
 
 def _hub(info: harness.ClusterInfo) -> str:
-    """The local hub (tests/hub) with its demo repositories; the Setting points resolution at it."""
+    """The local hub (tests/hub) with its demo repositories, on the address every node and Pod reaches."""
     import urllib.request
 
     container_node.ensure_host_address()
@@ -103,7 +108,6 @@ def _hub(info: harness.ClusterInfo) -> str:
             timeout=localhub.START_TIMEOUT_S,
             what="the local hub",
         )
-    _setting(info, "model-artifact-huggingface-endpoint", endpoint)
     return endpoint
 
 
@@ -128,19 +132,29 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target)
 
 
-def dev_values(refs: dict[str, str]) -> dict:
-    """The chart's node agents on the container nodes, reading the simulated cards there; the
-    Instance sidecar image the one built here (GPUSTACK_<SETTING> seeds a Setting once; the engine
-    image, the stand-in engine of standin/, is set as a Setting after the install)."""
-    on_containers = {"enabled": True, "nodeSelector": dict([container_node.RUNTIME_LABEL])}
+def dev_values(refs: dict[str, str], hub: str) -> dict:
+    """The chart's defaults (Kueue and NFD included) with every Pod of the release on the container
+    nodes, the node agents reading the simulated cards there, and the Settings a newcomer needs
+    seeded (GPUSTACK_<SETTING> seeds a Setting once; :func:`up` sets them on a kept cluster too)."""
+    on_containers = {"nodeSelector": dict([container_node.RUNTIME_LABEL])}
     return {
-        "deviceManager": {**on_containers, "simulate": {"hostPath": str(container_node.SIM_PATH)}},
-        "modelManager": on_containers,
         "worker": {
+            **on_containers,
             "env": {
                 "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/"),
-            }
+                "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": refs["engine"].removeprefix("docker.io/"),
+                "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": hub,
+            },
         },
+        "deviceManager": {
+            **on_containers,
+            "enabled": True,
+            "simulate": {"hostPath": str(container_node.SIM_PATH)},
+        },
+        "modelManager": {**on_containers, "enabled": True},
+        "cleanup": on_containers,
+        "kueue": {"controllerManager": {"nodeSelector": dict([container_node.RUNTIME_LABEL])}},
+        "node-feature-discovery": {"master": on_containers, "gc": on_containers},
     }
 
 
@@ -148,33 +162,51 @@ def up() -> int:
     started = time.monotonic()
     from images import build as images
 
+    state = harness.default_state_dir()
+    if (state / "process-node").is_dir() or ((state / "etcd").is_dir() and not (state / "no-kueue").exists()):
+        # A setup of the older layout (Kueue and the worker as host processes): its objects and its
+        # release's values would linger in etcd. Start from a clean state instead.
+        print("make dev: removing the older setup in .dev/cluster (Kueue and the worker ran as processes)")
+        down()
+        harness.stop(state, purge=True)
     try:
         built = {name: images.build(name) for name in IMAGES}
     except images.BuildError as error:
         print(f"make dev: {error}", file=sys.stderr)
         return 1
+    os.environ["GPUSTACK_CLUSTER_KUEUE"] = "0"  # the chart installs Kueue, as in a cluster
     info = harness.start()
-    host = chart.start_host(info)
-    values = chart.local_values(host, **dev_values({name: ref for name, (ref, _) in built.items()}))
-    chart.install(info, values)
-    workers = chart.wait_workers_ready(info, replicas=1)
-    gpustack.ensure_namespace(info, TENANT)
+    DEV.mkdir(exist_ok=True)
+    hub = _hub(info)
     archives = dict(built.values())
-    for name, profile, slot, real in NODES:
+
+    def start(name: str, profile: str, slot: int, real: bool) -> None:
         runtime = "containerd" if real else "fake"
-        nodes.start_node(info, name, profile, slot=slot, real=real, runtime=runtime, images=archives)
+        nodes.start_node(
+            info, name, profile, slot=slot, real=real, runtime=runtime, images=archives, nfd_master=False
+        )
         # What a cloud provider would label the node with: examples/20-topologysource-cloud-zones.yaml
         # turns it into a region → zone → hostname profile, which the zone-requiring example needs.
         info.kubectl("label", "node", name, "--overwrite", *DEV_ZONE_LABELS)
+
+    for name, profile, slot, real in NODES:  # the container nodes the release runs on, first
+        if real:
+            start(name, profile, slot, real)
+    chart.install(info, dev_values({name: ref for name, (ref, _) in built.items()}, hub), timeout=600)
+    chart.wait_workers_ready(info, replicas=1, timeout=300)
+    for name, profile, slot, real in NODES:  # a kwok node's device manager needs the worker's CRDs
+        if not real:
+            start(name, profile, slot, real)
+    gpustack.ensure_namespace(info, TENANT)
     for name, _profile, _slot, _real in NODES:  # the DaemonSet's device manager publishes them
         harness.wait_for(
             lambda n=name: info.kubectl("get", "devices", n, check=False).returncode == 0,
             timeout=180,
             what=f"Devices {name} published by its device manager",
         )
-    DEV.mkdir(exist_ok=True)
     _start_store(info)
-    hub = _hub(info)
+    # On a cluster kept from an earlier run the worker's env seeds nothing: set them as an admin does.
+    _setting(info, "model-artifact-huggingface-endpoint", hub)
     _setting(info, SETTING_ENGINE_IMAGE, built["engine"][0].removeprefix("docker.io/"))
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
@@ -201,19 +233,17 @@ def up() -> int:
     print("  kubectl get nodes,devices")
     print("  kubectl get instancetypes          # ENTRANCE is the queue name a Pod sets")
     print("  kubectl apply -f examples/")
-    print(
-        f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on loopback, as an external backend"
-    )
+    print(f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on {container_node.HOST_ADDRESS}")
     print(f"  local hub (ModelArtifacts resolve against it): {hub}")
-    logs = [p["log"] for p in host.workers() if p["name"] in workers]
-    print(f"\n  worker log: {', '.join(logs)}   cluster logs: {info.state_dir / 'logs'}")
     print(
-        f"  the operator is Helm release {chart.RELEASE} in {chart.NAMESPACE} (helm --kubeconfig .dev/kubeconfig ...)"
+        f"\n  the operator is Helm release {chart.RELEASE} in {chart.NAMESPACE}, with its Kueue and NFD, all "
+        f"containers:\n  kubectl get pods -n {chart.NAMESPACE} -o wide; "
+        f"kubectl logs -n {chart.NAMESPACE} deploy/{chart.RELEASE}-worker"
     )
-    print(f"  node logs and recorded containers: {info.state_dir / 'nodes'}/<node>/")
+    print(f"  cluster logs: {info.state_dir / 'logs'}   node logs: {info.state_dir / 'nodes'}/<node>/logs/")
     print("  make dev-down stops everything.")
     if not types:
-        print("\nwarning: no InstanceType appeared within 90s; see the worker log", file=sys.stderr)
+        print("\nwarning: no InstanceType appeared within 90s; see the worker's log", file=sys.stderr)
         return 1
     return 0
 

@@ -342,12 +342,19 @@ def fake_node_manifest(
     return node
 
 
-def node_is_ready(info: ClusterInfo, name: str) -> bool:
+def node_is_ready(info: ClusterInfo, name: str, since: float | None = None) -> bool:
+    """The Node's Ready condition is True (and, with ``since``, a kubelet reported it at or after
+    that epoch time: a Node kept in etcd from an earlier run says Ready until it goes stale)."""
+    import datetime as dt
+
     node = info.kubectl_json("get", "node", name)
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in node.get("status", {}).get("conditions", [])
-    )
+    for c in node.get("status", {}).get("conditions", []):
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            if since is None:
+                return True
+            beat = dt.datetime.fromisoformat(c.get("lastHeartbeatTime") or "1970-01-01T00:00:00Z")
+            return beat.timestamp() >= since - 1
+    return False
 
 
 def create_fake_node(

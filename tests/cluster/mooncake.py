@@ -145,21 +145,23 @@ class _Process:
 
 @dataclass
 class Master(_Process):
-    """``mooncake_master`` on 127.0.0.1: RPC for clients, one HTTP port for admin and metrics."""
+    """``mooncake_master`` on ``host`` (loopback unless told): RPC for clients, one HTTP port for
+    admin and metrics."""
 
     rpc_port: int = 0
     admin_port: int = 0
     multi_tenancy: bool = True
     name: str = "mooncake-master"
     extra_args: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
 
     @property
     def client_address(self) -> str:
-        return f"127.0.0.1:{self.rpc_port}"
+        return f"{self.host}:{self.rpc_port}"
 
     @property
     def admin_address(self) -> str:
-        return f"127.0.0.1:{self.admin_port}"
+        return f"{self.host}:{self.admin_port}"
 
     @property
     def admin_url(self) -> str:
@@ -174,9 +176,9 @@ class Master(_Process):
         argv = [
             str(bin_dir / "mooncake_master"),
             f"-rpc_port={self.rpc_port}",
-            "-rpc_address=127.0.0.1",
+            f"-rpc_address={self.host}",
             f"-metrics_port={self.admin_port}",
-            "-metrics_host=127.0.0.1",
+            f"-metrics_host={self.host}",
             "-allocation_strategy=free_ratio_first",
             "-rpc_thread_num=2",
             "-default_kv_lease_ttl=1000",  # a read lease blocks removal; keep tests quick
@@ -264,7 +266,7 @@ class Member(_Process):
                 "-metadata_server=P2PHANDSHAKE",
                 f"-global_segment_size={self.segment}",
                 "-local_buffer_size=16MB",
-                "-host=127.0.0.1",
+                f"-host={self.master.host}",
                 f"-port={self.port}",
                 "-protocol=tcp",
                 "-enable_http_server=true",
@@ -370,12 +372,17 @@ class Etcd(_Process):
         raise StoreError(f"etcd not healthy after {timeout}s:\n{self.log_tail()}")
 
 
-def loopback(state_dir: Path, ports: str, base: int, *, segment: str = "64MB") -> tuple[Master, Member]:
+def loopback(
+    state_dir: Path, ports: str, base: int, *, segment: str = "64MB", host: str = "127.0.0.1"
+) -> tuple[Master, Member]:
     """A master and one member mounting a ``segment`` DRAM segment, on ``base`` .. ``base + 3``
     (RPC, admin, member, member HTTP), each pinned by ``GPUSTACK_MOONCAKE_<ports>_{RPC,ADMIN,MEMBER,
-    MEMBER_HTTP}_PORT``."""
+    MEMBER_HTTP}_PORT``; on ``host`` (an address of this machine's, loopback unless told)."""
     master = Master(
-        state_dir, rpc_port=port(f"{ports}_RPC", base), admin_port=port(f"{ports}_ADMIN", base + 1)
+        state_dir,
+        rpc_port=port(f"{ports}_RPC", base),
+        admin_port=port(f"{ports}_ADMIN", base + 1),
+        host=host,
     )
     member = Member(
         state_dir,

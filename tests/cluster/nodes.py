@@ -513,11 +513,12 @@ def start_node(
     if real:
         _node_credentials(info, node)
         _kubelet_config(info, node)
+        since = time.time() if _alive(node, "kubelet") is None else None
         start_kubelet(info, node, node_bin_dir())
         if node.containers_run:
             container_node.import_images(node.directory, images or {})
         harness.wait_for(
-            lambda: harness.node_is_ready(info, name),
+            lambda: harness.node_is_ready(info, name, since),
             timeout=NODE_READY_TIMEOUT,
             what=f"kubelet node {name} Ready",
         )
@@ -631,6 +632,7 @@ def _stop_container_node(node: Node) -> None:
     container_node.kill_containers(node.directory)
     stop_component(node, "kubelet")
     container_node.kill_namespace(netns)
+    container_node.kill_runtime(node.directory)
     stop_component(node, "relay")
     with contextlib.suppress(ValueError):
         container_node.unwire_network(container_node.network_id(node.kubelet_port))
