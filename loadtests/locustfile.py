@@ -1,6 +1,6 @@
 """Locust users for every webhook endpoint, sending the realistic mix of ``loadtests.mix``.
 
-Against a worker started with file lookups (see README, "Load tests"):
+Against a worker started with file lookups (see docs/performance.md, "Locust"):
 
     locust -f loadtests/locustfile.py --headless -u 16 -r 8 -t 30s \\
         --host https://127.0.0.1:PORT --only-summary

@@ -1,6 +1,6 @@
 """The benchmarks that need a control plane, at their smallest size against the e2e cluster: they
-finish, every phase converges, and their JSON lines carry the fields the README quotes.  No figure
-is judged."""
+finish, every phase converges, and their JSON lines carry the fields docs/performance.md quotes.
+No figure is judged."""
 
 from __future__ import annotations
 

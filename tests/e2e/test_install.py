@@ -91,7 +91,7 @@ FIGURES: dict[str, float] = {}
 
 
 def _figure(cluster, name: str, value: float) -> None:
-    """A measured figure (never asserted): kept in <state>/install-figures.json for the README."""
+    """A measured figure (never asserted): kept in <state>/install-figures.json for docs/performance.md."""
     FIGURES[name] = round(value, 1)
     (cluster.state_dir / "install-figures.json").write_text(json.dumps(FIGURES, indent=1))
 

@@ -1,5 +1,5 @@
-"""Every benchmark script runs at its smallest size and prints the JSON its README figures come
-from: a benchmark that rots fails the suite.  No figure is judged here (speed is read from full
+"""Every benchmark script runs at its smallest size and prints the JSON its figures in
+docs/performance.md come from: a benchmark that rots fails the suite.  No figure is judged here (speed is read from full
 runs on a quiet machine); only that each script finishes and that its lines carry their fields.
 
 The other benchmarks' smoke runs live beside their features (test_bench_devicemanager,
