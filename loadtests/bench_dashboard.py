@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -188,6 +189,7 @@ def run(argv: Sequence[str] | None = None) -> dict:
         os.killpg(gateway.pid, signal.SIGTERM)
         gateway.wait(30)
         upstream.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return figures
 
 
