@@ -71,6 +71,12 @@ def test_bench_kvcache() -> None:
     _has(ledger, "read_list_ms", "converged_pass_ms", "errors")
 
 
+def test_bench_dashboard() -> None:
+    """A two-cluster fleet in headless Chromium (scripts/ensure-chromium.sh, a `make test` step)."""
+    (line,) = _run("bench_dashboard", "--clusters", "2", "--nodes", "20", "--loads", "1", "--seconds", "1")
+    _has(line, "clusters", "nodes_per_cluster", "fold_ms", "page_ms", "gateway_cpu")
+
+
 def test_run_locust() -> None:
     (summary,) = _run(
         "run_locust", "--users", "2", "--spawn-rate", "2", "--time", "5s", "--port", str(free_port())
