@@ -273,8 +273,12 @@ def test_local_queues_in_every_tenant_namespace(cluster: harness.ClusterInfo, po
 
 
 def _table(cluster: harness.ClusterInfo) -> dict[str, list[str]]:
+    """``kubectl get instancetypes`` by name, the AGE column left out (it moves with the clock)."""
     out = cluster.kubectl("get", "instancetypes").stdout.splitlines()
-    return {line.split()[0]: line.split() for line in out}
+    if not out:
+        return {}
+    age = out[0].split().index("AGE")
+    return {line.split()[0]: line.split()[:age] + line.split()[age + 1 :] for line in out}
 
 
 def test_instance_types_show_the_four_views(cluster: harness.ClusterInfo, pools: dict) -> None:

@@ -200,8 +200,8 @@ def test_a_node_labels_source_yields_profiles_topologies_and_pinned_flavors(topo
     assert condition(source, "OwnershipConflict")["status"] == "False"
     assert source["status"]["sourceKind"] == "NodeLabels" and source["status"]["selectedNodes"] == 3
     columns = cluster.kubectl("get", "toposrc", SOURCE).stdout.splitlines()
-    assert columns[0].split() == ["NAME", "KIND", "REVISION", "READY"]
-    assert columns[1].split()[1:] == ["NodeLabels", source["status"]["lastSuccessfulRevision"], "True"]
+    assert columns[0].split() == ["NAME", "KIND", "REVISION", "READY", "AGE"]
+    assert columns[1].split()[1:4] == ["NodeLabels", source["status"]["lastSuccessfulRevision"], "True"]
 
     # The profile is the worker NodeFeature's, projected by NFD, and mirrored onto Devices.
     feature = kubectl_json(cluster, "get", "nodefeature", f"{A1}-gpustack-worker", "-n", SYSTEM)
