@@ -44,6 +44,7 @@ import mooncake
 import nodes
 import ports
 
+from api import constants
 from api.engines import SETTING_ENGINE_IMAGE
 
 DEV = harness.REPO_ROOT / ".dev"
@@ -109,6 +110,76 @@ def _hub(info: harness.ClusterInfo) -> str:
             what="the local hub",
         )
     return endpoint
+
+
+ZONES_EXAMPLE = harness.REPO_ROOT / "examples" / "20-topologysource-cloud-zones.yaml"
+
+
+def _zones_serving(info: harness.ClusterInfo) -> None:
+    """Apply the examples' TopologySource now and wait until every node serves its region → zone →
+    hostname profile and every pool is Active again. A profile change drains the pools (the spec's
+    live profile change); done here, before anything runs, ``kubectl apply -f examples/`` applies
+    it unchanged and evicts nothing it admitted a moment before."""
+    from api.naming import topology_profile
+
+    info.kubectl("apply", "-f", str(ZONES_EXAMPLE))
+    zoned = topology_profile(
+        ["topology.kubernetes.io/region", "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    )
+
+    def serving() -> bool:
+        label = constants.LABEL_TOPOLOGY_PROFILE
+        listed = info.kubectl_json("get", "nodes")["items"]
+        if {(n["metadata"].get("labels") or {}).get(label) for n in listed} != {zoned}:
+            return False
+        flavors = {
+            f["metadata"]["name"]: (f["spec"].get("nodeLabels") or {}).get(label)
+            for f in info.kubectl_json("get", "resourceflavors")["items"]
+        }
+        for queue in info.kubectl_json("get", "clusterqueues")["items"]:  # swapped and released
+            spec = queue["spec"]
+            used = [f["name"] for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
+            if spec.get("stopPolicy", "None") != "None" or any(flavors.get(n) != zoned for n in used):
+                return False
+        types = info.kubectl_json("get", "instancetypes")["items"]
+        return bool(types) and all((t.get("status") or {}).get("phase") == "Active" for t in types)
+
+    harness.wait_for(serving, timeout=240, interval=1, what="every node on the cloud-zones profile")
+
+
+DASHBOARD = f"127.0.0.1:{ports.port('dev-dashboard')}"
+GATEWAY_PID = DEV / "gateway.pid"
+GATEWAY_SOCKET = DEV / "gateway.sock"
+
+
+def _dashboard(info: harness.ClusterInfo) -> str:
+    """The worker-gateway over this cluster (loopback mode, subscribed as ``dev``) with its fleet
+    dashboard; kept when it runs."""
+    import subprocess
+
+    url = f"https://{DASHBOARD}/"
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int(GATEWAY_PID.read_text()), 0)
+        return url
+    GATEWAY_SOCKET.unlink(missing_ok=True)
+    with open(info.state_dir / "logs" / "worker-gateway.log", "ab") as log:
+        process = subprocess.Popen(
+            [str(harness.REPO_ROOT / ".venv" / "bin" / "gpustack-operator"), "worker-gateway",
+             "--worker-conn-mode", "loopback", "--worker-conn-kubeconfig", str(info.kubeconfig),
+             "--bind-unix-path", str(GATEWAY_SOCKET), "--dashboard-address", DASHBOARD],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    GATEWAY_PID.write_text(str(process.pid))
+
+    def subscribed() -> bool:
+        if not GATEWAY_SOCKET.exists():
+            return False
+        curl = ["curl", "-sk", "--unix-socket", str(GATEWAY_SOCKET), "-X", "POST", "-o", "/dev/null",
+                "-w", "%{http_code}", "https://gateway/apis/workers?cluster=dev"]  # fmt: skip
+        return subprocess.run(curl, capture_output=True, text=True).stdout.startswith("2")
+
+    harness.wait_for(subscribed, timeout=60, what="the worker-gateway subscribing the dev cluster")
+    return url
 
 
 def _setting(info: harness.ClusterInfo, name: str, value: str) -> None:
@@ -204,7 +275,9 @@ def up() -> int:
             timeout=180,
             what=f"Devices {name} published by its device manager",
         )
+    _zones_serving(info)
     _start_store(info)
+    dashboard = _dashboard(info)
     # On a cluster kept from an earlier run the worker's env seeds nothing: set them as an admin does.
     _setting(info, "model-artifact-huggingface-endpoint", hub)
     _setting(info, SETTING_ENGINE_IMAGE, built["engine"][0].removeprefix("docker.io/"))
@@ -235,6 +308,7 @@ def up() -> int:
     print("  kubectl apply -f examples/")
     print(f"  kubectl get kvcb {STORE_BACKEND}   # the real Mooncake master on {container_node.HOST_ADDRESS}")
     print(f"  local hub (ModelArtifacts resolve against it): {hub}")
+    print(f"  fleet dashboard (the worker-gateway's, docs/dashboard.md): {dashboard}")
     print(
         f"\n  the operator is Helm release {chart.RELEASE} in {chart.NAMESPACE}, with its Kueue and NFD, all "
         f"containers:\n  kubectl get pods -n {chart.NAMESPACE} -o wide; "
@@ -254,10 +328,11 @@ def down() -> int:
     gpustack.stop_worker(
         gpustack.Operator(state, gpustack.WORKER_PORT, state / "operator-pki")
     )  # an older setup
-    if HUB_PID.exists():
-        with contextlib.suppress(OSError, ValueError):
-            os.killpg(int(HUB_PID.read_text()), signal.SIGTERM)
-        HUB_PID.unlink()
+    for pid_file in (HUB_PID, GATEWAY_PID):
+        if pid_file.exists():
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+            pid_file.unlink()
     if harness.is_running(state):
         info = harness.info(state)
         gpustack.uninstall_webhooks(info)

@@ -53,6 +53,7 @@ RANGES: dict[str, Range] = {
     "dev-host": Range(27655, 27659, "make dev: the process node's Service stand-in and its Pods' ports"),
     "dev-nodes": Range(27661, 27669, "make dev: real kubelet nodes, three ports per slot (3 slots)"),
     "dev-hub": Range(27670, 27670, "make dev: the local model hub"),
+    "dev-dashboard": Range(27671, 27671, "make dev: the worker-gateway's fleet dashboard"),
     "dev-store": Range(27680, 27683, "make dev: the Mooncake master and member"),
     "dev-kwok-dm": Range(27700, 27739, "make dev and benchmarks: publish-only device managers of kwok nodes"),
     # The e2e lane (tests/e2e/conftest.py exports these).
