@@ -15,7 +15,7 @@ from typing import Any
 
 from api.models.common import CONDITION_REASON
 from api.objects import Obj
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict, render
+from controllers.conditions import FALSE, TRUE, Verdict, render
 
 READY = "Ready"
 NOT_READY = "NotReady"

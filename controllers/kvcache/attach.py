@@ -22,7 +22,7 @@ from api import kvcache as kv
 from api import kvcache_client as client
 from api import kvcache_offer as offer
 from api.objects import Obj
-from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict
+from controllers.conditions import FALSE, TRUE, UNKNOWN, Verdict
 from controllers.kvcache.figures import to_bytes
 
 MD_FIELD_MANAGER_PREFIX = "worker.gpustack.ai/model-deployment-kv-cache"

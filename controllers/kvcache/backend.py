@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from api import constants
 from api import kvcache as kv
 from api.objects import Obj
+from controllers.conditions import FALSE, Verdict, find, now
 from controllers.kvcache import (
     admin,
     backend_render,
@@ -35,7 +36,6 @@ from controllers.kvcache import (
 )
 from controllers.kvcache import election_render as er
 from controllers.kvcache import tier_render as tr
-from controllers.kvcache.conditions import FALSE, Verdict, find, now
 from controllers.settings import SettingsReader
 from kube import changes
 from kube.client import ApiError

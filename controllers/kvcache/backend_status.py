@@ -13,8 +13,8 @@ from typing import Any
 
 from api import kvcache as kv
 from api.objects import Obj
+from controllers.conditions import FALSE, TRUE, UNKNOWN, Verdict, find, render
 from controllers.kvcache import admin
-from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict, find, render
 from controllers.kvcache.figures import to_quantity
 
 MAX_LISTING = 1000  # rows status.members may carry before the listing is withheld, never truncated

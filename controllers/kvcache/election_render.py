@@ -24,8 +24,8 @@ from typing import Any
 
 from api import kvcache as kv
 from api.objects import Obj
+from controllers.conditions import FALSE, TRUE, Verdict
 from controllers.kvcache import backend_render as br
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict
 
 LEASE_GROUP = "coordination.k8s.io"
 ELECTION_FLAG = "-enable_ha=true"

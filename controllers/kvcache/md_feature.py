@@ -19,8 +19,8 @@ from typing import Any
 from api import constants
 from api import kvcache as kv
 from api.objects import Obj
+from controllers.conditions import Verdict
 from controllers.kvcache import attach
-from controllers.kvcache.conditions import Verdict
 from controllers.modeldeployment.extensions import CacheResolution, Condition, Reader, RoleCache
 from kube import changes
 from webhooks.modeldeployment.view import Deployment, Role

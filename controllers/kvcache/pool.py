@@ -15,8 +15,8 @@ from api import constants
 from api import kvcache as kv
 from api import kvcache_offer as offer
 from api.objects import Obj
+from controllers.conditions import FALSE, TRUE, Verdict, find, now, render
 from controllers.kvcache import admin, backend_render, pool_status, quota, writes
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict, find, now, render
 from kube import changes
 from kube.manager import Controller, Manager, Watch
 

@@ -7,7 +7,7 @@ from typing import Any
 from api import kvcache as kv
 from api import kvcache_offer as offer
 from api.objects import Obj
-from controllers.kvcache.conditions import FALSE, TRUE, UNKNOWN, Verdict, render
+from controllers.conditions import FALSE, TRUE, UNKNOWN, Verdict, render
 from controllers.kvcache.figures import to_bytes, to_quantity
 from controllers.kvcache.quota import AVAILABLE, DISABLED, Ledger, ceiling_bytes, key_of
 

@@ -15,8 +15,8 @@ from typing import Any
 from api import kvcache as kv
 from api import kvcache_offer as offer
 from api.objects import Obj
+from controllers.conditions import FALSE, TRUE, Verdict, render
 from controllers.kvcache import admin
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict, render
 from controllers.kvcache.figures import to_bytes, to_quantity
 
 AVAILABLE, DISABLED, UNREACHABLE = "Available", kv.REASON_MULTI_TENANCY_DISABLED, kv.REASON_LEDGER_UNREACHABLE

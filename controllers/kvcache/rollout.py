@@ -15,7 +15,7 @@ from typing import Any
 
 from api import kvcache as kv
 from api.objects import Obj
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict
+from controllers.conditions import FALSE, TRUE, Verdict
 from controllers.kvcache.members_render import stale_members
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from api import kvcache as kv
 from api.objects import Obj
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict
+from controllers.conditions import FALSE, TRUE, Verdict
 from controllers.kvcache.node_ledger import LEDGER_KEY as LEDGER_KEY
 from controllers.kvcache.node_ledger import dump as dump
 from controllers.kvcache.node_ledger import load as load

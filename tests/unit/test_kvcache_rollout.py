@@ -6,10 +6,10 @@ from __future__ import annotations
 import copy
 
 from api import kvcache as kv
+from controllers.conditions import FALSE, TRUE, Verdict
 from controllers.kvcache import admin, backend_status
 from controllers.kvcache import leader_render as lr
 from controllers.kvcache import members_render as mr
-from controllers.kvcache.conditions import FALSE, TRUE, Verdict
 from controllers.kvcache.rollout import rollout_complete
 from tests.webhooks.kvcache_objects import backend
 

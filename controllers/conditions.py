@@ -1,5 +1,6 @@
-"""Conditions as the three KV-cache statuses write them: ``lastTransitionTime`` moves only when the
-status does, so a status rewritten every poll does not look like a flapping one."""
+"""Conditions as the controllers' statuses write them (the three KV-cache kinds, and the ``Ready``
+condition of controllers/ready.py): ``lastTransitionTime`` moves only when the status does, so a
+status rewritten every poll does not look like a flapping one."""
 
 from __future__ import annotations
 
