@@ -3,26 +3,18 @@ a worker app served over TLS in-process, a scrape, and docs/metrics.md's referen
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 import ssl
-import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import uvicorn
 
-from certs import issue
 from tests.kube_fake import FakeApiServer, _Call, _Response
-from tests.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "metrics.md"
@@ -61,37 +53,6 @@ class ReviewingApiServer(FakeApiServer):
                 }
             return _Call(_Response(201, orjson.dumps(review)))
         return super().call_api(method, url, header_params, body, **kw)
-
-
-@contextlib.contextmanager
-def serve_tls(app: Any, directory: Path) -> Iterator[str]:
-    """``app`` served by uvicorn over TLS on 127.0.0.1 (the worker's own server class); yields
-    its base URL. The CA is ``directory / "ca.crt"``."""
-    from webhooks import server
-
-    issue.ensure(directory, ["localhost"], ["127.0.0.1"])
-    port = free_port()
-    config = server._TLSConfig(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_config=None,
-        ssl_certfile=str(directory / "tls.crt"),
-        ssl_keyfile=str(directory / "tls.key"),
-        lifespan="on",
-    )
-    instance = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(instance.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not instance.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert instance.started, "the server did not start"
-    try:
-        yield f"https://127.0.0.1:{port}"
-    finally:
-        instance.should_exit = True
-        thread.join(5)
 
 
 def scrape(url: str, *, token: str | None = None, ca: Path | None = None) -> tuple[int, str, str]:

@@ -12,7 +12,8 @@ import pytest
 from gpustack_operator import worker
 from kube.client import Client
 from kube.metrics_auth import MetricsAuthorizer, bearer
-from tests.unit.metrics_fixtures import ReviewingApiServer, scrape, serve_tls
+from tests.net import serve_tls
+from tests.unit.metrics_fixtures import ReviewingApiServer, scrape
 from webhooks import server
 from webhooks.lookups import FileLookups
 

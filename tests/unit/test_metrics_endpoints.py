@@ -23,8 +23,8 @@ from controllers import metrics as state_metrics
 from kube.client import Client
 from kube.manager import Controller, Manager, Watch
 from kube.metrics_auth import MetricsAuthorizer
-from tests.net import free_port
-from tests.unit.metrics_fixtures import ReviewingApiServer, documented, scrape, serve_tls
+from tests.net import free_port, serve_tls
+from tests.unit.metrics_fixtures import ReviewingApiServer, documented, scrape
 from tests.unit.test_metrics_state import OBJECTS
 from tests.webhooks.reviews import body
 from webhooks import server

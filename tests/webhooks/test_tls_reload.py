@@ -2,43 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import threading
 import time
 
 import pytest
-import uvicorn
 
 from certs import issue, tls
-from tests.net import free_port, served_serial
+from tests.net import serve_tls, served_serial
 from webhooks import server
 from webhooks.lookups import FileLookups
 
 
 @pytest.fixture
 def running(tmp_path, monkeypatch):
-    issue.ensure(tmp_path, ["localhost"], ["127.0.0.1"])
-    port = free_port()
     monkeypatch.setattr(tls, "WATCH_INTERVAL", 0.2)
-    config = server._TLSConfig(
-        server.create_app(FileLookups(), webhooks=()),
-        host="127.0.0.1",
-        port=port,
-        log_config=None,
-        ssl_certfile=str(tmp_path / "tls.crt"),
-        ssl_keyfile=str(tmp_path / "tls.key"),
-        lifespan="on",
-    )
-    instance = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(instance.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not instance.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield tmp_path, port
-    instance.should_exit = True
-    thread.join(5)
+    with serve_tls(server.create_app(FileLookups(), webhooks=()), tmp_path) as url:
+        yield tmp_path, int(url.rsplit(":", 1)[1])
 
 
 def test_rotated_certificate_is_served_without_restart(running):
