@@ -41,7 +41,14 @@ from controllers.modeldeployment.extensions import Extensions, default_extension
 from controllers.modeldeployment.features import Features
 from controllers.modeldeployment.fronts import Fronts
 from controllers.modeldeployment.joint import INDEX_GROUP, group_index
-from controllers.modeldeployment.members import INDEX_OWNER, POD_SELECTOR, Members, owner_index
+from controllers.modeldeployment.members import (
+    INDEX_INSTANCE,
+    INDEX_OWNER,
+    POD_SELECTOR,
+    Members,
+    instance_index,
+    owner_index,
+)
 from controllers.modeldeployment.render import Facts
 from controllers.modeldeployment.reports import Reports
 from controllers.modeldeployment.teardown import FINALIZER
@@ -68,6 +75,19 @@ def _instance_key(obj: Obj) -> list[Key]:
     return [(meta.get("namespace", ""), md)] if md else []
 
 
+INDEX_INSTANCE_TYPE = "instance-type"
+
+
+def instance_type_index(md: Obj) -> list[str]:
+    """The InstanceTypes a deployment's roles name: an InstanceType's change wakes those alone."""
+    roles = (md.get("spec") or {}).get("roles")
+    return (
+        sorted({str(r["instanceType"]) for r in roles if isinstance(r, dict) and r.get("instanceType")})
+        if isinstance(roles, list)
+        else []
+    )
+
+
 def _keys(deployments: Iterable[Obj]) -> list[Key]:
     return [(m["metadata"].get("namespace", ""), m["metadata"]["name"]) for m in deployments]
 
@@ -79,11 +99,15 @@ class ModelDeploymentReconciler(Controller):
     def __init__(self, manager: Manager, extensions: Extensions | None = None) -> None:
         super().__init__(manager)
         self.extensions = extensions or default_extensions()
-        self.deployments = self.informer("ModelDeployment")
+        self.deployments = manager.informer(
+            "ModelDeployment", indexes={INDEX_INSTANCE_TYPE: instance_type_index}
+        )
         self.instance_types = self.informer("InstanceType")
         self.pods = manager.informer("Pod", label_selector=POD_SELECTOR, indexes={INDEX_GROUP: group_index})
         self.workloads = manager.informer("Workload", indexes={INDEX_OWNER: owner_index})
-        self.services = self.informer("Service", label_selector=POD_SELECTOR)
+        self.services = manager.informer(
+            "Service", label_selector=POD_SELECTOR, indexes={INDEX_INSTANCE: instance_index}
+        )
         self.runtime_classes = self.informer("RuntimeClass")
         router_objects = {
             kind: self.informer(kind, label_selector=POD_SELECTOR)
@@ -161,11 +185,8 @@ class ModelDeploymentReconciler(Controller):
     def _on_instance_type(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:
         if not changes.moved(event, obj, old, ("spec",), ("status", "entrance"), ("status", "detail")):
             return ()
-        name = (obj.get("metadata") or {}).get("name")
         return _keys(
-            m
-            for m in self.deployments.list()
-            if any(r.get("instanceType") == name for r in ((m.get("spec") or {}).get("roles") or ()))
+            self.deployments.by_index(INDEX_INSTANCE_TYPE, (obj.get("metadata") or {}).get("name", ""))
         )
 
     def _on_setting(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Key]:

@@ -5,12 +5,12 @@ nothing another writer owns is touched."""
 
 from __future__ import annotations
 
-from api import constants
 from api.objects import Obj
 from controllers.modeldeployment import kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
 from controllers.modeldeployment import status as st
+from controllers.modeldeployment.members import INDEX_INSTANCE
 from controllers.modeldeployment.render import RoleTemplate
 from controllers.settings import SettingsReader
 from kube.client import Client
@@ -84,12 +84,10 @@ class Fronts:
         for svc in desired:
             if services.differs(svc, self.services.get(svc["metadata"]["name"], md.namespace)):
                 self.client.apply(svc, field_manager=FIELD_MANAGER)
-        for live in self.services.list():
+        for live in self.services.by_index(INDEX_INSTANCE, f"{md.namespace}/{md.name}"):
             meta = rp.meta(live)
             if (
-                meta.get("namespace") == md.namespace
-                and (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE) == md.name
-                and services.LABEL_SERVICE_KIND in (meta.get("labels") or {})
+                services.LABEL_SERVICE_KIND in (meta.get("labels") or {})
                 and meta.get("name") not in wanted
                 and _owned_by(live, obj["metadata"]["uid"])
             ):
@@ -156,9 +154,10 @@ class Fronts:
     # Teardown -------------------------------------------------------------------------------------
 
     def delete_all(self, md: Deployment, uid: str) -> None:
-        """Every Service of the namespace the deployment owns, and the router's objects."""
-        for svc in self.services.list():
+        """Every Service of the deployment it owns, and the router's objects (a Service whose label
+        was edited away is the garbage collector's: it carries the deployment's ownerReference)."""
+        for svc in self.services.by_index(INDEX_INSTANCE, f"{md.namespace}/{md.name}"):
             meta = rp.meta(svc)
-            if meta.get("namespace") == md.namespace and _owned_by(svc, uid):
+            if _owned_by(svc, uid):
                 self.client.delete("Service", meta["name"], md.namespace)
         self.prune_router(md, uid)

@@ -30,6 +30,7 @@ from api.objects import Obj
 from controllers import admission_checks
 from controllers.modeldeployment import names
 from controllers.modeldeployment import replicas as rp
+from controllers.modeldeployment.members import INDEX_INSTANCE, instance_index
 from kube.client import ApiError
 from kube.informer import key_of
 from kube.manager import Controller, Manager, Watch
@@ -211,7 +212,7 @@ class JointAdmissionCheck(Controller):
         self.pods = manager.informer(
             "Pod",
             label_selector=f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}",
-            indexes={INDEX_GROUP: group_index},
+            indexes={INDEX_GROUP: group_index, INDEX_INSTANCE: instance_index},
         )
         self.deployments = self.informer("ModelDeployment")
         self.queue.add(CHECK_KEY)
@@ -225,13 +226,10 @@ class JointAdmissionCheck(Controller):
 
     def _siblings(self, namespace: str, md: str) -> list[tuple[str, str]]:
         keys = []
-        for pod in self.pods.list():
-            meta = pod.get("metadata") or {}
-            labels = meta.get("labels") or {}
-            if meta.get("namespace") == namespace and labels.get(constants.LABEL_APP_INSTANCE) == md:
-                group = labels.get(constants.KUEUE_POD_GROUP_NAME)
-                if group:
-                    keys.append((namespace, group))
+        for pod in self.pods.by_index(INDEX_INSTANCE, f"{namespace}/{md}"):
+            group = rp.pod_labels(pod).get(constants.KUEUE_POD_GROUP_NAME)
+            if group:
+                keys.append((namespace, group))
         return keys
 
     def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:

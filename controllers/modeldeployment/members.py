@@ -18,6 +18,15 @@ from webhooks.modeldeployment.view import Deployment
 
 POD_SELECTOR = f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}"
 INDEX_OWNER = "owner-pod"
+INDEX_INSTANCE = "app-instance"
+"""Pods and Services by ``<namespace>/<deployment>`` (their app-instance label): a pass reads its
+own objects without walking every deployment's, so its cost does not grow with the fleet."""
+
+
+def instance_index(obj: Obj) -> list[str]:
+    meta = obj.get("metadata") or {}
+    md = (meta.get("labels") or {}).get(constants.LABEL_APP_INSTANCE)
+    return [f"{meta.get('namespace', '')}/{md}"] if md else []
 
 
 def owner_index(workload: Obj) -> list[str]:

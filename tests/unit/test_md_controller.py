@@ -125,3 +125,54 @@ def test_a_render_failure_writes_no_pod_and_says_so(world) -> None:
     assert not [w for w in client.writes if w[1] == "Pod"]
     assert events == [("Warning", "RenderFailed")]
     assert "render failed" in statuses[-1]["status"]["phaseMessage"]
+
+
+def test_a_pass_prunes_only_its_own_stale_services(world) -> None:
+    """The Services a pass reads are its deployment's (the app-instance index): a stale one of its
+    own goes, another deployment's in the same namespace stays."""
+    from api import constants
+    from controllers.modeldeployment import services
+
+    client, controller = world
+    obj = deployment(role())
+    obj["metadata"]["uid"] = "md-uid"
+    obj["metadata"]["finalizers"] = [FINALIZER]
+    put(client, controller, instance_type())
+    put(client, controller, obj)
+
+    def service(name: str, instance: str, uid: str) -> Obj:
+        return {
+            "kind": "Service",
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "labels": {constants.LABEL_APP_INSTANCE: instance, services.LABEL_SERVICE_KIND: "instance"},
+                "ownerReferences": [{"uid": uid, "controller": True}],
+            },
+        }
+
+    put(client, controller, service("qwen-server-r7", "qwen", "md-uid"))  # a replica long gone
+    put(client, controller, service("llama-server-r7", "llama", "llama-uid"))
+    controller.reconcile(key(obj))
+    deleted = [name for verb, kind, name in client.writes if (verb, kind) == ("delete", "Service")]
+    assert deleted == ["qwen-server-r7"]
+
+
+def test_an_instance_type_change_wakes_the_deployments_that_name_it(world) -> None:
+    _, controller = world
+    other = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+    for name, roles in (
+        ("on-a10g", [role()]),
+        ("on-both", [role(), role("decode", kind="Decode", instanceType=other)]),
+        ("on-h100", [role(instanceType=other)]),
+    ):
+        controller.deployments._store("ADDED", deployment(*roles, name=name))
+    changed = instance_type()
+    old = copy.deepcopy(changed)
+    changed["status"]["entrance"] = "elsewhere"
+    woken = controller._on_instance_type("MODIFIED", changed, old)
+    assert sorted(woken) == [(NS, "on-a10g"), (NS, "on-both")]
+    counted = copy.deepcopy(changed)
+    counted["metadata"]["resourceVersion"] = "9"
+    counted["status"]["capacity"] = {"nvidia.com/gpu": "1"}  # a count only: no pass needs it
+    assert controller._on_instance_type("MODIFIED", counted, changed) == ()
