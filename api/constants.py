@@ -54,6 +54,9 @@ LABEL_TOPOLOGY_SOURCE_UID = "topology.gpustack.ai/source-uid"
 LABEL_FLAVOR_RETIRING = "topology.gpustack.ai/retiring"
 ANNOTATION_EMPTY_PLAN_HOLD = "topology.gpustack.ai/empty-plan-hold"
 ANNOTATION_DRAIN_PLAN_HOLD = "topology.gpustack.ai/drain-plan-hold"  # value: the stop policy before the drain
+# On a ClusterQueue held or drained for a live profile change: "<old profile> -> <new profile>" (several
+# comma-separated), so its InstanceType reads "profile change in progress", never "no node serves this pool".
+ANNOTATION_PROFILE_CHANGE = "topology.gpustack.ai/profile-change"
 ANNOTATION_APPLIED_STOP_POLICY = "schedule.gpustack.ai/applied-stop-policy"
 # Set on a deleted Topology Kueue still holds (below): an update makes Kueue look at it again.
 ANNOTATION_KUEUE_NUDGED_AT = "topology.gpustack.ai/kueue-nudged-at"

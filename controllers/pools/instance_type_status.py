@@ -26,7 +26,9 @@ from fastpath.ledger import accelerator_key, build_ledger
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
     """``(phase, phaseMessage)``: Active, Inactive (admin Hold, empty pool, drained) or Draining
-    (a drain, or a profile change's Hold, while it lasts)."""
+    (a drain, or a profile change's Hold, while it lasts).  A queue held or drained for a live
+    profile change (marked ``topology.gpustack.ai/profile-change``) says so, with the profiles:
+    its nodes are all there, so it never reads "no node serves this pool"."""
     if render.deleting(instance_type):
         return constants.PHASE_INACTIVE, "being deleted: its queue is torn down"
     if queue is None:
@@ -35,25 +37,30 @@ def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) 
     status = queue.get("status") or {}
     policy = spec.get("stopPolicy") or "None"
     annotations = (queue.get("metadata") or {}).get("annotations") or {}
+    saved = annotations.get(constants.ANNOTATION_DRAIN_PLAN_HOLD)
+    moves = annotations.get(constants.ANNOTATION_PROFILE_CHANGE)
+    change = "profile change in progress" + (f" ({moves})" if moves else "")
     if policy == STOP_DRAIN:
-        busy = int(status.get("reservingWorkloads") or 0) + int(status.get("admittedWorkloads") or 0)
-        # A profile change's drain saves the policy it replaced; its nodes are still there.
-        change = constants.ANNOTATION_DRAIN_PLAN_HOLD in annotations
+        # Admitted workloads are among the reserving ones: count each once.
+        busy = max(int(status.get("reservingWorkloads") or 0), int(status.get("admittedWorkloads") or 0))
         if busy:
-            what = "profile change in progress: draining" if change else "draining"
+            what = f"{change}: draining" if moves else "draining"
             return constants.PHASE_DRAINING, f"{what}: {busy} workload(s) still hold quota"
-        if change:
-            return constants.PHASE_INACTIVE, "profile change in progress: drained, the pool's plan swaps next"
+        if moves:
+            return constants.PHASE_INACTIVE, f"{change}: drained, the pool's plan swaps next"
+        if spec.get("resourceGroups"):
+            # A flavor left the pool some other way (its nodes are elsewhere): the swap follows.
+            return constants.PHASE_INACTIVE, "drained: the pool's plan swaps next"
         return constants.PHASE_INACTIVE, "drained: no node serves this pool"
     if policy == STOP_HOLD:
-        saved = annotations.get(constants.ANNOTATION_DRAIN_PLAN_HOLD)
         if saved is not None and saved != STOP_HOLD:
-            # A profile change's Hold: the admitted workloads run to their end, then the plan swaps;
-            # not Inactive, which would stop the type's Instances.
+            # A profile change's Hold (only a profile change holds with a saved policy): the
+            # admitted workloads run to their end, then the plan swaps; not Inactive, which would
+            # stop the type's Instances.
             busy = int(status.get("reservingWorkloads") or 0)
             return (
                 constants.PHASE_DRAINING,
-                f"held for a profile change: {busy} workload(s) run until they end",
+                f"{change}: held, {busy} workload(s) run until they end",
             )
         if constants.ANNOTATION_EMPTY_PLAN_HOLD in annotations:
             return constants.PHASE_INACTIVE, "held: no node serves this pool yet"

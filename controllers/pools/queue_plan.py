@@ -19,7 +19,9 @@ per-node count first, at most 64.  A queue with no resource groups admits everyt
   Setting ``topology-profile-change-stop-policy`` names: ``HoldAndDrain`` (evict, the spec's) or
   ``Hold`` (admit nothing new, let the admitted workloads run to their end, swap once none
   reserves a dropped flavor); either is marked with the policy it saved, so it never reads as
-  someone else's stop;
+  someone else's stop, and with ``topology.gpustack.ai/profile-change: <old> -> <new>`` (the
+  profiles of the retiring flavors and of their replacements), so the InstanceType says "profile
+  change in progress" rather than that no node serves it;
 - a queue whose InstanceType is being deleted, or which is itself being deleted, drains.
 
 ``TopologyReady`` reports the plan: ``False`` when it is invalid (the last complete plan is kept),
@@ -40,6 +42,7 @@ from fastpath import quantity
 STOP_NONE, STOP_HOLD, STOP_DRAIN = "None", "Hold", "HoldAndDrain"
 ANNOTATION_APPLIED_STOP = constants.ANNOTATION_APPLIED_STOP_POLICY
 ANNOTATION_DRAIN_HOLD = constants.ANNOTATION_DRAIN_PLAN_HOLD
+ANNOTATION_PROFILE_CHANGE = constants.ANNOTATION_PROFILE_CHANGE
 MAX_FLAVORS = 64
 DRAIN_POLL_SECONDS = 5.0
 
@@ -295,7 +298,12 @@ def render_queue(
     }
 
 
-_OUR_ANNOTATIONS = (constants.ANNOTATION_EMPTY_PLAN_HOLD, ANNOTATION_DRAIN_HOLD, ANNOTATION_APPLIED_STOP)
+_OUR_ANNOTATIONS = (
+    constants.ANNOTATION_EMPTY_PLAN_HOLD,
+    ANNOTATION_DRAIN_HOLD,
+    ANNOTATION_APPLIED_STOP,
+    ANNOTATION_PROFILE_CHANGE,
+)
 _OUR_LABEL_PREFIXES = (constants.PREFIX_GENERAL, constants.PREFIX_ACCELERATABLE)
 
 
@@ -352,13 +360,15 @@ def condition_changed(queue: Mapping[str, Any], condition: Mapping[str, Any]) ->
 
 @dataclass(slots=True)
 class _Stop:
-    """The resource groups a plan applies and the stop policy it holds them under, with the two
-    annotations that remember why: the policy saved across a drain, and the empty-plan hold."""
+    """The resource groups a plan applies and the stop policy it holds them under, with the
+    annotations that remember why: the policy saved across a drain, the empty-plan hold, and the
+    profile change a drain or hold is for."""
 
     groups: list[Obj]
     policy: str
     drain_saved: str | None
     empty_marker: bool
+    profile_change: str | None = None
 
 
 def plan_queue(
@@ -408,6 +418,8 @@ def plan_queue(
         ours[constants.ANNOTATION_EMPTY_PLAN_HOLD] = "true"
     if stop.drain_saved is not None:
         ours[ANNOTATION_DRAIN_HOLD] = stop.drain_saved
+        if stop.profile_change:
+            ours[ANNOTATION_PROFILE_CHANGE] = stop.profile_change
     body = render_queue(name, labels, ours, stop.groups, checks, stop.policy)
     if needs_apply(body, queue):
         plan.apply = body
@@ -506,7 +518,8 @@ def _stop(
             plan.events.append(
                 ("Normal", "Draining", f"flavor(s) {', '.join(risky)} leave the plan while reserved: {how}")
             )
-        return _Stop(current.groups, policy, _saved_policy(current, base), current.empty_marker)
+        change = profile_change(risky, flavors, desired_groups)
+        return _Stop(current.groups, policy, _saved_policy(current, base), current.empty_marker, change)
     if current.drain_saved is not None:
         plan.events.append(("Normal", "Restored", f"the new plan is in place: stop policy {base}"))
     return _Stop(desired_groups, base, None, False)
@@ -546,6 +559,33 @@ def _drop_policy(risky: list[str], flavors: list[Mapping[str, Any]], settings: Q
     if settings.profile_change_stop_policy == STOP_HOLD and all(n in retiring for n in risky):
         return STOP_HOLD
     return STOP_DRAIN
+
+
+def _profile_of(flavor: Mapping[str, Any] | None) -> str:
+    return ((flavor or {}).get("spec") or {}).get("nodeLabels", {}).get(
+        constants.LABEL_TOPOLOGY_PROFILE
+    ) or ""
+
+
+def profile_change(
+    risky: list[str], flavors: list[Mapping[str, Any]], desired_groups: list[Obj]
+) -> str | None:
+    """``"<old> -> <new>"`` for the retiring flavors among ``risky`` and their replacements in the
+    plan (same hardware, another profile), several comma-separated; None when none retires (the
+    drop is no profile change)."""
+    by_name = {render.name_of(f): f for f in flavors}
+    wanted = [by_name[n] for n in _flavor_names(desired_groups) if n in by_name]
+    moves: set[str] = set()
+    for name in risky:
+        flavor = by_name.get(name)
+        if flavor is None or not render.retiring(flavor):
+            continue
+        identity = render.hardware_identity(flavor)
+        new = sorted(
+            {_profile_of(f) for f in wanted if render.hardware_identity(f) == identity and _profile_of(f)}
+        )
+        moves.add(f"{_profile_of(flavor) or '?'} -> {'/'.join(new) or '?'}")
+    return ", ".join(sorted(moves)) or None
 
 
 def _saved_policy(current: _Stop, base: str) -> str:

@@ -7,9 +7,11 @@ import copy
 
 from api import constants
 from controllers.pools import render
+from controllers.pools.instance_type_status import phase_of
 from controllers.pools.queue_plan import (
     ANNOTATION_APPLIED_STOP,
     ANNOTATION_DRAIN_HOLD,
+    ANNOTATION_PROFILE_CHANGE,
     MAX_FLAVORS,
     QueueSettings,
     normal_groups,
@@ -156,6 +158,7 @@ def test_last_flavor_gone_drains_before_emptying_and_stays_drained() -> None:
     assert spec["stopPolicy"] == "HoldAndDrain"
     assert spec["resourceGroups"] == queue["spec"]["resourceGroups"]  # not emptied while reserved
     assert draining.apply["metadata"]["annotations"][ANNOTATION_DRAIN_HOLD] == "None"
+    assert ANNOTATION_PROFILE_CHANGE not in draining.apply["metadata"]["annotations"]  # no profile change
     assert draining.requeue
     # Kueue has not reported the new generation yet: still not emptied.
     pending = dict(
@@ -168,6 +171,10 @@ def test_last_flavor_gone_drains_before_emptying_and_stays_drained() -> None:
     drained = kueue_wrote(draining.apply, generation=2, reserving=0)
     emptied = plan(it, drained, []).apply
     assert emptied["spec"]["resourceGroups"] == [] and emptied["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert phase_of(it, kueue_wrote(emptied, generation=3)) == (
+        "Inactive",
+        "drained: no node serves this pool",
+    )
     # The emptied queue stays drained (never an admitting queue without groups) until a flavor returns.
     empty = kueue_wrote(emptied, generation=3)
     assert plan(it, empty, []).apply is None
@@ -221,6 +228,7 @@ def test_a_live_flavor_leaving_the_plan_while_reserved_drains_then_swaps() -> No
     draining = plan(it, queue, moved)
     assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain"
     assert len(draining.apply["spec"]["resourceGroups"][0]["flavors"]) == 2
+    assert ANNOTATION_PROFILE_CHANGE not in draining.apply["metadata"]["annotations"]
     drained = kueue_wrote(draining.apply, generation=2, reserving=0)
     swapped = plan(it, drained, moved).apply
     assert swapped["spec"]["stopPolicy"] == "None"
@@ -355,9 +363,22 @@ def test_a_retiring_flavor_is_never_planned_but_drains_before_the_swap() -> None
     draining = plan(it, queue, [retiring, *after], topologies=topologies)
     assert draining.apply["spec"]["stopPolicy"] == "HoldAndDrain" and draining.requeue
     assert [f["name"] for f in draining.apply["spec"]["resourceGroups"][0]["flavors"]] == [old]
+    # The drain is marked as the profile change it is for; the type says so, not "no node".
+    moves = f"{HOSTNAME} -> {profiled}"
+    assert draining.apply["metadata"]["annotations"][ANNOTATION_PROFILE_CHANGE] == moves
+    busy = kueue_wrote(draining.apply, generation=2, reserving=1, flavors={old: M})
+    assert phase_of(it, busy) == (
+        "Draining",
+        f"profile change in progress ({moves}): draining: 1 workload(s) still hold quota",
+    )
     drained = kueue_wrote(draining.apply, generation=2, reserving=0)
+    assert phase_of(it, drained) == (
+        "Inactive",
+        f"profile change in progress ({moves}): drained, the pool's plan swaps next",
+    )
     swapped = plan(it, drained, [retiring, *after], topologies=topologies).apply
     assert swapped["spec"]["stopPolicy"] == "None"
+    assert ANNOTATION_PROFILE_CHANGE not in swapped["metadata"]["annotations"]
     assert [f["name"] for f in swapped["spec"]["resourceGroups"][0]["flavors"]] == [render.name_of(after[0])]
     # Idle (Kueue reports no reservation on it): swapped in place, no hold.
     idle = kueue_wrote(plan(it, None, before).apply, reserving=0)
@@ -409,6 +430,12 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_workloads_until_they_e
     assert [f["name"] for f in body["spec"]["resourceGroups"][0]["flavors"]] == [old]
     assert body["metadata"]["annotations"][ANNOTATION_DRAIN_HOLD] == "None"
     assert body["metadata"]["annotations"][ANNOTATION_APPLIED_STOP] == "Hold"
+    assert body["metadata"]["annotations"][ANNOTATION_PROFILE_CHANGE] == f"{HOSTNAME} -> {PROFILED}"
+    held_type = phase_of(it, kueue_wrote(body, generation=2, reserving=1, flavors={old: M}))
+    assert held_type == (
+        "Draining",
+        f"profile change in progress ({HOSTNAME} -> {PROFILED}): held, 1 workload(s) run until they end",
+    )
     ((_, reason, message),) = holding.events
     assert reason == "Draining" and "Hold" in message and "HoldAndDrain" not in message
     assert not holding.backfill_inactive

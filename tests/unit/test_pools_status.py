@@ -202,15 +202,32 @@ def test_phases() -> None:
         "status": {"reservingWorkloads": 1},
     }
     assert phase_of(it, inactive) == ("Inactive", "held: the type is inactive")
-    # A profile change under HoldAndDrain says so, never that no node serves the pool.
-    for reserving, phase in ((2, "Draining"), (0, "Inactive")):
+    # A profile change under HoldAndDrain or Hold says so, with the profiles, never that no node
+    # serves the pool; the phases are unchanged (Inactive once drained lets the StopPolicy act).
+    moves = "fnv64-aaaaaaaaaaaaaaaa -> fnv64-bbbbbbbbbbbbbbbb"
+    marked = {constants.ANNOTATION_DRAIN_PLAN_HOLD: "None", constants.ANNOTATION_PROFILE_CHANGE: moves}
+    for policy, reserving, phase in (
+        ("HoldAndDrain", 2, "Draining"),
+        ("HoldAndDrain", 0, "Inactive"),
+        ("Hold", 1, "Draining"),
+    ):
         swapping = {
-            "metadata": {"annotations": {constants.ANNOTATION_DRAIN_PLAN_HOLD: "None"}},
-            "spec": {"stopPolicy": "HoldAndDrain"},
+            "metadata": {"annotations": marked},
+            "spec": {"stopPolicy": policy, "resourceGroups": [{"flavors": [{"name": "old"}]}]},
             "status": {"reservingWorkloads": reserving},
         }
         got = phase_of(it, swapping)
-        assert got[0] == phase and got[1].startswith("profile change in progress") and "no node" not in got[1]
+        assert got[0] == phase, got
+        assert got[1].startswith(f"profile change in progress ({moves})") and "no node" not in got[1], got
+    # The last flavor going drains too, saving the policy, but without the profile-change mark:
+    # while it drains, and once its groups are emptied, no node serves the pool.
+    saved = {constants.ANNOTATION_DRAIN_PLAN_HOLD: "None"}
+    last = {"metadata": {"annotations": saved}, "spec": {"stopPolicy": "HoldAndDrain"}, "status": {}}
+    assert phase_of(it, last) == ("Inactive", "drained: no node serves this pool")
+    assert "profile change" not in phase_of(it, {**last, "status": {"reservingWorkloads": 1}})[1]
+    # A flavor that left some other way drains with its groups still listed: the swap is next.
+    other = {**last, "spec": {"stopPolicy": "HoldAndDrain", "resourceGroups": [{"flavors": [{"name": "x"}]}]}}
+    assert phase_of(it, other) == ("Inactive", "drained: the pool's plan swaps next")
     assert phase_of(it, drained) == ("Inactive", "drained: no node serves this pool")
     gone = copy.deepcopy(it)
     gone["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
