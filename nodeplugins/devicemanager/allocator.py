@@ -23,6 +23,7 @@ import collections
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
@@ -63,6 +64,9 @@ log = logging.getLogger("devicemanager.allocator")
 
 ENV_IDENTIFY_BY_KUBELET = "GPUSTACK_DEVICE_PLUGIN_IDENTIFY_BY_KUBELET"
 DELETED_REMEMBERED = 4096  # UIDs the uncached list must not bring back
+# How long a preference's kubelet answer stays good for the ``Allocate`` that follows it (the kubelet
+# makes that call as soon as the preference returns: milliseconds).
+FOLLOW_SECONDS = 1.0
 # (namespace, pod name, container name) of containers the kubelet holds no device of the resource
 # for, given the resource and the (namespace, pod) not worth reading (``kubelet.PodResources.waiting``).
 PodResourcesLookup = Callable[..., set[tuple[str, str, str]] | None]
@@ -104,6 +108,8 @@ class Allocator(Identifies, PartitionedGrants):
         self._asked: Asked | None = None  # the kubelet's answers, shared by callers arriving together
         self._asked_of: Any = None
         self._unconfirmed: set[tuple[str, str]] = set()  # reservations the kubelet has not listed yet
+        # Per resource: the ids the last preference returned, the kubelet's answer it asked, when.
+        self._followed: dict[str, tuple[frozenset[str], set[tuple[str, str, str]], float]] = {}
         self.refresh_pods = refresh_pods  # an uncached list of the node's Pods (the watch may lag)
         self.partitions: Partitions | None = None
         self.lock = threading.Lock()  # the per-node mutex
@@ -311,7 +317,9 @@ class Allocator(Identifies, PartitionedGrants):
     def allocate(self, resource: tk.Resource, token_ids: Sequence[str]) -> Held:
         """Identify, check and reserve (under the mutex), materialise a partition (under its card's
         lock); the caller records and responds."""
-        waiting = self._ask_kubelet(resource)
+        waiting = self._follows(resource, token_ids)
+        if waiting is None:
+            waiting = self._ask_kubelet(resource)
         outcome = self._reserve(resource, token_ids, waiting, retry=False)
         if outcome is None:
             self._refresh()
@@ -326,6 +334,23 @@ class Allocator(Identifies, PartitionedGrants):
         if self.partitions is None or owner is None:
             return held
         return self._materialise(held, fresh, owner)
+
+    def _follows(self, resource: tk.Resource, token_ids: Sequence[str]) -> set[tuple[str, str, str]] | None:
+        """The kubelet's answer the preference just before this ``Allocate`` asked, when this call
+        is the one that follows it: the ids it names are the ones that preference returned, within
+        ``FOLLOW_SECONDS``.  The kubelet asks for a container's preference and then allocates
+        exactly the preferred ids for the same container (``devicesToAllocate``, then ``Allocate``);
+        that container's Pod was listed before the preference arrived, so the answer asked then
+        names it, and asking again would cost a second pod-resources call and parse per admission.
+        An answer is used once; any other call asks afresh."""
+        with self.lock:
+            followed = self._followed.pop(resource.name, None)
+        if followed is None:
+            return None
+        ids, answer, asked = followed
+        if time.monotonic() - asked > FOLLOW_SECONDS or len(token_ids) != len(ids) or ids != set(token_ids):
+            return None
+        return answer
 
     def _reserve(
         self,
@@ -512,6 +537,8 @@ class Allocator(Identifies, PartitionedGrants):
         retry) gets those; whole cards lowest index first, shares and slices on the most-occupied
         card that fits (ties by index), partitions as offered."""
         if resource.family in (FAMILY_PARTITIONED, FAMILY_VISIBILITY):
+            with self.lock:
+                self._followed.pop(resource.name, None)
             return fill(list(must), available, size)
         by_card = Offered(available, self._cards_of(available))
         sliced = resource.family == FAMILY_SLICED
@@ -519,14 +546,29 @@ class Allocator(Identifies, PartitionedGrants):
         with self.lock:
             found = self._identify(resource, size, waiting, None)
             if found is not None or not sliced:
-                return self._prefer_locked(resource, found, by_card, available, must, size)
+                return self._follow(
+                    resource, waiting, self._prefer_locked(resource, found, by_card, available, must, size)
+                )
         # A slice's size is its container's: when none is known yet (a Pod bound a moment ago that
         # the watch has not delivered), read the node's Pods past the watch once, as Allocate does.
         if self._refresh():
             waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
         with self.lock:
             found = self._identify(resource, size, waiting, None)
-            return self._prefer_locked(resource, found, by_card, available, must, size)
+            return self._follow(
+                resource, waiting, self._prefer_locked(resource, found, by_card, available, must, size)
+            )
+
+    def _follow(
+        self, resource: tk.Resource, waiting: set[tuple[str, str, str]] | None, ids: list[str]
+    ) -> list[str]:
+        """Keep the preference's answer for the ``Allocate`` that follows (:meth:`_follows`); a
+        preference that asked nothing leaves none (call under the mutex)."""
+        if waiting is None:
+            self._followed.pop(resource.name, None)
+        else:
+            self._followed[resource.name] = (frozenset(ids), waiting, time.monotonic())
+        return ids
 
     def _prefer_locked(
         self,

@@ -297,3 +297,61 @@ def test_the_health_stamp_moves_with_a_cards_mode_and_not_with_another_slice(h10
     assert h100.health_stamp() != first  # card 1 taken whole
     h100.set_inventory(h100.inventory, h100.groups)
     assert h100.health_stamp()[0] != first[0]  # new spec groups: card health may have moved
+
+
+def test_the_allocate_that_follows_a_preference_reuses_its_kubelet_answer(monkeypatch) -> None:
+    """The kubelet allocates the ids it was just preferred, for the same container: that
+    ``Allocate`` identifies from the answer the preference asked (one pod-resources call per
+    admission, not two); other ids, a second ``Allocate``, or an answer over a second old ask again."""
+    from nodeplugins.devicemanager import allocator as module
+
+    asked: list[str] = []
+    waiting = {("team-a", "big", "main")}
+
+    def lookup(resource: str, skip=()):
+        asked.append(resource)
+        return set(waiting)
+
+    clock = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lookup)
+    # Two sizes waiting: the preference needs the kubelet's answer to know which slice it serves.
+    allocator.pod_event("ADDED", pod("small", {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 160_000}))
+    allocator.pod_event("ADDED", pod("big", {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 960_000}))
+    offered = [t for card in range(2) for t in tokens(allocator, "sliced", card, 3)]
+    picked = allocator.preferred(R["sliced"], offered, [], 1)
+    assert len(asked) == 1
+    waiting.clear()  # an ask now would name nobody: only the kept answer names "big"
+    assert allocator.allocate(R["sliced"], picked).pod == "big"
+    assert len(asked) == 1
+    # Used once: a second Allocate of the same ids asks (and, nobody named, falls back to "small").
+    waiting.add(("team-a", "small", "main"))
+    other = [t for t in offered if tk.parse_token(t)[1] != tk.parse_token(picked[0])[1]][:1]
+    assert allocator.allocate(R["sliced"], other).pod == "small"
+    assert len(asked) == 2
+
+
+def test_a_kept_answer_is_not_used_for_other_ids_or_once_stale(monkeypatch) -> None:
+    from nodeplugins.devicemanager import allocator as module
+
+    asked: list[str] = []
+    waiting = {("team-a", "a", "main"), ("team-a", "b", "main")}
+    clock = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    allocator = make_allocator(
+        [{"product": "NVIDIA A10G", "count": 2}],
+        pod_resources=lambda r, skip=(): asked.append(r) or set(waiting),
+    )
+    allocator.pod_event("ADDED", pod("a", {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 160_000}))
+    allocator.pod_event("ADDED", pod("b", {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 960_000}))
+    offered = [t for card in range(2) for t in tokens(allocator, "sliced", card, 3)]
+    picked = allocator.preferred(R["sliced"], offered, [], 1)
+    other = [t for t in offered if t not in picked][:1]
+    allocator.allocate(R["sliced"], other)  # not the preferred ids: asks afresh
+    assert len(asked) == 2
+    allocator.preferred(R["sliced"], offered, [], 1)
+    picked = allocator.preferred(R["sliced"], offered, [], 1)
+    assert len(asked) == 4
+    clock[0] += module.FOLLOW_SECONDS + 0.5
+    allocator.allocate(R["sliced"], picked)  # the preferred ids, but the answer is stale
+    assert len(asked) == 5
