@@ -37,7 +37,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtests import mix
+from loadtests import mix, series
 from tests.cluster.ports import port as fixed_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -264,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick-speedups", action="store_true", help="time the fastpath speedups briefly (smoke runs)"
     )
+    series.add_argument(parser)
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         print("loadtests.bench needs wrk (Debian package wrk): apt-get install -y wrk", file=sys.stderr)
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                 ours[verb]["per_cpu_second"] / peer["per_cpu_second"], 3
             )
     print(json.dumps(summary))
+    rows = [{"endpoint": name, "connections": args.connections, **r} for name, r in results.items()]
+    series.write(args.series_out, "bench", [*rows, summary])
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

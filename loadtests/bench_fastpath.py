@@ -363,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", action="store_true", help="(kept for scripts; the JSON line is always printed)"
     )
+    from loadtests import series
+
+    series.add_argument(parser)
     args = parser.parse_args(argv)
     configure(args.repeats, args.seconds)
     results = {"quantity": bench_quantity(), "requests": bench_requests(), "fit": bench_fit()}
@@ -372,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  speedup {figures['speedup']:5.1f}×"
         )
     print(json.dumps(results))
+    series.write(args.series_out, "bench_fastpath", [results])
     return 0
 
 

@@ -222,10 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=0, help="decisions timed per scenario (default by size)"
     )
+    from loadtests import series
+
+    series.add_argument(parser)
     args = parser.parse_args(argv)
     sizes = tuple(int(size) for size in args.sizes.split(",") if size)
-    for row in bench_gate3(sizes, args.repeat or None):
+    rows = bench_gate3(sizes, args.repeat or None)
+    for row in rows:
         print(json.dumps(row))
+    series.write(args.series_out, "bench_gate3", rows)
     return 0
 
 

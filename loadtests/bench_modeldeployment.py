@@ -42,6 +42,7 @@ from controllers.modeldeployment import labels, names  # noqa: E402
 from controllers.modeldeployment import plan as planner  # noqa: E402
 from controllers.modeldeployment.extensions import default_extensions  # noqa: E402
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
+from loadtests import series  # noqa: E402
 from webhooks.modeldeployment.view import Deployment  # noqa: E402
 
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
@@ -51,8 +52,12 @@ NAMESPACE = "bench-md"
 PREFIX = "bench-md-"
 
 
+EMITTED: list[dict[str, Any]] = []  # this run's rows, for --series-out
+
+
 def emit(**figures: Any) -> None:
     print(json.dumps(figures), flush=True)
+    EMITTED.append(figures)
 
 
 def deployment(name: str, namespace: str = NAMESPACE, replicas: int = 1, pool: str = POOL) -> dict:
@@ -327,11 +332,16 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--timeout", type=float, default=1800.0)
     cluster.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
     cluster.add_argument("--keep", action="store_true")
+    for mode in (render, cluster):
+        series.add_argument(mode)
     args = parser.parse_args(argv)
     if args.mode == "render":
         bench_render(args.pods, args.deployments)
+        series.write(args.series_out, "bench_modeldeployment", EMITTED, f"render-{args.pods}")
         return 0
-    return bench_cluster(args)
+    code = bench_cluster(args)
+    series.write(args.series_out, "bench_modeldeployment", EMITTED, f"cluster-{args.pool}-{args.deployments}")
+    return code
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from controllers.pools.node_capacity_keys import NodeCapacityReconciler  # noqa:
 from controllers.pools.resource_flavors import ResourceFlavorReconciler  # noqa: E402
 from kube.client import ApiError, Client, load_api_client  # noqa: E402
 from kube.manager import RECONCILE_SECONDS, Manager  # noqa: E402
+from loadtests import series  # noqa: E402
 from nodeplugins.devicemanager import simulated  # noqa: E402
 
 M = 1_600_000
@@ -66,8 +67,12 @@ POOL_CONTROLLERS = (
 )
 
 
+EMITTED: list[dict[str, Any]] = []  # this run's rows, for --series-out
+
+
 def emit(**figures: Any) -> None:
     print(json.dumps(figures), flush=True)
+    EMITTED.append(figures)
 
 
 def node_name(i: int) -> str:
@@ -241,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase (default 900)")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
     parser.add_argument("--keep", action="store_true", help="leave nodes and objects behind")
+    series.add_argument(parser)
     args = parser.parse_args(argv)
 
     info = harness.info()
@@ -330,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             emit(phase="cleanup", s=round(time.monotonic() - started, 3))
         if manager is not None:
             manager.stop()
+    series.write(args.series_out, "bench_pools", EMITTED, f"nodes{n}")
     return 0
 
 
