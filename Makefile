@@ -5,9 +5,9 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench locust bootstrap cluster-binaries mooncake wrk images container-tools chromium
+.PHONY: help dev dev-down test test-unit test-e2e lint crds bench bench-report locust bootstrap cluster-binaries mooncake wrk images container-tools chromium
 
-bootstrap:                 ## .venv with the project and its test extras, extensions built in place
+bootstrap:                 ## .venv with the project and its test and bench extras, extensions built in place
 	@scripts/bootstrap.sh
 
 cluster-binaries: bootstrap  ## kube-apiserver, etcd, kubectl, Kueue, kubelet, NFD... from Go modules (cached in ~/.cache); the chart's Kueue and NFD dependencies
@@ -54,6 +54,11 @@ crds: bootstrap            ## regenerate charts/gpustack-operator/crds from the 
 
 bench: bootstrap wrk       ## webhook and fastpath benchmarks (prints figures, asserts nothing)
 	@$(PY) -m loadtests.bench
+
+SERIES ?= .dev/bench-series
+REPORT ?= .dev/bench-report
+bench-report: bootstrap    ## PNG plots (matplotlib) of the series the benchmarks wrote with --series-out .dev/bench-series, into .dev/bench-report (SERIES=, REPORT=)
+	@$(PY) -m loadtests.report --series $(SERIES) --out $(REPORT)
 
 locust: bootstrap          ## locust users headless against a local worker (zero failures expected)
 	@$(PY) -m loadtests.run_locust

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with its test extras; a no-op when nothing changed.
+# Create .venv and install the project with its test and bench extras; a no-op when nothing changed.
 # Wheels come from PyPI through pip's cache (~/.cache/pip); the Cython extensions are built once per
 # source state and kept under ~/.cache/gpustack-operator/ext/, so a fresh clone copies them in.
 set -euo pipefail
@@ -44,7 +44,7 @@ if [ -f "$wheels/.complete" ]; then
   GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q --no-index --no-deps --no-build-isolation -e .
 else
   .venv/bin/python -m pip install -q --upgrade pip setuptools wheel "cython>=3.1,<3.4"
-  GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q -e '.[test]'
+  GPUSTACK_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q -e '.[test,bench]'
   mkdir -p "$wheels"
   .venv/bin/python -m pip freeze --all --exclude-editable >"$wheels/requirements.txt"
   if .venv/bin/python -m pip wheel -q --no-deps -w "$wheels" -r "$wheels/requirements.txt" >/dev/null 2>&1; then
