@@ -68,6 +68,24 @@ class TopologySourceSpec(Schema):
     webhook: TopologySourceWebhook | None = None
 
 
+class TopologySourceProfileChange(Schema):
+    """A live profile change the source leads to, pending or under way, and what it evicts or
+    stops (ours; the reference has no such field): absent when none is."""
+
+    profiles: list[str] | None = field(list_type="atomic", doc='"<old profile> -> <new profile>" moves.')
+    nodes: Int32 | None = field(doc="Selected nodes whose profile label is still to change.")
+    stop_policy: str | None = field(
+        alias="stopPolicy", doc="How the queues below are held before the swap: HoldAndDrain or Hold."
+    )
+    cluster_queues: list[str] | None = field(
+        alias="clusterQueues", list_type="atomic", doc="ClusterQueues held before their swap."
+    )
+    workloads: Int32 | None = field(doc="Workloads admitted in those queues: evicted under HoldAndDrain.")
+    pods: Int32 | None = field(doc="Those Workloads' Pods.")
+    instances: Int32 | None = field(doc="Instances the StopPolicy stops (HoldAndDrain only).")
+    names: list[str] | None = field(list_type="atomic", doc="The first few of each, as '<Kind> <ns>/<name>'.")
+
+
 class TopologySourceStatus(Schema):
     observed_generation: Int64 | None = field(alias="observedGeneration")
     source_kind: str | None = field(alias="sourceKind")
@@ -76,6 +94,7 @@ class TopologySourceStatus(Schema):
     selected_nodes: Int32 | None = field(alias="selectedNodes")
     mutated_nodes: Int32 | None = field(alias="mutatedNodes")
     conflicted_nodes: Int32 | None = field(alias="conflictedNodes")
+    profile_change: TopologySourceProfileChange | None = field(alias="profileChange")
     conditions: list[Condition] | None = conditions_field()
 
 

@@ -216,7 +216,7 @@ def conflicts(
 # --- Status ---------------------------------------------------------------------------------------
 
 
-def _condition(
+def source_condition(
     source: Mapping[str, Any], kind: str, status: str, reason: str, message: str, now: float
 ) -> Obj:
     previous = condition(source, kind)
@@ -252,9 +252,9 @@ def _status(
         "mutatedNodes": mutated,
         "conflictedNodes": conflicted,
         "conditions": [
-            _condition(source, topo.CONDITION_READY, *ready, now),
-            _condition(source, topo.CONDITION_VALID, *valid, now),
-            _condition(source, topo.CONDITION_OWNERSHIP_CONFLICT, *conflict, now),
+            source_condition(source, topo.CONDITION_READY, *ready, now),
+            source_condition(source, topo.CONDITION_VALID, *valid, now),
+            source_condition(source, topo.CONDITION_OWNERSHIP_CONFLICT, *conflict, now),
         ],
     }
     revision = revision if revision is not None else current.get("lastSuccessfulRevision")

@@ -6,9 +6,16 @@ poll is due (webhook; between polls the last answer is judged again) — hands i
 :mod:`controllers.topology.source_plan`, and applies the plan: NodeFeatures put whole or deleted,
 then the status.  Node labels are never written here; NFD projects the NodeFeatures.
 
+Before it writes anything the pass says what the profile change it leads to will evict or stop
+(:mod:`controllers.topology.change_report`): a ``ProfileChangePlanned`` Event (Warning when
+Workloads are evicted or Instances stopped) when the report changes, and ``status.profileChange``
+with the ``ProfileChange`` condition while the change is pending or under way (until every
+ClusterQueue swapped; ``ProfileChangeComplete`` then).
+
 Triggers: a source's spec (not its status), its NodeFeatures (a foreign edit is put back), the
-ConfigMaps of the worker namespace, Node creation and deletion, and for nodeLabels sources every
-Node label change.  Writing sources do not follow Node label drift (B.7 item 4).
+ConfigMaps of the worker namespace, Node creation and deletion, for nodeLabels sources every
+Node label change, and our ClusterQueues' flavors, hold and reservations (the report follows the
+swap).  Writing sources do not follow Node label drift (B.7 item 4).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from typing import Any
 
 from api import constants
 from api import topology as topo
-from controllers.topology import fetch
+from controllers.pools import render
+from controllers.settings import MIXED_ON_NODE, PROFILE_CHANGE_STOP_POLICY, SettingsReader
+from controllers.topology import change_report, fetch
 from controllers.topology.source_plan import (
     NAMESPACE,
     Memory,
@@ -39,7 +48,7 @@ from controllers.topology.source_plan import (
 )
 from kube import changes
 from kube.client import ApiError
-from kube.events import WARNING
+from kube.events import NORMAL, WARNING
 from kube.manager import Controller, Manager, Watch
 
 log = logging.getLogger("controllers.topology.sources")
@@ -68,6 +77,14 @@ class TopologySourceReconciler(Controller):
         self.nodes = self.informer("Node")
         self.features = self.informer("NodeFeature", NAMESPACE)
         self.config_maps = self.informer("ConfigMap", NAMESPACE)
+        # What a profile change evicts or stops (the report).
+        self.flavors = self.informer("ResourceFlavor")
+        self.queues = self.informer("ClusterQueue")
+        self.workloads = self.informer("Workload")
+        self.instances = self.informer("Instance")
+        self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
+        # Per source: the change last told in an Event (None: none since the start, or done).
+        self._planned: dict[str, change_report.Told | None] = {}
         self._memory: dict[str, Memory] = {}
         # Webhook arm: the last answer (and the generation it was read for), judged again between polls.
         self._reads: dict[str, tuple[Any, Read]] = {}
@@ -116,11 +133,28 @@ class TopologySourceReconciler(Controller):
                 or (arm_of(s).get("caBundleConfigMapRef") or {}).get("name") == name
             ]
 
+        def queues(event: str, obj: dict, old: dict | None) -> list[Hashable]:
+            if not render.owned_cluster_queue(obj):
+                return []
+            if event in ("ADDED", "DELETED") or changes.moved(
+                event,
+                obj,
+                old,
+                ("spec", "resourceGroups"),
+                ("spec", "stopPolicy"),
+                ("metadata", "annotations"),
+                ("status", "reservingWorkloads"),
+                ("status", "flavorsReservation"),
+            ):
+                return self._all()
+            return []
+
         return [
             Watch("TopologySource", sources),
             Watch("Node", nodes),
             Watch("NodeFeature", features, namespace=NAMESPACE),
             Watch("ConfigMap", config_maps, namespace=NAMESPACE),
+            Watch("ClusterQueue", queues),
         ]
 
     # --- the pass ---------------------------------------------------------------------------------
@@ -136,6 +170,7 @@ class TopologySourceReconciler(Controller):
                 if not any(uid_of(s) == uid for s in self.sources.list()):
                     self._memory.pop(uid, None)
                     self._reads.pop(uid, None)
+            self._planned.pop(name, None)
             if source is not None:
                 self._delete_features(uid_of(source))
             return None
@@ -156,8 +191,55 @@ class TopologySourceReconciler(Controller):
                 self._memory[uid] = plan.memory
         else:
             return None  # admission refuses a source without exactly one arm
+        self._report(source, plan, features, now)
         self._apply(source, plan)
         return plan.requeue
+
+    def _report(self, source: dict, plan: SourcePlan, features: list[dict], now: float) -> None:
+        """What the profile change this pass leads to will evict or stop: into the status the pass
+        writes, and an Event now, before the NodeFeatures and the status that change the profiles."""
+        uid = uid_of(source)
+        report = change_report.plan_change(
+            source,
+            plan.status,
+            self.nodes.list(),
+            self.sources.list(),
+            change_report.published(features, uid),
+            change_report.published_after(features, uid, plan.writes, plan.deletes),
+            flavors=self.flavors.list(),
+            queues=self.queues.list(),
+            workloads=self.workloads.list(),
+            instances=self.instances.list(),
+            policy=self.settings.valid(PROFILE_CHANGE_STOP_POLICY),
+            mixed_on_node=self.settings.enabled(MIXED_ON_NODE),
+        )
+        plan.status = change_report.with_report(source, plan.status, report, now)
+        name = name_of(source)
+        told = self._planned.get(name)
+        if name not in self._planned:  # since the start: a change the stored status reports was told
+            reported = any(
+                c.get("type") == change_report.CONDITION_PROFILE_CHANGE and c.get("status") == "True"
+                for c in (source.get("status") or {}).get("conditions") or []
+            )
+            told = report.told() if reported else None
+        if report.empty:
+            if told is not None:
+                self.recorder.event(
+                    source,
+                    NORMAL,
+                    change_report.REASON_COMPLETE,
+                    "every ClusterQueue swapped to the new profile",
+                )
+            self._planned[name] = None
+            return
+        if told is None or not report.told_by(told):
+            message = report.message()
+            log.info("profile change planned", extra={"source": name, "report": message})
+            self.recorder.event(
+                source, WARNING if report.evicts else NORMAL, change_report.REASON_PLANNED, message
+            )
+            told = report.told()
+        self._planned[name] = told
 
     def _read(self, source: dict, now: float) -> Read:
         spec = source.get("spec") or {}

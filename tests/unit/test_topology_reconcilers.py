@@ -344,6 +344,118 @@ def test_a_live_profile_change_drains_swaps_on_the_same_queue_and_restores() -> 
     assert f"gpustack-{RACKED}" not in kinds(cluster.world, "Topology")
 
 
+def events(cluster: Cluster, kind: str, name: str) -> list[Obj]:
+    return [
+        o
+        for (k, _ns, _n), o in cluster.world.objects.items()
+        if k == "Event" and o["involvedObject"]["kind"] == kind and o["involvedObject"]["name"] == name
+    ]
+
+
+def test_the_source_says_what_a_profile_change_evicts_and_stops_before_the_swap() -> None:
+    cluster = seeded(h100("n1", **{ZONE: "z1", RACK: "r1"}))
+    cluster.world.put(source())
+    old = f"gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d-{RACKED}"
+    new = f"gpustack--generic--nvidia-h100-80gb-hbm3-linux-amd64-8d-{ZONED}"
+    # A Pod's Workload admitted in the pool's queue, and an Instance of the type.
+    cluster.world.put(
+        {
+            "kind": "Workload",
+            "metadata": {
+                "name": "pod-gpu-workload-1a2b3",
+                "namespace": "team-a",
+                "ownerReferences": [{"kind": "Pod", "name": "gpu-workload", "uid": "p1"}],
+            },
+            "status": {
+                "admission": {"clusterQueue": POOL, "podSetAssignments": [{"flavors": {"c": old}}]},
+                "conditions": [
+                    {"type": "QuotaReserved", "status": "True"},
+                    {"type": "Admitted", "status": "True"},
+                ],
+            },
+        }
+    )
+    cluster.world.put(
+        {
+            "kind": "Instance",
+            "metadata": {"name": "sliced-demo", "namespace": "team-a"},
+            "spec": {"type": POOL},
+        }
+    )
+    cluster.start()
+    cluster.run()
+    cluster.kueue_reports(POOL, reserving=1, flavors={old: 1_600_000})
+    cluster.kueue_reports(CPU_POOL, reserving=0, flavors={})
+    cluster.run()
+    settled = cluster.get("TopologySource", "racks")
+    assert "profileChange" not in settled["status"]
+    assert condition(settled, "ProfileChange")["status"] == "False"
+    assert not events(cluster, "TopologySource", "racks")
+
+    # The administrator drops the rack label; the source's pass runs first and tells.
+    moved = copy.deepcopy(cluster.get("Node", "n1"))
+    del moved["metadata"]["labels"][RACK]
+    cluster.world.put(moved)
+    assert cluster.manager is not None
+    sources = cluster.manager.controllers[0]
+    while (key := sources.queue.get(timeout=0)) is not None:
+        sources.reconcile(key)
+        sources.queue.done(key)
+    told = cluster.get("TopologySource", "racks")
+    assert told["status"]["profileChange"] == {
+        "profiles": [f"{RACKED} -> {ZONED}"],
+        "nodes": 1,
+        "stopPolicy": "HoldAndDrain",
+        "clusterQueues": [POOL],
+        "workloads": 1,
+        "pods": 1,
+        "instances": 1,
+        "names": [
+            "Workload team-a/pod-gpu-workload-1a2b3",
+            "Pod team-a/gpu-workload",
+            "Instance team-a/sliced-demo",
+        ],
+    }
+    reported = condition(told, "ProfileChange")
+    assert reported["status"] == "True" and reported["reason"] == "ProfileChangePlanned"
+    (event,) = events(cluster, "TopologySource", "racks")
+    assert event["reason"] == "ProfileChangePlanned" and event["type"] == "Warning"
+    assert event["message"] == reported["message"]
+    assert (
+        "evicts 1 Workload(s) (team-a/pod-gpu-workload-1a2b3) and 1 Pod(s) (team-a/gpu-workload)"
+        in event["message"]
+    )
+    assert "stops 1 Instance(s) (team-a/sliced-demo)" in event["message"]
+    # Nothing has moved yet: the queue still admits on the old flavor.
+    assert cluster.get("ClusterQueue", POOL)["spec"]["stopPolicy"] == "None"
+
+    # The chain follows: the queue drains for the profile change; the type says so.
+    cluster.run()
+    queue = cluster.get("ClusterQueue", POOL)
+    assert queue["spec"]["stopPolicy"] == "HoldAndDrain"
+    assert queue["metadata"]["annotations"][constants.ANNOTATION_PROFILE_CHANGE] == f"{RACKED} -> {ZONED}"
+    status = cluster.get("InstanceType", POOL)["status"]
+    assert status["phase"] == "Draining", status
+    assert status["phaseMessage"].startswith(f"profile change in progress ({RACKED} -> {ZONED})"), status
+    # Under way, the report stands (the node has moved; the queue has not swapped), told once.
+    during = cluster.get("TopologySource", "racks")
+    assert during["status"]["profileChange"]["clusterQueues"] == [POOL]
+    assert during["status"]["profileChange"]["nodes"] == 0
+    assert len(events(cluster, "TopologySource", "racks")) == 1
+
+    # Kueue evicted: the swap, then the report clears and says so.
+    cluster.world.remove("Workload", "pod-gpu-workload-1a2b3", "team-a")
+    cluster.kueue_reports(POOL, reserving=0, flavors={old: 0})
+    cluster.run()
+    assert queue_flavors(cluster) == [new]
+    after = cluster.get("TopologySource", "racks")
+    assert "profileChange" not in after["status"]
+    assert condition(after, "ProfileChange")["status"] == "False"
+    assert [e["reason"] for e in events(cluster, "TopologySource", "racks")].count(
+        "ProfileChangeComplete"
+    ) == 1
+
+
 def test_an_idle_flavor_swaps_in_place_and_a_node_leaving_is_dropped_in_place() -> None:
     cluster = seeded(h100("n1", **{ZONE: "z1", RACK: "r1"}))
     cluster.world.put(source())
