@@ -18,6 +18,9 @@ def test_benchmark_prints_one_json_line_per_case(capsys, tmp_path):
         "preferred",
         "allocate",
         "admission",
+        "preferred-started",
+        "allocate-started",
+        "admission-started",
         "preferred-floor",
         "allocate-floor",
         "admission-floor",
@@ -27,12 +30,13 @@ def test_benchmark_prints_one_json_line_per_case(capsys, tmp_path):
         "discovery",
         "interfaces",
     ]
-    one, floor, stress = lines[1], lines[4], lines[7]
+    one, started, floor, stress = lines[1], lines[4], lines[7], lines[10]
     assert one["concurrency"] == 1 and one["held"] + one["refused"] == 8 and one["annotation_write"] is False
     assert lines[2]["calls"] == one["held"]  # one admission per Pod granted: both calls
+    assert started["identify"] == "started" and started["held"] + started["refused"] == 8
     assert floor["held"] + floor["refused"] == 8 and floor["identify"] == "floor"
     assert stress["concurrency"] == 2 and stress["held"] + stress["refused"] == 8
-    assert lines[9]["cards"] == 2 and {"p50_ms", "p99_ms", "max_ms"} <= set(lines[9])
-    assert lines[10]["nics"] == 2 and lines[10]["vfs"] == 2 and lines[10]["calls"] == 1
+    assert lines[12]["cards"] == 2 and {"p50_ms", "p99_ms", "max_ms"} <= set(lines[12])
+    assert lines[13]["nics"] == 2 and lines[13]["vfs"] == 2 and lines[13]["calls"] == 1
     written = json.loads((tmp_path / "bench_devicemanager.json").read_text())
     assert written["bench"] == "bench_devicemanager" and written["rows"] == lines

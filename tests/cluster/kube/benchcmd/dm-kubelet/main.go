@@ -10,7 +10,8 @@
 //   - It keeps a ListAndWatch stream open on every plugin socket of -watch, as
 //     the kubelet does, and offers the resource's healthy, unallocated devices.
 //   - -concurrency callers each admit the next of -pods Pods (oldest first),
-//     call GetPreferredAllocation and then Allocate, and time both.
+//     call GetPreferredAllocation and then Allocate, and time both; with -gap
+//     each caller pauses that long after each admission.
 //
 // The plugins pick the oldest admitted container without devices, so a grant
 // is recorded on the oldest admitting Pod (with one caller, the one admitted).
@@ -178,6 +179,7 @@ func main() {
 	size := flag.Int("size", 1, "devices per allocation")
 	namespace := flag.String("namespace", "bench", "the Pods' namespace")
 	prefix := flag.String("prefix", "p", "Pod names are <prefix><index>")
+	gap := flag.Duration("gap", 0, "pause of each caller after each admission (a Pod starting before the next)")
 	flag.Parse()
 	if *dir == "" || *resource == "" || *socket == "" {
 		fmt.Fprintln(os.Stderr, "dm-kubelet: -dir, -resource and -socket are required")
@@ -277,6 +279,9 @@ func main() {
 				out.Preferred = append(out.Preferred, middle.Sub(start).Seconds())
 				out.Allocate = append(out.Allocate, end.Sub(middle).Seconds())
 				mu.Unlock()
+				if *gap > 0 {
+					time.Sleep(*gap)
+				}
 			}
 		}()
 	}
