@@ -35,8 +35,10 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import harness
@@ -375,3 +377,32 @@ def kill_namespace(netns: str | None) -> None:
         with contextlib.suppress(OSError):
             if os.readlink(entry / "ns" / "net") == netns:
                 os.kill(int(entry.name), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def node_port(directory: Path, address: str, port: int, target: str, log: Path) -> Iterator[None]:
+    """What kube-proxy does for one NodePort, which these nodes run no kube-proxy for: inside the
+    node's network namespace (that of its kubelet's shell), ``address:port`` forwards each TCP
+    connection to ``target`` (``ip:port``: the endpoint the Service's EndpointSlice names). The host
+    reaches ``address`` (the node's InternalIP) through the node's veth. Ends with the block; the
+    node's stop kills it too (it lives in the node's namespace)."""
+    pid = int((directory / "pids" / "kubelet.pid").read_text())
+    argv = ["nsenter", f"--net=/proc/{pid}/ns/net", "socat",
+            f"TCP-LISTEN:{port},bind={address},fork,reuseaddr", f"TCP:{target}"]  # fmt: skip
+    with log.open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise harness.ClusterError(f"socat for node port {address}:{port} exited: see {log}")
+        with contextlib.suppress(OSError), socket.create_connection((address, port), timeout=1):
+            return True
+        return False
+
+    try:
+        harness.wait_for(listening, timeout=30, interval=0.1, what=f"node port {address}:{port}")
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # socat and the children it forked per connection
+        proc.wait(timeout=10)

@@ -21,6 +21,10 @@ Checked, in order (each test is the next step of one installation):
    admits them) and run on the container node; the visibility the device manager's ``Allocate``
    handed them is read from inside (``kubectl exec``), the MIG device one the containerised device
    manager created through the simulated NVML;
+   then an Instance of each kind with a key made by ``ssh-keygen``: the sidecar image built here runs
+   sshd, a real ``ssh`` login (at the Pod's address; then at the status's address and node port,
+   through a stand-in for kube-proxy) enters ``main`` and sees its card, slice or MIG device, and a
+   second key is refused;
 3. a ModelDeployment of a ModelArtifact serves for real: the worker container resolves the artifact
    against the local Hub (reached at the host address every node and Pod shares), the deployment's
    Pod runs the stand-in engine image (``standin/``, chosen by the engine-image Setting the chart's
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import urllib.request
 import uuid
 
@@ -67,6 +72,7 @@ SYSTEM = chart.NAMESPACE
 ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
 OPERATOR_IMAGE = images.IMAGES["operator"].ref.removeprefix("docker.io/")
 ENGINE_IMAGE = images.IMAGES["engine"].ref.removeprefix("docker.io/")
+SSH_IMAGE = images.IMAGES["ssh-server"].ref.removeprefix("docker.io/")
 HUB_PORT = free_port()
 HUB = localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
 MODEL = "Qwen/Qwen2.5-7B-Instruct"  # one of the local Hub's demo repositories
@@ -76,6 +82,7 @@ VALUES = {
         **ON_NODE,
         "env": {
             "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": ENGINE_IMAGE,
+            "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": SSH_IMAGE,
             "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": HUB,
         },
     },
@@ -90,7 +97,7 @@ WAIT = 240
 def installed():
     """The images built, a control plane without Kueue, a container node with the images, and the
     chart — with its Kueue and NFD — installed onto it."""
-    built = dict(images.build(name) for name in ("pause", "operator", "kueue", "nfd", "engine"))
+    built = dict(images.build(name) for name in ("pause", "operator", "kueue", "nfd", "engine", "ssh-server"))
     directory = second_cluster.state_dir(f"{ports.e2e_prefix()}-containers")
     env = {**second_cluster.port_env(), "GPUSTACK_CLUSTER_KUEUE": "0"}
     cluster = second_cluster.start(directory, env)
@@ -303,6 +310,189 @@ def test_a_whole_card_a_slice_and_a_mig_device_run_in_containers_that_see_their_
         assert visible.startswith("GPU-") and "," not in visible, (name, sorted(env))
         assert visible in ledger, (name, visible)
         assert env.get("CUDA_VISIBLE_DEVICES") == "0", (name, env.get("CUDA_VISIBLE_DEVICES"))
+
+
+# --- SSH into an Instance -------------------------------------------------------------------------
+
+SSH_OPTIONS = ("-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+               "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10")  # fmt: skip
+# What a session prints: the card variables, where it runs (main's image has the operator's entrypoint,
+# the sidecar's has not) and the working directory (the workspace).
+PROBE = (
+    'echo "nvidia=$NVIDIA_VISIBLE_DEVICES"; echo "cuda=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"; '
+    'echo "main=$(test -x /usr/local/bin/gpustack-operator && echo yes || echo no)"; echo "host=$(hostname)"'
+)
+
+
+def keygen(directory, name: str):
+    """A fresh ed25519 key pair, as a user makes one: the private key's path and the public line."""
+    path = directory / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@e2e", "-f", str(path)],
+                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    return path, path.with_suffix(".pub").read_text().strip()
+
+
+def ssh(key, address: str, port: int, command: str, terminal: str = "") -> subprocess.CompletedProcess:
+    """``ssh root@address command``; with ``terminal``, a login with a terminal (``-tt``, no command)
+    that is typed ``terminal``."""
+    argv = ["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(port), *(["-tt"] if terminal else []),
+            f"root@{address}", *([command] if command else [])]  # fmt: skip
+    return subprocess.run(argv, input=terminal, capture_output=True, text=True, timeout=60)
+
+
+def ssh_answering(key, address: str, port: int, command: str) -> subprocess.CompletedProcess:
+    """``ssh`` once sshd listens: the Pod is Ready as soon as its containers run, and the sidecar
+    makes its host keys before it listens. Only a refused or reset connection is tried again."""
+
+    def attempt() -> subprocess.CompletedProcess | None:
+        done = ssh(key, address, port, command)
+        starting = (
+            "Connection refused",
+            "Connection reset",
+            "Connection closed",
+            "kex_exchange_identification",
+        )
+        return None if done.returncode == 255 and any(s in done.stderr for s in starting) else done
+
+    return harness.wait_for(attempt, timeout=60, interval=1, what=f"sshd answering at {address}:{port}")
+
+
+def fields(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def environment_of(cluster: harness.ClusterInfo, pod: str, container: str) -> dict[str, str]:
+    return fields(exec_in(cluster, pod, NS, "env", container=container))
+
+
+def ssh_instance(name: str, resources: dict) -> dict:
+    return {
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "Instance",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"type": POOL, "image": OPERATOR_IMAGE, "command": ["sleep", "infinity"],
+                 "sshPublicKey": {"name": "user-key"}, "resources": resources,
+                 "volume": {"ephemeral": {"capacity": "1Gi"}}},
+    }  # fmt: skip
+
+
+def instance_reachable(cluster: harness.ClusterInfo, name: str) -> dict | None:
+    """The Instance once Ready with its Pod IP, its access address and the ssh port's node port."""
+    found = cluster.kubectl_json("get", "instance", name, "-n", NS)
+    status = found.get("status") or {}
+    ssh_port = [p for p in status.get("ports") or [] if p.get("name") == "ssh" and p.get("nodePort")]
+    if status.get("phase") == "Ready" and status.get("podIPs") and status.get("accessAddresses") and ssh_port:
+        return found
+    return None
+
+
+def endpoint_of(cluster: harness.ClusterInfo, service: str, port_name: str) -> str:
+    """``ip:port`` of the Service's ready endpoint for ``port_name``, read from its EndpointSlice as
+    kube-proxy reads it."""
+    slices = cluster.kubectl_json(
+        "get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={service}"
+    )["items"]
+    for found in slices:
+        port = next((p["port"] for p in found.get("ports") or [] if p.get("name") == port_name), None)
+        for endpoint in found.get("endpoints") or []:
+            if port and (endpoint.get("conditions") or {}).get("ready"):
+                return f"{endpoint['addresses'][0]}:{port}"
+    raise ValueError(f"Service {NS}/{service} has no ready endpoint for {port_name}")
+
+
+def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(installed, tmp_path) -> None:
+    cluster = installed
+    ensure_namespace(cluster, NS)
+    wait_for_entrance(cluster, POOL, NS, timeout=WAIT, what="the H100 pool's entrance")
+    key, public = keygen(tmp_path, "user")
+    wrong, _ = keygen(tmp_path, "stranger")
+    cluster.apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "InstanceSSHPublicKey",
+                   "metadata": {"name": "user-key", "namespace": NS}, "spec": {"data": public}})  # fmt: skip
+    wanted = {
+        "ssh-whole": {"accelerator": "1"},
+        "ssh-slice": {"accelerator": "1", "acceleratorSlicedMemoryPercentage": 40},
+        "ssh-mig": {"accelerator": "1", "acceleratorPartitionedProfile": "3g.40gb"},
+    }
+    for name, resources in wanted.items():
+        cluster.apply(ssh_instance(name, resources))
+    node_ip = container_node.addresses(container_node.network_id(nodes.node(cluster, NODE).kubelet_port))[
+        "node"
+    ]
+    for name in wanted:
+        try:
+            found = harness.wait_for(lambda n=name: instance_reachable(cluster, n), timeout=WAIT,
+                                     what=f"Instance {name} Ready with its addresses")  # fmt: skip
+        except TimeoutError:
+            listed = cluster.kubectl("get", "instances,pods,services", "-n", NS, "-o", "wide").stdout
+            described = cluster.kubectl("describe", "pod", name, "-n", NS, check=False).stdout
+            logs = cluster.kubectl("logs", name, "-c", "sshd", "-n", NS, check=False).stdout
+            raise AssertionError(
+                f"{name} not Ready:\n{listed}\n{described[-4000:]}\n{logs[-2000:]}"
+            ) from None
+        status = found["status"]
+        main = environment_of(cluster, name, constants.INSTANCE_CONTAINER_MAIN)
+        sidecar = environment_of(cluster, name, constants.INSTANCE_CONTAINER_SSHD)
+        visible = main.get("NVIDIA_VISIBLE_DEVICES", "")
+        # The card the device manager handed main: a MIG device for the partition (never its parent).
+        assert visible.startswith("MIG-" if name == "ssh-mig" else "GPU-") and "," not in visible, (
+            name,
+            visible,
+        )
+        assert sidecar.get("NVIDIA_VISIBLE_DEVICES") == visible, (name, sidecar.get("NVIDIA_VISIBLE_DEVICES"))
+
+        # A real login at the Pod's address (the host routes to the node's Pod network), port 22.
+        (pod_ip,) = [entry["ip"] for entry in status["podIPs"]]
+        session = ssh_answering(key, pod_ip, constants.SSH_PORT, PROBE)
+        assert session.returncode == 0, (name, session.stderr[-2000:])
+        seen = fields(session.stdout)
+        assert seen["nvidia"] == visible, (name, seen)
+        assert seen["cuda"] == main.get("CUDA_VISIBLE_DEVICES") == "0", (
+            name,
+            seen,
+            main.get("CUDA_VISIBLE_DEVICES"),
+        )
+        # The session runs in main, not in the sidecar: main's filesystem, in the workspace.
+        assert seen["main"] == "yes" and seen["pwd"] == "/workspace", (name, seen)
+        assert seen["host"] == name, (name, seen)
+
+        # An interactive login (a terminal, no command): main's login shell, in the workspace.
+        shell = ssh(
+            key,
+            pod_ip,
+            constants.SSH_PORT,
+            "",
+            terminal='echo "shell=$NVIDIA_VISIBLE_DEVICES:$(pwd)"; exit\n',
+        )
+        assert f"shell={visible}:/workspace" in shell.stdout, (
+            name,
+            shell.stdout[-2000:],
+            shell.stderr[-2000:],
+        )
+
+        # A file written over SSH is in main's workspace.
+        marker = f"written over ssh to {name}"
+        wrote = ssh(key, pod_ip, constants.SSH_PORT, f"echo '{marker}' > /workspace/marker")
+        assert wrote.returncode == 0, wrote.stderr[-2000:]
+        assert exec_in(cluster, name, NS, "cat /workspace/marker", container="main").strip() == marker
+
+        # A key the Instance does not hold is refused.
+        refused = ssh(wrong, pod_ip, constants.SSH_PORT, "true")
+        assert refused.returncode == 255 and "Permission denied" in refused.stderr, (name, refused.stderr)
+
+        # The address the status reports: the node's address and the ssh port's node port, through
+        # the Service's endpoint (the local nodes run no kube-proxy: container_node.node_port stands
+        # in for it, for this one port, from the Service's EndpointSlice).
+        (address,) = status["accessAddresses"]
+        assert address == node_ip, (address, node_ip)
+        (node_port,) = [p["nodePort"] for p in status["ports"] if p["name"] == "ssh"]
+        target = endpoint_of(cluster, name, "tcp-22")
+        assert target == f"{pod_ip}:{constants.SSH_PORT}", target
+        log = nodes.node_directory(cluster, NODE) / "logs" / f"node-port-{node_port}.log"
+        with container_node.node_port(nodes.node_directory(cluster, NODE), address, node_port, target, log):
+            session = ssh_answering(key, address, node_port, PROBE)
+            assert session.returncode == 0, (name, session.stderr[-2000:])
+            assert fields(session.stdout)["nvidia"] == visible
+            refused = ssh(wrong, address, node_port, "true")
+            assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused.stderr
 
 
 def http(url: str, body: dict | None = None) -> dict:
