@@ -4,6 +4,7 @@ from ``worker`` to each reconciler can be followed by reading."""
 from __future__ import annotations
 
 from controllers.delivery.artifacts import ModelArtifactReconciler
+from controllers.delivery.md_feature import ArtifactDelivery
 from controllers.delivery.model_stores import ModelStoreBindingReconciler, ModelStoreReconciler
 from controllers.delivery.node_stores import NodeModelStoreWriter
 from controllers.delivery.prefetches import ModelPrefetchReconciler
@@ -16,8 +17,10 @@ from controllers.instance.backing import (
 from controllers.instance.reconciler import InstanceReconciler
 from controllers.kvcache.backend import KVCacheBackendReconciler
 from controllers.kvcache.binding import KVCachePoolBindingReconciler
+from controllers.kvcache.md_feature import KVCacheFeature
 from controllers.kvcache.pool import KVCachePoolReconciler
 from controllers.modeldeployment.controller import ModelDeploymentReconciler
+from controllers.modeldeployment.extensions import Extensions
 from controllers.modeldeployment.joint import JointAdmissionCheck
 from controllers.nodedevices.check import NodeDevicesCheck
 from controllers.nodedevices.fit_labels import NodeFitLabelReconciler
@@ -31,8 +34,24 @@ from controllers.pools.local_queues import LocalQueueReconciler
 from controllers.pools.node_capacity_keys import NodeCapacityReconciler
 from controllers.pools.resource_flavors import ResourceFlavorReconciler
 from controllers.topology.node_profiles import NodeTopologyReconciler
+from controllers.topology.required_level import RequiredLevel
 from controllers.topology.sources import TopologySourceReconciler
-from kube.manager import Controller
+from kube.manager import Controller, Manager
+
+
+def model_deployment_extensions() -> Extensions:
+    """The features a ModelDeployment renders with: the KV cache (``spec.kvCache``), model delivery
+    (``spec.model.artifactRef``) and topology placement (``roles[].topology``).  Wired here, so the
+    controller imports none of the packages that build on it."""
+    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=RequiredLevel())
+
+
+class ModelDeployments(ModelDeploymentReconciler):
+    """The ModelDeployment reconciler with this build's features."""
+
+    def __init__(self, manager: Manager) -> None:
+        super().__init__(manager, model_deployment_extensions())
+
 
 CONTROLLERS: tuple[type[Controller], ...] = (
     # Settings: the status echo behind `kubectl get settings`' VALUE column (D.8).
@@ -73,5 +92,5 @@ CONTROLLERS: tuple[type[Controller], ...] = (
     ModelPrefetchReconciler,
     # ModelDeployments: the joint AdmissionCheck, then the deployments' Pods, Services and status.
     JointAdmissionCheck,
-    ModelDeploymentReconciler,
+    ModelDeployments,
 )

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
 from controllers.modeldeployment import labels, names  # noqa: E402
 from controllers.modeldeployment import plan as planner  # noqa: E402
-from controllers.modeldeployment.extensions import default_extensions  # noqa: E402
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
+from controllers.registry import model_deployment_extensions  # noqa: E402
 from loadtests import series  # noqa: E402
 from webhooks.modeldeployment.view import Deployment  # noqa: E402
 
@@ -106,7 +106,7 @@ def instance_type() -> dict:
 
 def _context(obj: dict) -> Context:
     md = Deployment(obj)
-    ext = default_extensions()
+    ext = model_deployment_extensions()
     return Context(
         md=md,
         uid=obj["metadata"]["uid"],

@@ -1,6 +1,6 @@
 """The model-delivery feature of the ModelDeployment controller (model-delivery spec §3.4.1, §4.3,
 §5 ``WeightsReady``), built on :mod:`controllers.delivery.consumption` and installed by
-:func:`controllers.modeldeployment.extensions.default_extensions`.
+:func:`controllers.registry.model_deployment_extensions`.
 
 ``resolve`` reads, once per pass, what ``spec.model.artifactRef`` depends on — the ModelArtifact, the
 Settings (``model-artifact-delivery-mode``, the Hugging Face endpoint, the proxy pair), the CSIDriver

@@ -1,6 +1,6 @@
 """The KV-cache feature of the ModelDeployment controller: the object its renderer calls
 (``resolve`` once per pass, ``role`` per managed role), built on :mod:`controllers.kvcache.attach`,
-and installed by :func:`controllers.modeldeployment.extensions.default_extensions`.
+and installed by :func:`controllers.registry.model_deployment_extensions`.
 
 It answers in the types of the controller's plug-in interface (:mod:`controllers.modeldeployment.
 extensions`: ``CacheResolution``, ``RoleCache``, ``Condition``).  ``kinds`` lists what it reads

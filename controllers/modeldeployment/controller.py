@@ -37,7 +37,7 @@ from api.engines import SETTING_ENGINE_IMAGE, SETTING_OVERCOMMIT, SETTING_ROUTIN
 from api.objects import Obj
 from controllers.modeldeployment import passes, router, teardown
 from controllers.modeldeployment import status as st
-from controllers.modeldeployment.extensions import Extensions, default_extensions
+from controllers.modeldeployment.extensions import NO_FEATURES, Extensions
 from controllers.modeldeployment.features import Features
 from controllers.modeldeployment.fronts import Fronts
 from controllers.modeldeployment.joint import INDEX_GROUP, group_index
@@ -98,7 +98,7 @@ class ModelDeploymentReconciler(Controller):
 
     def __init__(self, manager: Manager, extensions: Extensions | None = None) -> None:
         super().__init__(manager)
-        self.extensions = extensions or default_extensions()
+        self.extensions = extensions or NO_FEATURES
         self.deployments = manager.informer(
             "ModelDeployment", indexes={INDEX_INSTANCE_TYPE: instance_type_index}
         )

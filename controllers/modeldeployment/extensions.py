@@ -2,8 +2,9 @@
 model delivery (``spec.model.artifactRef``) and topology placement (``roles[].topology``).
 
 Each feature is one object with the functions the renderer and the status call.  The defaults here
-are the spec's behaviour when the field is **absent**; a feature package replaces its default in
-:func:`default_extensions` and owns everything it renders and reports:
+are the spec's behaviour when the field is **absent**; a feature package's object replaces its
+default where the worker wires the controller (``controllers.registry.model_deployment_extensions``;
+this module imports no feature) and owns everything it renders and reports:
 
 - :class:`CacheFeature` — ``resolve`` once per pass (the Binding, its pool and domain: the
   ``DomainRegistered`` and ``CacheAttached`` conditions, ``status.kvCache``), then ``role`` per role:
@@ -23,9 +24,10 @@ pure function of its inputs.  The writes a feature needs are returned for the co
 ``wakes(kind, event, obj, old, deployments, reader) -> list[deployment object]``: which
 deployments a change of one of its objects concerns (the controller watches each kind with it).
 
-The features installed are :func:`default_extensions`' — the KV cache of
-:mod:`controllers.kvcache.md_feature` and the delivery of :mod:`controllers.delivery.md_feature`;
-the classes below are the spec's behaviour without a feature, kept for renderer tests.
+The features installed are the registry's — the KV cache of :mod:`controllers.kvcache.md_feature`,
+the delivery of :mod:`controllers.delivery.md_feature` and the placement of
+:mod:`controllers.topology.required_level`; the classes below are the spec's behaviour without a
+feature (:data:`NO_FEATURES`), what the controller renders with when it is given none.
 """
 
 from __future__ import annotations
@@ -214,17 +216,12 @@ class Extensions:
     topology: TopologyFeature
 
 
-def default_extensions() -> Extensions:
-    """The features the controller renders with; a feature package puts its own object here."""
-    # The feature packages build on this module's types, so they are imported when called.
-    from controllers.delivery.md_feature import ArtifactDelivery
-    from controllers.kvcache.md_feature import KVCacheFeature
-    from controllers.topology.required_level import RequiredLevel
-
-    return Extensions(cache=KVCacheFeature(), delivery=ArtifactDelivery(), topology=RequiredLevel())
+NO_FEATURES = Extensions(cache=NoCache(), delivery=EngineDelivery(), topology=NoTopology())
+"""The spec's behaviour with no feature package installed."""
 
 
 __all__ = [
+    "NO_FEATURES",
     "CacheFeature",
     "CacheResolution",
     "Condition",
@@ -234,5 +231,4 @@ __all__ = [
     "RoleCache",
     "RoleDelivery",
     "TopologyFeature",
-    "default_extensions",
 ]

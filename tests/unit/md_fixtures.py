@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controllers.modeldeployment.extensions import default_extensions
 from controllers.modeldeployment.render import Context, Facts
+from controllers.registry import model_deployment_extensions
 from webhooks.modeldeployment.view import Deployment
 
 NS = "team-a"
@@ -95,7 +95,7 @@ def pair(**spec: Any) -> dict[str, Any]:
 def context(obj: dict[str, Any], *types: dict[str, Any], facts: Facts | None = None) -> Context:
     md = Deployment(copy.deepcopy(obj))
     found = {t["metadata"]["name"]: t for t in (types or (instance_type(),))}
-    ext = default_extensions()
+    ext = model_deployment_extensions()
     return Context(
         md=md,
         uid=UID,

@@ -11,6 +11,7 @@ from typing import Any
 from api import constants
 from api.objects import Obj
 from controllers.modeldeployment.controller import FINALIZER, ModelDeploymentReconciler
+from controllers.registry import ModelDeployments
 from kube.client import ApiError
 from kube.informer import Informer
 from kube.manager import Manager
@@ -83,7 +84,7 @@ class RecordingClient:
 def controller_on(client: RecordingClient) -> ModelDeploymentReconciler:
     """The reconciler on ``client``, with the features it installs by default."""
     manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
-    controller = manager.add(ModelDeploymentReconciler)
+    controller = manager.add(ModelDeployments)
     assert isinstance(controller, ModelDeploymentReconciler)
     return controller
 
