@@ -20,7 +20,8 @@ Two sources, one shape (devices spec §6.3):
 
 Gate 3 judges on the fuller of the two per card (:func:`merged_rows`: the status lags the Pod list
 when a Pod is allocated, the Pod list lags nothing it holds), node by node as it needs them
-(:class:`Book`).
+(:class:`Book`), rebuilding between decisions only the nodes whose Pods or ``Devices`` changed
+(:class:`LedgerCache`, keyed by resourceVersions).
 
 Compiled by Cython in pure-Python mode (the cards are ``fastpath.cards``' C structs).
 """
@@ -33,6 +34,7 @@ from typing import Any
 import cython
 
 from api import allocation
+from api.constants import KUEUE_WORKLOAD
 from api.manufacturers import UNITS_PER_CARD, UNITS_PER_SHARE, publish_profile
 from api.objects import Obj
 from fastpath import fit, requests
@@ -60,6 +62,7 @@ _PRECEDENCE = {
 }
 
 _M = cython.declare(cython.longlong, UNITS_PER_CARD)
+_KUEUE_WORKLOAD = cython.declare(str, KUEUE_WORKLOAD)
 _EMPTY_DICT = cython.declare(dict, {})
 _EMPTY_LIST = cython.declare(list, [])
 _PROFILE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
@@ -532,10 +535,275 @@ def merged_rows(devices: Mapping[str, Any], tallies: Mapping[tuple, Tally]) -> l
     return rebuilt
 
 
+# --- Pods by node, and ledgers kept across decisions ---------------------------------------------------
+
+
+@cython.cfunc
+@cython.inline
+def _field(obj: object, key: str) -> object:
+    """``obj.get(key)`` of a dict (or any Mapping); None when ``obj`` is falsy."""
+    if type(obj) is dict:
+        return cython.cast(dict, obj).get(key)
+    if not obj:
+        return None
+    mapping: Any = obj
+    return mapping.get(key)
+
+
+@cython.ccall
+def bound_pods(pods: Iterable[Any]) -> tuple:
+    """One pass over a Pod list: ``(by_node, claimed)`` — the Pods bound to a node by node name
+    (list order kept), and those bound Pods Kueue tied to a Workload (annotation
+    ``kueue.x-k8s.io/workload``), the only ones :func:`is_held` is asked about."""
+    by_node: dict = {}
+    claimed: list = []
+    for pod in pods:
+        node = _field(_field(pod, "spec"), "nodeName")
+        if not node:
+            continue
+        group = by_node.get(node)
+        if group is None:
+            by_node[node] = [pod]
+        else:
+            cython.cast(list, group).append(pod)
+        if _field(_field(_field(pod, "metadata"), "annotations"), _KUEUE_WORKLOAD):
+            claimed.append(pod)
+    return (by_node, claimed)
+
+
+@cython.cfunc
+def _version(obj: object) -> str:
+    """``metadata.resourceVersion``, or "" (an object without one is never cached)."""
+    version = _field(_field(obj, "metadata"), "resourceVersion")
+    return version if type(version) is str else ""
+
+
+@cython.cfunc
+def _versions(pods: list) -> object:
+    """The Pods' resourceVersions in order, or None when one has none."""
+    out: list = []
+    for pod in pods:
+        version = _version(pod)
+        if not version:
+            return None
+        out.append(version)
+    return out
+
+
+_MEMO_LIMIT = 64  # distinct demands remembered per cached ledger
+
+
+@cython.final
+@cython.cclass
+class _NodePods:
+    """What a :class:`LedgerCache` knows of one node: the resourceVersions of the Pods its ledgers
+    were built from (list order), their tallies and the ledgers; and, for the Pod list indexed
+    last, how its Pods of this node compare."""
+
+    versions = cython.declare(object)  # list of str; None: nothing cached
+    tallies = cython.declare(dict)
+    ledgers = cython.declare(dict)  # group -> (Devices resourceVersion, NodeLedger, fits memo)
+    epoch = cython.declare(cython.longlong)  # the index() the fields below describe
+    cursor = cython.declare(cython.Py_ssize_t)  # listed Pods matched against versions so far
+    same = cython.declare(cython.bint)  # every listed Pod so far matched
+    cacheable = cython.declare(cython.bint)  # every listed Pod has a resourceVersion
+    pods = cython.declare(object)  # the listed Pods, gathered when they differ (list or None)
+
+    def __init__(self) -> None:
+        self.versions = None
+        self.tallies = {}
+        self.ledgers = {}
+        self.epoch = -1
+        self.cursor = 0
+        self.same = False
+        self.cacheable = True
+        self.pods = None
+
+
+@cython.cfunc
+def _begin(state: _NodePods, epoch: cython.longlong) -> cython.void:
+    state.epoch = epoch
+    state.cursor = 0
+    state.same = state.versions is not None
+    state.cacheable = True
+    state.pods = None
+
+
+@cython.cfunc
+def _unchanged(state: _NodePods) -> cython.bint:
+    """The listed Pods are the ones the cached tallies were built from."""
+    return state.same and state.cacheable and state.cursor == len(state.versions)
+
+
+@cython.final
+@cython.cclass
+class LedgerCache:
+    """Node ledgers kept across gate-3 decisions, each with the ``Devices`` resourceVersion and
+    the resourceVersions of the node's Pods (in list order) it was built from.  A resourceVersion
+    is etcd's revision of one write, distinct for every write of every object, so equal versions
+    mean the very objects the ledger was built from; objects without one are never cached.
+
+    Per decision, :meth:`index` reads the Pod list once — comparing each node's Pods with the
+    versions its ledgers were built from, gathering the Pods only of the nodes where they differ —
+    and :meth:`lookup` answers per (node, model): the ledger built before when its node's Pods and
+    ``Devices`` are unchanged, else one built now (from the tallies kept when only the ``Devices``
+    moved).  Each ledger remembers whether a demand fits on it (:meth:`Book.fits`), so a pool where
+    nothing changed is judged without placing anything.  The cached ledgers are shared and never
+    changed: :class:`Book` copies one before charging it.  One ``release_terminated`` setting (the
+    other clears the cache) and one decision at a time (not thread-safe)."""
+
+    _nodes = cython.declare(dict)  # node name -> _NodePods
+    _epoch = cython.declare(cython.longlong)  # index() calls so far
+    _release = cython.declare(object)  # the release_terminated the ledgers were built with
+    _gathered = cython.declare(list)  # the states holding Pods of the last index()
+    builds = cython.declare(cython.longlong, visibility="public")  # ledgers built
+    hits = cython.declare(cython.longlong, visibility="public")  # lookups answered by one built before
+
+    def __init__(self) -> None:
+        self._nodes = {}
+        self._epoch = 0
+        self._release = None
+        self._gathered = []
+        self.builds = 0
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def clear(self) -> None:
+        self._nodes.clear()
+        self._gathered = []
+
+    def prune(self, devices: Mapping[str, Any]) -> None:
+        """Forget the nodes that have no ``Devices`` any more."""
+        for name in [name for name in self._nodes if name not in devices]:
+            del self._nodes[name]
+
+    def index(self, pods: Iterable[Any], devices: Mapping[str, Any], release_terminated: bool = True) -> list:
+        """Read this decision's Pod list (every Pod bound to a node whose ledger may be looked up
+        must be in it); returns the bound Pods Kueue tied to a Workload (as :func:`bound_pods`)."""
+        state: _NodePods
+        i: cython.Py_ssize_t
+        if self._release is None or self._release != bool(release_terminated):
+            self._nodes.clear()
+            self._release = bool(release_terminated)
+        for state in self._gathered:
+            state.pods = None
+        self._gathered = []
+        self._epoch += 1
+        epoch: cython.longlong = self._epoch
+        nodes: dict = self._nodes
+        listed: list = pods if type(pods) is list else list(pods)
+        owners: list = []
+        claimed: list = []
+        differ: cython.bint = False
+        for pod in listed:
+            node = _field(_field(pod, "spec"), "nodeName")
+            if not node:
+                owners.append(None)
+                continue
+            meta = _field(pod, "metadata")
+            if _field(_field(meta, "annotations"), _KUEUE_WORKLOAD):
+                claimed.append(pod)
+            found = nodes.get(node)
+            if found is None:
+                if node not in devices:  # never looked up: no ledger without Devices
+                    owners.append(None)
+                    continue
+                found = nodes[node] = _NodePods()
+            state = found
+            if state.epoch != epoch:
+                _begin(state, epoch)
+            owners.append(state)
+            version = _field(meta, "resourceVersion")
+            if type(version) is not str or not version:
+                state.cacheable = False
+                state.same = False
+            elif state.same:
+                versions: list = state.versions
+                if state.cursor < len(versions) and versions[state.cursor] == version:
+                    state.cursor += 1
+                else:
+                    state.same = False
+            if not state.same:
+                differ = True
+        if not differ:
+            for state in self._nodes.values():
+                if state.epoch == epoch and not _unchanged(state):
+                    differ = True  # fewer Pods than before
+                    break
+        if differ:  # gather the Pods of the nodes where they differ
+            for i in range(len(listed)):
+                found = owners[i]
+                if found is None:
+                    continue
+                state = found
+                if _unchanged(state):
+                    continue
+                if state.pods is None:
+                    state.pods = [listed[i]]
+                    self._gathered.append(state)
+                else:
+                    cython.cast(list, state.pods).append(listed[i])
+        return claimed
+
+    @cython.ccall
+    def lookup(self, node: str, group: str, devices: dict) -> tuple:
+        """``(ledger, fits memo)`` of ``node``'s ``group`` cards for the Pods :meth:`index` read
+        last: the one built before when nothing changed, else built now.  Never change the ledger
+        returned."""
+        state: _NodePods
+        found = self._nodes.get(node)
+        if found is None:
+            found = self._nodes[node] = _NodePods()
+        state = found
+        if state.epoch != self._epoch:  # none of its Pods listed
+            _begin(state, self._epoch)
+        if not _unchanged(state):
+            pods: list = state.pods if state.pods is not None else []
+            state.versions = _versions(pods) if state.cacheable else None
+            state.tallies = tally_pods(pods, release_terminated=bool(self._release))
+            state.ledgers = {}
+            if state.versions is not None:
+                state.cursor = len(pods)
+                state.same = True
+        devices_version = _version(devices)
+        entry = state.ledgers.get(group)
+        if entry is not None and entry[0] == devices_version:
+            self.hits += 1
+            memo: dict = entry[2]
+            if len(memo) > _MEMO_LIMIT:
+                memo.clear()
+            return (entry[1], memo)
+        self.builds += 1
+        ledger = node_ledger(devices, group, merged_rows(devices, state.tallies))
+        fresh: dict = {}
+        if devices_version and state.versions is not None:
+            state.ledgers[group] = (devices_version, ledger, fresh)
+        else:
+            state.ledgers.pop(group, None)
+        return (ledger, fresh)
+
+
+def demand_key(demand: Any) -> tuple:
+    """What :func:`fastpath.fit.fits` reads of a demand."""
+    return (
+        demand.family,
+        getattr(demand, "manufacturer", "") or "",
+        getattr(demand, "base", "") or "",
+        demand.count,
+        demand.units,
+        getattr(demand, "profile", "") or "",
+    )
+
+
 class Book:
     """Node ledgers built on first use, one per (node, model), with the inflight charges that fall
     on them applied as they are built — a pool of a thousand nodes costs only the nodes looked at
-    (their Pods' records are aggregated then too)."""
+    (their Pods' records are aggregated then too).  With a :class:`LedgerCache` (which has indexed
+    this decision's Pods: ``pods_by_node`` is then not read) an unchanged node is not rebuilt: its
+    cached ledger is copied when the decision charges it, and only asked whether a demand fits
+    (remembered per demand) while it does not."""
 
     def __init__(
         self,
@@ -543,12 +811,17 @@ class Book:
         pods_by_node: Mapping[str, list[Mapping[str, Any]]],
         *,
         release_terminated: bool = True,
+        cache: LedgerCache | None = None,
     ) -> None:
         self.devices = devices
         self.pods_by_node = pods_by_node
         self.release_terminated = release_terminated
+        self.cache = cache
         self._ledgers: dict[tuple[str, str], NodeLedger | None] = {}
         self._pending: dict[tuple[str, str], list[tuple[Any, int]]] = {}
+        self._bases: dict[tuple[str, str], tuple] = {}
+        if cache is not None and len(cache) > 2 * len(devices) + 64:
+            cache.prune(devices)
 
     def charge_later(self, node: str, group: str, demand: Any, pods: int) -> None:
         key = (node, group)
@@ -559,21 +832,89 @@ class Book:
         else:
             self._pending.setdefault(key, []).append((demand, pods))
 
+    def _base(self, node: str, group: str, devices: Mapping[str, Any]) -> tuple:
+        """``(ledger, fits memo)`` from the cache, looked up once per decision."""
+        key = (node, group)
+        base = self._bases.get(key)
+        if base is None:
+            assert self.cache is not None
+            base = self.cache.lookup(node, group, devices if type(devices) is dict else dict(devices))
+            self._bases[key] = base
+        return base
+
     def ledger(self, node: str, group: str) -> NodeLedger | None:
-        """The node's ledger of ``group``'s cards, or None when the node has no ``Devices``."""
+        """The node's ledger of ``group``'s cards, or None when the node has no ``Devices``; the
+        decision's own copy, which it charges."""
         key = (node, group)
         ledger = self._ledgers.get(key)
         if ledger is None and key not in self._ledgers:
             devices = self.devices.get(node)
             if devices is not None:
-                tallies = tally_pods(
-                    self.pods_by_node.get(node, ()), release_terminated=self.release_terminated
-                )
-                ledger = node_ledger(devices, group, merged_rows(devices, tallies))
+                if self.cache is not None:
+                    ledger = cython.cast(NodeLedger, self._base(node, group, devices)[0]).copy()
+                else:
+                    tallies = tally_pods(
+                        self.pods_by_node.get(node, ()), release_terminated=self.release_terminated
+                    )
+                    ledger = node_ledger(devices, group, merged_rows(devices, tallies))
                 for demand, pods in self._pending.pop(key, ()):
                     _place_up_to(ledger, demand, pods)
             self._ledgers[key] = ledger
         return ledger
+
+    def first_fit(self, nodes: list, start: int, group: str, demand: Any) -> int:
+        """The position of the first of ``nodes`` from ``start`` on whose ``group`` cards
+        ``demand`` fits now (:meth:`fits`), or -1."""
+        i: cython.Py_ssize_t
+        key = demand_key(demand)
+        if self.cache is None or type(self.devices) is not dict:
+            for i in range(start, len(nodes)):
+                if self.fits(nodes[i], group, demand, key):
+                    return i
+            return -1
+        cache: LedgerCache = self.cache
+        devices: dict = self.devices
+        ledgers: dict = self._ledgers
+        pending: dict = self._pending
+        touched: cython.bint = len(ledgers) > 0 or len(pending) > 0
+        for i in range(start, len(nodes)):
+            node = nodes[i]
+            if touched and ((node, group) in ledgers or (node, group) in pending):
+                if self.fits(node, group, demand, key):
+                    return i
+                continue
+            found = devices.get(node)
+            if found is None:
+                continue
+            base = cache.lookup(node, group, found if type(found) is dict else dict(found))
+            memo: dict = base[1]
+            known = memo.get(key)
+            if known is None:
+                known = memo[key] = fit.fits(base[0], demand)
+            if known:
+                return i
+        return -1
+
+    def fits(self, node: str, group: str, demand: Any, key: tuple | None = None) -> bool:
+        """Whether ``demand`` fits on the node's ``group`` cards now (:func:`fastpath.fit.fits` on
+        :meth:`ledger`, which nothing is charged to); ``key``: its :func:`demand_key`, when the
+        caller asks of many nodes."""
+        at = (node, group)
+        if self.cache is None or at in self._ledgers or at in self._pending:
+            ledger = self.ledger(node, group)
+            return ledger is not None and fit.fits(ledger, demand)
+        devices = self.devices.get(node)
+        if devices is None:
+            self._ledgers[at] = None
+            return False
+        base = self._base(node, group, devices)
+        memo: dict = base[1]
+        if key is None:
+            key = demand_key(demand)
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = fit.fits(base[0], demand)
+        return bool(known)
 
 
 def _place_up_to(ledger: NodeLedger, demand: Any, pods: int) -> int:

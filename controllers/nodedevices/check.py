@@ -14,7 +14,9 @@ Per Workload (one at a time: a verdict must see the ones written before it):
 2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods with one
    uncached list, and the other Workloads from the cache — plus every ``Ready`` this controller
    wrote that the cache does not show yet;
-3. :func:`controllers.nodedevices.fit.decide` answers ``Ready`` or ``Retry`` (with
+3. :func:`controllers.nodedevices.fit.decide` — with the node ledgers and flavor pools of the
+   earlier verdicts (:class:`controllers.nodedevices.fit.DecisionCache`), each reused only while the
+   resourceVersions it was built from are unchanged — answers ``Ready`` or ``Retry`` (with
    ``requeueAfterSeconds``: 30); the state is written through the status subresource by server-side
    apply, field manager ``gpustack-node-devices``, only when state or message changed, with an Event
    on the Workload saying why.
@@ -125,6 +127,10 @@ class NodeDevicesCheck(Controller):
         self.devices = self.informer("Devices")
         self.checks = self.informer("AdmissionCheck")
         self.release_terminated = allocation.release_terminated_from_env()
+        # Node ledgers and flavor pools kept between verdicts, keyed by resourceVersions (one
+        # decision at a time: workers = 1, and the lock below besides).
+        self.decisions = fit.DecisionCache()
+        self._decide_lock = threading.Lock()
         self._lock = threading.Lock()
         self._ready_written: dict[tuple[str, str], Obj] = {}  # until the cache shows them
         self._waiting: set[tuple[str, str]] = set()  # Workloads that need a verdict
@@ -215,15 +221,17 @@ class NodeDevicesCheck(Controller):
     def judge(self, workload: Obj) -> fit.Verdict:
         """Gather the objects and decide (the bound Pods with one uncached list)."""
         pods, _ = self.client.list("Pod", field_selector=pod_field_selector(workload), timeout=60)
-        return fit.decide(
-            workload,
-            flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
-            nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
-            devices={d["metadata"]["name"]: d for d in self.devices.list()},
-            pods=pods,
-            others=self.other_workloads(),
-            release_terminated=self.release_terminated,
-        )
+        with self._decide_lock:
+            return fit.decide(
+                workload,
+                flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
+                nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
+                devices={d["metadata"]["name"]: d for d in self.devices.list()},
+                pods=pods,
+                others=self.other_workloads(),
+                release_terminated=self.release_terminated,
+                cache=self.decisions,
+            )
 
     def other_workloads(self) -> list[Obj]:
         """The cached Workloads, each replaced by the ``Ready`` this controller wrote for it while

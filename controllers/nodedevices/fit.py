@@ -30,14 +30,14 @@ The verdict is ``Ready`` or ``Retry``, never ``Rejected``; its message names the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from api import constants
 from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
 from fastpath import fit, fit_labels, requests
-from fastpath.ledger import Book, accelerator_key, is_held, node_ledger
+from fastpath.ledger import Book, LedgerCache, accelerator_key, bound_pods, is_held, node_ledger
 
 CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
 READY = "Ready"
@@ -174,10 +174,78 @@ def pool_nodes(flavor: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]
     wanted = ((flavor.get("spec") or {}).get("nodeLabels") or {}).items()
     out = []
     for name, node in nodes.items():
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        if all(labels.get(k) == v for k, v in wanted):
+        if _in_pool(node, wanted):
             out.append(name)
     return sorted(out)
+
+
+def _in_pool(node: Mapping[str, Any], wanted: Iterable[tuple[str, Any]]) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in wanted)
+
+
+def _version(obj: Mapping[str, Any]) -> str:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return version if isinstance(version, str) else ""
+
+
+class DecisionCache:
+    """What gate 3 keeps from one decision to the next, each entry keyed by the resourceVersions
+    it was computed from, so that an unchanged node costs a comparison instead of a rebuild: the
+    node ledgers (:class:`fastpath.ledger.LedgerCache`) and which Nodes each flavor's pool holds.
+    Objects without a resourceVersion are never cached.  One decision at a time (the controller
+    has one worker)."""
+
+    __slots__ = ("_pools", "ledgers")
+
+    def __init__(self) -> None:
+        self.ledgers = LedgerCache()
+        # nodeLabels pairs -> (Node name -> (resourceVersion, in the pool), the sorted pool or None)
+        self._pools: dict[tuple, tuple[dict[str, tuple[str, bool]], list[list[str] | None]]] = {}
+
+    def clear(self) -> None:
+        self.ledgers.clear()
+        self._pools.clear()
+
+    def pool(self, flavor: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """:func:`pool_nodes`, each Node matched again only when its resourceVersion moved."""
+        wanted_map = (flavor.get("spec") or {}).get("nodeLabels") or {}
+        try:
+            wanted = tuple(sorted(wanted_map.items()))
+            hash(wanted)
+        except TypeError:
+            return pool_nodes(flavor, nodes)
+        state = self._pools.get(wanted)
+        if state is None:
+            if len(self._pools) >= 256:  # flavors come and go: forget them all, rarely
+                self._pools.clear()
+            state = self._pools[wanted] = ({}, [None])
+        seen, members = state
+        moved = False
+        versioned = 0
+        for name, node in nodes.items():
+            version = _version(node)
+            if not version:
+                continue
+            versioned += 1
+            known = seen.get(name)
+            if known is not None and known[0] == version:
+                continue
+            inside = _in_pool(node, wanted)
+            if known is None or known[1] != inside:
+                moved = True
+            seen[name] = (version, inside)
+        if len(seen) > versioned:  # a Node is gone (or lost its resourceVersion)
+            for name in [name for name in seen if name not in nodes or not _version(nodes[name])]:
+                del seen[name]
+            moved = True
+        if versioned != len(nodes):
+            members[0] = None
+            return pool_nodes(flavor, nodes)
+        pool = members[0]
+        if moved or pool is None:
+            pool = members[0] = sorted(name for name, (_rv, inside) in seen.items() if inside)
+        return pool
 
 
 # --- PodSets ------------------------------------------------------------------------------------------------
@@ -296,21 +364,24 @@ def _resolve(
 # --- Pods ------------------------------------------------------------------------------------------------------
 
 
-def held_pods(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str, str], int]:
-    """Held Pods per (namespace, Workload name, PodSet, node)."""
+def held_pods(
+    pods: Iterable[Mapping[str, Any]], workloads: Container[tuple[str, str]] | None = None
+) -> dict[tuple[str, str, str, str], int]:
+    """Held Pods per (namespace, Workload name, PodSet, node); ``workloads``: only the Pods of
+    these (namespace, Workload name) pairs."""
     held: dict[tuple[str, str, str, str], int] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         workload = (meta.get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
         node = (pod.get("spec") or {}).get("nodeName")
-        if not workload or not node or not is_held(pod):
+        if not workload or not node:
             continue
-        key = (
-            meta.get("namespace") or "",
-            workload,
-            (meta.get("labels") or {}).get(constants.KUEUE_PODSET) or "",
-            node,
-        )
+        namespace = meta.get("namespace") or ""
+        if workloads is not None and (namespace, workload) not in workloads:
+            continue
+        if not is_held(pod):
+            continue
+        key = (namespace, workload, (meta.get("labels") or {}).get(constants.KUEUE_PODSET) or "", node)
         held[key] = held.get(key, 0) + 1
     return held
 
@@ -367,12 +438,14 @@ def decide(
     pods: Iterable[Mapping[str, Any]],
     others: Iterable[Mapping[str, Any]] = (),
     release_terminated: bool = True,
+    cache: DecisionCache | None = None,
 ) -> Verdict:
     """Judge ``workload`` (which :func:`needs_verdict`) per card.
 
     ``flavors``: ResourceFlavors by name; ``nodes``: the observed Nodes by name; ``devices``:
     ``Devices`` by node name; ``pods``: the Pods bound to nodes (one uncached list); ``others``:
-    other Workloads — those :func:`is_inflight` are charged first.
+    other Workloads — those :func:`is_inflight` are charged first; ``cache``: what the previous
+    decisions built (the verdict is the same without it).
     """
     pod_sets = podset_demands(workload)
     if not pod_sets:
@@ -381,16 +454,16 @@ def decide(
     reason = _resolve(pod_sets, flavors, devices, vram)
     if reason:
         return _retry(reason)
-    by_node: dict[str, list[Mapping[str, Any]]] = {}
-    for pod in pods:
-        bound = (pod.get("spec") or {}).get("nodeName")
-        if bound:
-            by_node.setdefault(bound, []).append(pod)
-    held = held_pods(pod for group in by_node.values() for pod in group)
-    book = Book(devices, by_node, release_terminated=release_terminated)
+    if cache is None:
+        by_node, claimed = bound_pods(pods)
+        book = Book(devices, by_node, release_terminated=release_terminated)
+    else:  # the cache reads the Pods, and keeps the ledgers of the nodes whose Pods did not change
+        claimed = cache.ledgers.index(pods, devices, release_terminated)
+        book = Book(devices, {}, release_terminated=release_terminated, cache=cache.ledgers)
 
     meta = workload.get("metadata") or {}
     namespace, name, uid = meta.get("namespace") or "", meta.get("name") or "", meta.get("uid")
+    inflight = []
     for other in others:
         other_meta = other.get("metadata") or {}
         if (other_meta.get("namespace") or "", other_meta.get("name")) == (namespace, name):
@@ -399,6 +472,15 @@ def decide(
             continue
         if not is_inflight(other):
             continue
+        inflight.append(other)
+    # Only the judged Workload's and the inflight ones' Pods are ever looked up as held.
+    wanted = {(namespace, name)}
+    wanted.update(
+        ((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name") or "")
+        for o in inflight
+    )
+    held = held_pods(claimed, wanted)
+    for other in inflight:
         charge_inflight(other, book, held, flavors, devices, vram)
 
     for ps in pod_sets:
@@ -407,7 +489,7 @@ def decide(
         if ps.nodes is not None:
             reason = _place_assigned(ps, namespace, name, nodes, book, held)
         else:
-            reason = _place_pool(ps, namespace, name, flavors, nodes, book, held)
+            reason = _place_pool(ps, namespace, name, flavors, nodes, book, held, cache)
         if reason:
             return _retry(reason)
     where = sorted({node for ps in pod_sets if ps.nodes for node in ps.nodes})
@@ -474,8 +556,10 @@ def _place_pool(
     nodes: Mapping[str, Mapping[str, Any]],
     book: Book,
     held: Mapping[tuple[str, str, str, str], int],
+    cache: DecisionCache | None = None,
 ) -> str:
-    pool = pool_nodes(flavors[ps.flavor], nodes)
+    flavor = flavors[ps.flavor]
+    pool = cache.pool(flavor, nodes) if cache is not None else pool_nodes(flavor, nodes)
     if not pool:
         return f'{ps.label}: ResourceFlavor "{ps.flavor}" matches no observed node'
     already = sum(
@@ -484,11 +568,13 @@ def _place_pool(
     pending = ps.count - already
     start = 0
     for i in range(pending):
-        for j in range(start, len(pool)):
+        # Asked first (an unchanged node answers from the cache), charged only where it fits.
+        j = book.first_fit(pool, start, ps.group, ps.demand)
+        if j >= 0:
             ledger = book.ledger(pool[j], ps.group)
-            if ledger is not None and fit.place(ledger, ps.demand) is not None:
-                start = j  # earlier nodes did not fit this demand; they will not fit the next copy
-                break
+            assert ledger is not None  # it fits: it has cards
+            fit.place(ledger, ps.demand)
+            start = j  # earlier nodes did not fit this demand; they will not fit the next copy
         else:
             placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
             return (
