@@ -56,7 +56,7 @@ CACHE = CACHE_ROOT / "images"
 FORMAT = "1"  # bump when the way layers are made changes
 SUITE = "bookworm"
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-PACKAGES = ("api", "fastpath", "kube", "modelhub", "webhooks", "controllers", "nodeplugins", "certs",
+PACKAGES = ("api", "fastpath", "kube", "modelhub", "readmodels", "webhooks", "controllers", "nodeplugins", "certs",
             "gateway", "gpustack_operator")  # fmt: skip
 SITE = "/opt/gpustack"
 TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci", "busybox": "busybox-static"}  # tool -> Debian package

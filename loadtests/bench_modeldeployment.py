@@ -43,7 +43,7 @@ from controllers.modeldeployment import plan as planner  # noqa: E402
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
 from controllers.registry import model_deployment_extensions  # noqa: E402
 from loadtests import series  # noqa: E402
-from webhooks.modeldeployment.view import Deployment  # noqa: E402
+from readmodels.modeldeployment import Deployment  # noqa: E402
 
 POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 CPU_POOL = "gpustack--generic-linux-amd64"

@@ -1,4 +1,4 @@
-"""One read of a ModelDeployment for its admission rules: every role parsed once.
+"""One read of a ModelDeployment, for its admission rules and its renderer: every role parsed once.
 
 The webhook serves every ModelDeployment write, so the submitted object is read into a
 :class:`Deployment` once per request and every rule reads that view: each role's argv stream

@@ -39,7 +39,7 @@ from controllers.modeldeployment.extensions import (
 )
 from fastpath import argv
 from kube import changes
-from webhooks.modeldeployment.view import SERVED_NAME_FLAG, SERVED_NAME_FLAGS, Deployment, Role
+from readmodels.modeldeployment import SERVED_NAME_FLAG, SERVED_NAME_FLAGS, Deployment, Role
 
 ARTIFACT = "ModelArtifact"
 CLAIM = "PersistentVolumeClaim"

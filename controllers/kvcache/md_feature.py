@@ -23,7 +23,7 @@ from controllers.conditions import Verdict
 from controllers.kvcache import attach
 from controllers.modeldeployment.extensions import CacheResolution, Condition, Reader, RoleCache
 from kube import changes
-from webhooks.modeldeployment.view import Deployment, Role
+from readmodels.modeldeployment import Deployment, Role
 
 HIERARCHICAL = "--enable-hierarchical-cache"
 RETRACTION = "--disaggregation-decode-retraction-backup"

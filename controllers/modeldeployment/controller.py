@@ -56,7 +56,7 @@ from controllers.settings import SettingsReader
 from kube import changes
 from kube.client import ApiError
 from kube.manager import Controller, Manager, Watch
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 __all__ = ["FINALIZER", "ModelDeploymentReconciler"]
 

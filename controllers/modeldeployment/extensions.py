@@ -43,7 +43,7 @@ from api.model_deployment_status import (
     REASON_NOT_APPLICABLE,
 )
 from api.objects import Obj
-from webhooks.modeldeployment.view import Deployment, Role
+from readmodels.modeldeployment import Deployment, Role
 
 Reader = Callable[[str, str, str], Obj | None]
 """``reader(kind, name, namespace)``: an object from the controller's caches, or None."""

@@ -18,7 +18,7 @@ from controllers.modeldeployment.render import Context, Facts
 from kube.client import ApiError, Client
 from kube.informer import Informer
 from kube.manager import Watch
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 Key = tuple[str, str]
 

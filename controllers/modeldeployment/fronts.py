@@ -15,7 +15,7 @@ from controllers.modeldeployment.render import RoleTemplate
 from controllers.settings import SettingsReader
 from kube.client import Client
 from kube.informer import Informer
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 FIELD_MANAGER = "worker.gpustack.ai/model-deployment"
 SETTING_ROUTER_IMAGE = "model-deployment-router-image"

@@ -7,7 +7,7 @@ and queue depth 100,000, topic ``kv@``) and container ports 5557/5558.  Status p
 Service's host with those ports, never the bind string.
 
 The reserved set itself (what admission refuses a role to declare) is the view's
-:meth:`~webhooks.modeldeployment.view.Deployment.reserved_ports`, so the renderer and the webhook read
+:meth:`~readmodels.modeldeployment.Deployment.reserved_ports`, so the renderer and the webhook read
 one statement of it.
 """
 
@@ -17,7 +17,7 @@ import orjson
 
 from api import constants, engines
 from api.objects import Obj
-from webhooks.modeldeployment.view import DECODE, Deployment, Role
+from readmodels.modeldeployment import DECODE, Deployment, Role
 
 KV_EVENTS_FLAG = "--kv-events-config"
 PUBLISHER_PORT, REPLAY_PORT = constants.KV_EVENTS_PORTS

@@ -14,7 +14,7 @@ from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import replicas as rp
 from kube.client import Client
 from kube.informer import Informer
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 POD_SELECTOR = f"{constants.LABEL_APP_NAME}={constants.APP_NAME_MODEL_DEPLOYMENT}"
 INDEX_OWNER = "owner-pod"

@@ -34,7 +34,7 @@ from api import constants, engines
 from api.objects import Obj
 from controllers.modeldeployment.extensions import RoleCache
 from controllers.modeldeployment.ports import Serving
-from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment, Role, store_protocol
+from readmodels.modeldeployment import DECODE, PREFILL, SERVER, Deployment, Role, store_protocol
 
 KV_TRANSFER_FLAG = "--kv-transfer-config"
 KV_ROLES = {SERVER: "kv_both", PREFILL: "kv_producer", DECODE: "kv_consumer"}

@@ -15,7 +15,7 @@ from controllers.modeldeployment import plan as planner
 from controllers.modeldeployment import status as st
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.render import Context, RenderError, RoleTemplate, render_role, stamp
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 
 @dataclass

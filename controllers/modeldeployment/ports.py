@@ -24,7 +24,7 @@ from typing import Any
 from api import constants, engines
 from api.objects import Obj
 from fastpath import argv
-from webhooks.modeldeployment.view import DEFAULT_SERVING_PORT, TLS_FLAGS, Deployment, Role, as_str
+from readmodels.modeldeployment import DEFAULT_SERVING_PORT, TLS_FLAGS, Deployment, Role, as_str
 
 PORT_HTTP = "http"
 PORT_MODEL_SERVER = "model-server"

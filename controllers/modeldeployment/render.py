@@ -34,7 +34,7 @@ from controllers.modeldeployment.extensions import (
 )
 from controllers.modeldeployment.image import ImageError, image_for
 from fastpath import argv, quantity
-from webhooks.modeldeployment.view import (
+from readmodels.modeldeployment import (
     FABRIC_PROTOCOLS,
     Deployment,
     Role,

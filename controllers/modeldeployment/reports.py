@@ -13,7 +13,7 @@ from controllers.modeldeployment import departures
 from controllers.modeldeployment.image import runtime_versions
 from controllers.modeldeployment.render import Context, RenderError
 from kube.events import WARNING, Recorder
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 log = logging.getLogger("controllers.modeldeployment")
 

@@ -28,7 +28,7 @@ import orjson
 from api import constants, engines
 from api.objects import Obj
 from controllers.modeldeployment import labels, names
-from webhooks.modeldeployment.view import DECODE, PREFILL, Deployment, Role, as_dict, as_list, as_str
+from readmodels.modeldeployment import DECODE, PREFILL, Deployment, Role, as_dict, as_list, as_str
 
 COMPONENT = "router"
 APP_NAME = "model-deployment-router"

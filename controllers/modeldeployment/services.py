@@ -18,7 +18,7 @@ from api import constants
 from api.objects import Obj
 from controllers.modeldeployment import kvevents, labels, names
 from controllers.modeldeployment.ports import PORT_HTTP, Serving
-from webhooks.modeldeployment.view import Deployment, Role
+from readmodels.modeldeployment import Deployment, Role
 
 KIND_DEPLOYMENT = "deployment"
 KIND_ROLE = "role"

@@ -20,7 +20,7 @@ from api.objects import Obj
 from controllers.modeldeployment.extensions import Condition
 from controllers.modeldeployment.plan import RoleAccount
 from controllers.ready import verdict
-from webhooks.modeldeployment.view import DECODE, PREFILL, SERVER, Deployment
+from readmodels.modeldeployment import DECODE, PREFILL, SERVER, Deployment
 
 KIND_LETTERS = {SERVER: "S", PREFILL: "P", DECODE: "D"}
 RESERVED_NAMESPACES = frozenset(

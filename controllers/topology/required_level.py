@@ -11,7 +11,7 @@ of the queue's topology-aware flavors.  Availability of the level is Kueue's to 
 from __future__ import annotations
 
 from api import constants
-from webhooks.modeldeployment.view import Deployment, Role
+from readmodels.modeldeployment import Deployment, Role
 
 
 class RequiredLevel:

@@ -12,13 +12,17 @@ kubectl:
   topology-aware flavor and the queue's ``TopologyReady``;
 - a deployment whose role requires the zone is admitted by Kueue into one zone, and a group no
   single zone can hold stays pending although the pool has the capacity;
-- dropping the rack label changes the profile live: the replacement flavor is created, the queue
-  holds and drains while the running group reserves the old flavor, swaps on the same
-  ClusterQueue (name and UID kept), restores its stop policy, and the group is admitted again on
-  the new flavor; the old flavor and Topology retire;
+- dropping the rack label changes the profile live: the source says first (a
+  ``ProfileChangePlanned`` Event and ``status.profileChange``) that the pool's queue will drain and
+  which Workload and Pods it evicts; the replacement flavor is created, the queue holds and drains
+  while the running group reserves the old flavor (the InstanceType says "profile change in
+  progress", never that no node serves it), swaps on the same ClusterQueue (name and UID kept),
+  restores its stop policy, and the group is admitted again on the new flavor; the old flavor and
+  Topology retire;
 - with the Setting ``topology-profile-change-stop-policy=Hold``, putting the rack label back holds
-  the queue instead: the running group stays admitted on the old flavor (its Pods the same), and the
-  swap on the same ClusterQueue follows once the group ends;
+  the queue instead: the source reports the group running on, the running group stays admitted on
+  the old flavor (its Pods the same), the InstanceType reads "profile change in progress (…): held",
+  and the swap on the same ClusterQueue follows once the group ends;
 - a ConfigMap snapshot is published through NodeFeatures that NFD projects, a bad revision changes
   nothing and says which node, and deleting the source takes its labels away;
 - a webhook source (a simulated HTTPS inventory with a bearer token) publishes the same way.
@@ -29,6 +33,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -366,6 +372,55 @@ def swap_state(cluster) -> dict:
     }
 
 
+class Watch:
+    """Polls, until stopped, what a profile change shows: the source's ``status.profileChange``,
+    the pool queue's flavors and stop policy, and the InstanceType's phase and message, keeping
+    every distinct snapshot in order (a drain on kwok nodes can be over within a second)."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.seen: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _snapshot(self) -> dict:
+        source = kubectl_json(self.cluster, "get", "topologysource", SOURCE)
+        q = queue(self.cluster)
+        it = kubectl_json(self.cluster, "get", "instancetype", POOL).get("status") or {}
+        return {
+            "report": (source.get("status") or {}).get("profileChange"),
+            "flavors": [f["name"] for g in q["spec"].get("resourceGroups") or [] for f in g["flavors"]],
+            "stopPolicy": q["spec"].get("stopPolicy"),
+            "phase": it.get("phase"),
+            "message": it.get("phaseMessage", ""),
+        }
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(Exception):
+                snap = self._snapshot()
+                if not self.seen or self.seen[-1] != snap:
+                    self.seen.append(snap)
+            time.sleep(0.05)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def first(self, what) -> int:
+        """The index of the first snapshot ``what`` holds for (len(seen) when none)."""
+        return next((i for i, snap in enumerate(self.seen) if what(snap)), len(self.seen))
+
+
+def names_workload(report: dict | None, workload: dict) -> bool:
+    name = f"Workload {NS}/{workload['metadata']['name']}"
+    return bool(report) and name in (report.get("names") or [])
+
+
 def test_a_required_zone_admits_each_group_into_one_zone(topo) -> None:
     cluster, _ = topo
     # Three members of 8 cards need three nodes of one zone: none has them, although the pool's
@@ -406,14 +461,46 @@ def test_a_live_profile_change_drains_and_swaps_on_the_same_queue(topo) -> None:
     assert admitted(cluster, "zoned") is not None  # a running group reserves the old flavor
     assert int(before["status"].get("reservingWorkloads") or 0) >= 1
 
-    # The administrator retires the rack level: every node's key list, so its profile, changes.
-    for name in NODES:
-        cluster.kubectl("label", "node", name, f"{RACK}-")
-    wait_profiles(cluster, ZONED)
-    new = harness.wait_for(lambda: flavor_of(cluster, ZONED), timeout=WAIT, what="the replacement flavor")
-    assert new["spec"]["topologyName"] == f"gpustack-{ZONED}"
+    group = admitted(cluster, "zoned")
+    pods = sorted(p["metadata"]["name"] for p in placed(cluster, "zoned", 2) or [])
 
-    after = wait_swapped(cluster, new["metadata"]["name"])
+    # The administrator retires the rack level: every node's key list, so its profile, changes.
+    with Watch(cluster) as watch:
+        for name in NODES:
+            cluster.kubectl("label", "node", name, f"{RACK}-")
+        wait_profiles(cluster, ZONED)
+        new = harness.wait_for(lambda: flavor_of(cluster, ZONED), timeout=WAIT, what="the replacement flavor")
+        assert new["spec"]["topologyName"] == f"gpustack-{ZONED}"
+        after = wait_swapped(cluster, new["metadata"]["name"])
+        harness.wait_for(
+            lambda: watch.seen and watch.seen[-1]["report"] is None, timeout=WAIT, what="the report cleared"
+        )
+    seen = watch.seen
+    # The source named the group, its Pods and the drain before the queue held or swapped.
+    told = watch.first(lambda snap: names_workload(snap["report"], group))
+    held = watch.first(lambda snap: snap["stopPolicy"] != "None" or old not in snap["flavors"])
+    assert told < len(seen) and told <= held, json.dumps(seen)[:6000]
+    report = seen[told]["report"]
+    # (The CPU pool's queue may be listed too: until Kueue reports a generation, a queue may hold.)
+    assert report["stopPolicy"] == "HoldAndDrain" and POOL in report["clusterQueues"], report
+    assert report["profiles"] == [f"{RACKED} -> {ZONED}"] and report["workloads"] >= 1, report
+    assert all(f"Pod {NS}/{p}" in report["names"] for p in pods), (report, pods)
+    # (One Event, or another as the report grew: the other nodes moved, another queue joined.)
+    planned = [
+        e
+        for e in events_of(cluster, "TopologySource", SOURCE)
+        if e["reason"] == "ProfileChangePlanned" and f"{NS}/{group['metadata']['name']}" in e["message"]
+    ]
+    assert planned, events_of(cluster, "TopologySource", SOURCE)
+    for event in planned:
+        assert event["type"] == "Warning", event
+        assert "drain (HoldAndDrain) before the swap" in event["message"], event
+    assert "ProfileChangeComplete" in [e["reason"] for e in events_of(cluster, "TopologySource", SOURCE)]
+    # While it drained the InstanceType said why; never that no node serves the pool.
+    during = [snap["message"] for snap in seen if snap["phase"] != "Active"]
+    assert during, seen  # the drain lasts while Kueue evicts the group's Pods
+    assert all(m.startswith(f"profile change in progress ({RACKED} -> {ZONED})") for m in during), during
+    assert not any("no node serves" in snap["message"] for snap in seen), seen
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same ClusterQueue
     assert constants.ANNOTATION_DRAIN_PLAN_HOLD not in after["metadata"].get("annotations", {})
     reasons = [e["reason"] for e in events_of(cluster, "ClusterQueue", POOL)]
@@ -459,9 +546,30 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it
         assert workload is not None
         assert set(workload["status"]["admission"]["podSetAssignments"][0]["flavors"].values()) == {old}
 
-        # The administrator brings the rack level back: the profile changes live again.
+        # The administrator brings the rack level back: the profile changes live again; the source
+        # says first that the queue holds and the group runs on (nothing evicted or stopped).
         for name, (_, rack) in NODES.items():
             label(cluster, name, f"{RACK}={rack}")
+        report = harness.wait_for(
+            lambda: (
+                (
+                    r := (kubectl_json(cluster, "get", "topologysource", SOURCE).get("status") or {}).get(
+                        "profileChange"
+                    )
+                )
+                and names_workload(r, workload)
+                and r
+            ),
+            timeout=WAIT,
+            what="the source's report naming the running group",
+        )
+        assert report["stopPolicy"] == "Hold" and report["instances"] == 0, report
+        (event,) = [
+            e
+            for e in events_of(cluster, "TopologySource", SOURCE)
+            if e["reason"] == "ProfileChangePlanned" and "(Hold)" in e["message"]
+        ]
+        assert event["type"] == "Normal" and "evicts" not in event["message"], event
         wait_profiles(cluster, RACKED)
         new = harness.wait_for(lambda: flavor_of(cluster, RACKED), timeout=WAIT, what="the replacement")
         assert new["metadata"]["name"] != old
@@ -500,14 +608,18 @@ def test_with_the_hold_setting_a_profile_change_keeps_the_running_group_until_it
         not_evicted()
         drain = [e for e in events_of(cluster, "ClusterQueue", POOL) if e["reason"] == "Draining"]
         assert any("Hold" in e["message"] and "HoldAndDrain" not in e["message"] for e in drain), drain
-        # The InstanceType reads Draining, not Inactive (which would stop its Instances).
-        harness.wait_for(
+        # The InstanceType reads Draining, not Inactive (which would stop its Instances), and why.
+        status = harness.wait_for(
             lambda: (
-                (kubectl_json(cluster, "get", "instancetype", POOL).get("status") or {}).get("phase")
+                (st := kubectl_json(cluster, "get", "instancetype", POOL).get("status") or {}).get("phase")
                 == constants.PHASE_DRAINING
+                and st
             ),
             timeout=WAIT,
             what="the InstanceType Draining",
+        )
+        assert status["phaseMessage"].startswith(f"profile change in progress ({ZONED} -> {RACKED}): held"), (
+            status
         )
         not_evicted()
         assert old in queue_flavors(cluster, POOL)

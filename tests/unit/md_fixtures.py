@@ -7,7 +7,7 @@ from typing import Any
 
 from controllers.modeldeployment.render import Context, Facts
 from controllers.registry import model_deployment_extensions
-from webhooks.modeldeployment.view import Deployment
+from readmodels.modeldeployment import Deployment
 
 NS = "team-a"
 UID = "0b5e-uid"

@@ -1,4 +1,4 @@
-"""The import graph points down only: api ← fastpath ← kube ← webhooks/certs/controllers/nodeplugins
+"""The import graph points down only: api ← fastpath ← readmodels/kube ← webhooks/certs/controllers/nodeplugins
 ← gpustack_operator; nothing outside the command line imports controllers/."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ OURS = (
     "kube",
     "certs",
     "modelhub",
+    "readmodels",
     "webhooks",
     "controllers",
     "nodeplugins",
@@ -28,8 +29,9 @@ ALLOWED = {
     "kube": {"api"},
     "certs": {"api", "kube"},
     "modelhub": {"api"},  # the Hub client both the worker and the model manager use
-    "webhooks": {"api", "fastpath", "kube", "certs"},
-    "controllers": {"api", "fastpath", "kube", "certs", "modelhub", "webhooks"},
+    "readmodels": {"api", "fastpath"},  # read models both webhooks and controllers build on
+    "webhooks": {"api", "fastpath", "kube", "certs", "readmodels"},
+    "controllers": {"api", "fastpath", "kube", "certs", "modelhub", "readmodels", "webhooks"},
     "nodeplugins": {"api", "fastpath", "kube", "certs", "modelhub"},
     "gateway": {"api", "fastpath", "kube", "certs"},
 }

@@ -6,8 +6,8 @@ import json
 
 from api import constants
 from controllers.modeldeployment import router
+from readmodels.modeldeployment import Deployment
 from tests.unit.md_fixtures import NS, UID, deployment, pair, role
-from webhooks.modeldeployment.view import Deployment
 
 OWNER = {
     "apiVersion": "worker.gpustack.ai/v1",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from api import model_deployment_status as s
 from controllers.modeldeployment.plan import RoleAccount
 from controllers.modeldeployment.status import Inputs, RouterState, conditions, render_status, role_summary
+from readmodels.modeldeployment import Deployment
 from tests.unit.md_fixtures import deployment, pair, role
-from webhooks.modeldeployment.view import Deployment
 
 
 def account(name, desired, **kw):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from api import engines
 from api.fielderrors import FieldError
+from readmodels.modeldeployment import DEFAULT_CONNECTOR, KIND, Deployment, Role, as_dict, as_list, as_str
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, allow, reject, retry_later
 from webhooks.lookups import Lookups
@@ -50,7 +51,6 @@ from webhooks.modeldeployment.rules import (
     volumes,
 )
 from webhooks.modeldeployment.serving import ports, served_names, weight_mounts
-from webhooks.modeldeployment.view import DEFAULT_CONNECTOR, KIND, Deployment, Role, as_dict, as_list, as_str
 from webhooks.review import AdmissionRequest
 
 __all__ = ["default", "validate"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.fielderrors import FieldError, forbidden, invalid
-from webhooks.modeldeployment.view import DEFAULT_CONNECTOR, Deployment, Role, exact
+from readmodels.modeldeployment import DEFAULT_CONNECTOR, Deployment, Role, exact
 
 _IDENTITY = (
     "is part of what makes this deployment; a different value is a different deployment, which is "

@@ -13,8 +13,7 @@ from typing import Any
 from api import engines
 from api.fielderrors import FieldError, forbidden, invalid, not_found
 from api.manufacturers import BY_NAME, manufacturer_of_group
-from webhooks.lookups import Lookups
-from webhooks.modeldeployment.view import (
+from readmodels.modeldeployment import (
     DECODE,
     FABRIC_PROTOCOLS,
     PREFILL,
@@ -26,6 +25,7 @@ from webhooks.modeldeployment.view import (
     store_protocol,
     whole,
 )
+from webhooks.lookups import Lookups
 
 SETTING_DERIVED_FROM_NODE = "instance-type-derived-from-node"
 ASCEND = "ascend"

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from api import engines
 from api.fielderrors import FieldError, forbidden
 from fastpath import argv
-from webhooks.modeldeployment.view import Deployment, Role
+from readmodels.modeldeployment import Deployment, Role
 
 DtypeReader = Callable[[], Awaitable[str | None]]
 

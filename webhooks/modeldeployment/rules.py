@@ -2,7 +2,7 @@
 
 Each function covers a numbered row of the refusal table and returns field errors; the handler in
 ``webhooks.modeldeployment.handlers`` calls them in the table's order and aggregates one 422.  The rules
-read :class:`~webhooks.modeldeployment.view.Deployment`, never the raw object, so a role's argv is
+read :class:`~readmodels.modeldeployment.Deployment`, never the raw object, so a role's argv is
 parsed once whichever rule asks first.
 """
 
@@ -14,8 +14,7 @@ from api import constants, engines
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
 from api.naming import is_qualified_name
 from fastpath.degrees import width
-from webhooks.lookups import Lookups
-from webhooks.modeldeployment.view import (
+from readmodels.modeldeployment import (
     ENGINE_KINDS,
     KINDS,
     MAX_ROLES,
@@ -29,6 +28,7 @@ from webhooks.modeldeployment.view import (
     exact,
     whole,
 )
+from webhooks.lookups import Lookups
 
 SETTING_PRIVILEGED = "model-deployment-privileged-allowed"
 SETTING_HOST_PATH = "model-deployment-host-path-volume-allowed"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from api import constants, engines
 from api.fielderrors import FieldError, forbidden, invalid
 from fastpath import argv
-from webhooks.modeldeployment.view import (
+from readmodels.modeldeployment import (
     SERVED_NAME_FLAGS,
     TLS_FLAGS,
     Deployment,
