@@ -52,9 +52,11 @@ def _caption(docs: Docs) -> str:
     )
 
 
-def _figure(docs: Docs, title: str, columns: int = 1) -> tuple[Figure, list[Axes]]:
+def _figure(
+    docs: Docs, title: str, columns: int = 1, ratios: list[float] | None = None
+) -> tuple[Figure, list[Axes]]:
     fig = Figure(figsize=(6.4 * columns, 4.4), layout="constrained")
-    axes = fig.subplots(1, columns, squeeze=False)[0].tolist()
+    axes = fig.subplots(1, columns, squeeze=False, width_ratios=ratios)[0].tolist()
     fig.suptitle(f"{title}\n{_caption(docs)}", fontsize=10)
     return fig, axes
 
@@ -184,14 +186,19 @@ def plot_devicemanager(docs: Docs) -> Figure:
     ]
     if not rows:
         raise KeyError("no gRPC rows")
-    fig, (ax,) = _figure([doc], "Device plugins: calls as the kubelet's side sees them")
-    groups = [f"{r['case']}\n{r.get('concurrency', 1)} caller(s)" for r in rows]
-    fig.set_size_inches(max(6.4, 1.1 * len(groups)), 4.4)
-    _bars(ax, groups, {q: [float(r[f"{q}_ms"]) for r in rows] for q in ("p50", "p99")})
-    ax.axhline(2.0, color="grey", linestyle="--", linewidth=1)
-    ax.annotate("Allocate target, one caller: p99 2 ms", (0, 2.0), fontsize=7, va="bottom")
-    ax.set(ylabel="ms")
-    ax.tick_params(axis="x", labelsize=7)
+    one = [r for r in rows if int(r.get("concurrency", 1)) == 1]
+    stress = [r for r in rows if int(r.get("concurrency", 1)) != 1]
+    panels = [(one, "one caller (the kubelet's shape)")] if one else []
+    panels += [(stress, f"{stress[0]['concurrency']} callers at once (stress)")] if stress else []
+    title = "Device plugins: calls as the kubelet's side sees them"
+    fig, axes = _figure([doc], title, len(panels), [len(p[0]) + 1 for p in panels])
+    fig.set_size_inches(max(6.4, 1.0 * len(rows) + 1), 4.6)
+    for ax, (subset, name) in zip(axes, panels, strict=True):
+        if subset is one:
+            ax.axhline(2.0, color="grey", linestyle="--", linewidth=1, label="Allocate target, p99")
+        groups = [str(r["case"]).replace("-", "\n") for r in subset]
+        _bars(ax, groups, {q: [float(r[f"{q}_ms"]) for r in subset] for q in ("p50", "p99")})
+        ax.set(ylabel="ms", title=name)
     return fig
 
 
