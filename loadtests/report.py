@@ -48,7 +48,7 @@ def _caption(docs: Docs) -> str:
     cpu = str(m.get("cpu") or "").replace("(R)", "").replace("(TM)", "")
     return (
         f"{m.get('cpus', '?')} CPUs {cpu}".strip()
-        + f", load {m.get('loadavg_1m', '?')} at start; {str(newest.get('written', ''))[:10]}"
+        + f", 1-min load {m.get('loadavg_1m', '?')} as it ended; {str(newest.get('written', ''))[:10]}"
     )
 
 

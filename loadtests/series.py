@@ -50,7 +50,7 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "cpu": model,
         "python": platform.python_version(),
-        "loadavg_1m": round(os.getloadavg()[0], 2),
+        "loadavg_1m": round(os.getloadavg()[0], 2),  # when the file is written: the end of the run
     }
 
 
