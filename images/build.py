@@ -15,6 +15,9 @@ Images (``IMAGES``; names are the chart's defaults):
     operator     gpustack/gpustack-operator-py:v<version>  worker, device manager, model manager,
                  cleanup and worker-gateway: one image, ``gpustack-operator <subcommand>``
     ssh-server   gpustack/gpustack-operator-py-ssh-server:v<version>  the Instance sshd sidecar
+    engine       gpustack/gpustack-operator-py-engine:v<version>  the stand-in engine (standin/)
+    router       gpustack/gpustack-operator-py-router:v<version>  the stand-in ``vllm-router``
+                 (standin/router.py): the engine's layers and a ``vllm-router`` program
     pause        registry.k8s.io/pause:3.10  the sandbox image of the local containerd nodes
                  (busybox-static), under the name containerd asks for
     kueue        registry.k8s.io/kueue/kueue:v<its version>  Kueue's manager, the binary the local
@@ -113,6 +116,10 @@ def _engine_layers(image: Image) -> list[Path]:
     return [_base_layer(image), _deps_layer(), _standin_layer()]
 
 
+def _router_layers(image: Image) -> list[Path]:
+    return [_base_layer(image), _deps_layer(), _standin_layer(), _programs_layer("router", ROUTER_PROGRAMS)]
+
+
 def _ssh_layers(image: Image) -> list[Path]:
     return [_base_layer(image), _ssh_layer()]
 
@@ -171,6 +178,25 @@ IMAGES = {
         },
         _engine_layers,
         ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),  # the operator's base
+    ),
+    # The stand-in router: `vllm-router` with the command line the controller renders (non-root, as
+    # a router needs nothing of the host). The engine's base, so its layers are shared.
+    "router": Image(
+        "router",
+        f"docker.io/gpustack/gpustack-operator-py-router:v{VERSION}",
+        {
+            "user": "65532",
+            "entrypoint": [],
+            "cmd": ["vllm-router", "--help"],
+            "env": [
+                "PYTHONUNBUFFERED=1",
+                f"PYTHONPATH={SITE}/engine:{SITE}/lib",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+            ],
+        },
+        _router_layers,
+        ("python3", "ca-certificates", "util-linux", "mount", "iproute2", "kmod"),  # the engine's base
     ),
     "ssh-server": Image(
         "ssh-server",
@@ -424,6 +450,28 @@ def _standin_layer() -> Path:
             _tar_dir(root, out)
 
     return _cached(CACHE / "layers" / f"engine-{key}.tar", make)
+
+
+ROUTER_PROGRAMS = {
+    # The router's program, as the rendered router container calls it.
+    "usr/local/bin/vllm-router": '#!/bin/sh\nexec /usr/bin/python3 -m standin.router "$@"\n',
+}
+
+
+def _programs_layer(name: str, programs: dict[str, str]) -> Path:
+    """A layer of small executable scripts at the paths ``programs`` names."""
+    key = _digest(FORMAT, *(f"{path}\0{text}" for path, text in sorted(programs.items())))
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
+            for program, text in programs.items():
+                dest = Path(tmp) / program
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+                dest.chmod(0o755)
+            _tar_dir(Path(tmp), out)
+
+    return _cached(CACHE / "layers" / f"{name}-programs-{key}.tar", make)
 
 
 def _ssh_layer() -> Path:

@@ -1,4 +1,5 @@
-"""``python -m standin vllm serve …`` / ``python -m standin sglang --model-path …``.
+"""``python -m standin vllm serve …`` / ``python -m standin sglang --model-path …`` /
+``python -m standin vllm-router …`` (the stand-in router, ``standin/router.py``).
 
 The image's ``vllm`` program and ``sglang.launch_server`` module call this with the engine's name.
 A refused line exits 2 with the engine's message, as the engines' argument parsers do; weights that
@@ -10,13 +11,17 @@ from __future__ import annotations
 import logging
 import sys
 
-from standin import cli, weights
+from standin import cli, router_cli, weights
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == router_cli.PROGRAM:
+        from standin import router
+
+        return router.main(args[1:])
     if not args or args[0] not in (cli.VLLM, cli.SGLANG):
-        print("usage: python -m standin {vllm|sglang} ARGS...", file=sys.stderr)
+        print("usage: python -m standin {vllm|sglang|vllm-router} ARGS...", file=sys.stderr)
         return 2
     engine, rest = args[0], args[1:]
     try:
