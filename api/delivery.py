@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from api import setting_names
 from api.constants import CSI_DRIVER_MODEL, FINALIZER_MODEL_ARTIFACT, MODEL_CACHE_MOUNT_PATH, MODEL_MOUNT_PATH
 
 __all__ = [
@@ -135,14 +136,14 @@ LABEL_PREFETCH: Final = "worker.gpustack.ai/model-prefetch"
 ANNOTATION_PREFETCH_NODE: Final = "worker.gpustack.ai/model-prefetch-node"
 ANNOTATION_PREFETCH_LAPSED: Final = "worker.gpustack.ai/model-prefetch-lapsed"
 WARMUP_CONTAINER: Final = "warmup"
-SETTING_WARMUP_IMAGE: Final = "model-prefetch-warmup-image"
+SETTING_WARMUP_IMAGE: Final = setting_names.MODEL_PREFETCH_WARMUP_IMAGE
 FIELD_MANAGER_PINS: Final = "gpustack-operator/model-prefetch-pins"
 FIELD_MANAGER_PREFETCH: Final = "gpustack-operator/model-prefetches"
 FIELD_MANAGER_STORES: Final = "gpustack-operator/model-stores"
 FIELD_MANAGER_BINDINGS: Final = "gpustack-operator/model-store-bindings"
 
 # --- Peer sync (§4.10) ------------------------------------------------------------------------------------
-SETTING_PEER_SYNC: Final = "model-store-peer-sync"
+SETTING_PEER_SYNC: Final = setting_names.MODEL_STORE_PEER_SYNC
 PEER_AUDIENCE: Final = "gpustack-model-peer"
 # The plugins' ServiceAccount, the only user a peer request may authenticate as (chart default).
 PEER_DEFAULT_USER: Final = "system:serviceaccount:gpustack-system:gpustack-model-manager"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from api import setting_names
 from api.constants import RANK_ENV
 
 # --- Engines ---------------------------------------------------------------------------------------
@@ -52,13 +53,13 @@ KV_CACHE_DTYPE_FLAG = "--kv-cache-dtype"
 """Owned on both engines while ``spec.kvCache`` is set, unless the role takes over its command line or
 the Setting ``model-deployment-kv-cache-dtype-owned`` is off (§3.2).  Conditional: callers decide."""
 
-SETTING_KV_CACHE_DTYPE_OWNED = "model-deployment-kv-cache-dtype-owned"
-SETTING_ROUTING_SIDECAR_IMAGE = "model-deployment-routing-sidecar-image"
-SETTING_ENGINE_IMAGE = "model-deployment-engine-image"
+SETTING_KV_CACHE_DTYPE_OWNED = setting_names.MODEL_DEPLOYMENT_KV_CACHE_DTYPE_OWNED
+SETTING_ROUTING_SIDECAR_IMAGE = setting_names.MODEL_DEPLOYMENT_ROUTING_SIDECAR_IMAGE
+SETTING_ENGINE_IMAGE = setting_names.MODEL_DEPLOYMENT_ENGINE_IMAGE
 """When set, the image of every managed role's engine container (``main``), whatever the role or the
 deployment names and whatever the runner formula yields: a stand-in engine on a test cluster, or one
 site-wide build. Blank (the default) leaves images as §8 assembles them."""
-SETTING_OVERCOMMIT = "instance-general-resources-overcommit"
+SETTING_OVERCOMMIT = setting_names.INSTANCE_GENERAL_RESOURCES_OVERCOMMIT
 
 
 def _rank_rows(engine: str) -> tuple[OwnedKey, ...]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Final
 
-SETTING_CONTAINER_REGISTRY: Final = "container-registry"
-SETTING_CONTAINER_NAMESPACE: Final = "container-namespace"
+from api import setting_names
+
+SETTING_CONTAINER_REGISTRY: Final = setting_names.CONTAINER_REGISTRY
+SETTING_CONTAINER_NAMESPACE: Final = setting_names.CONTAINER_NAMESPACE
 
 
 def _has_host(first: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from api import constants
+from api import constants, setting_names
 from api.engines import SETTING_KV_CACHE_DTYPE_OWNED
 
 # --- Kinds ---------------------------------------------------------------------------------------
@@ -20,7 +20,7 @@ KIND_BINDING = "KVCachePoolBinding"
 KIND_MODEL_DEPLOYMENT = "ModelDeployment"
 
 # --- Settings ------------------------------------------------------------------------------------
-SETTING_BACKEND_IMAGE = "kv-cache-backend-image"
+SETTING_BACKEND_IMAGE = setting_names.KV_CACHE_BACKEND_IMAGE
 SETTING_DTYPE_OWNED = SETTING_KV_CACHE_DTYPE_OWNED
 
 # --- Finalizers, ownership, field managers -------------------------------------------------------

@@ -22,13 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants
+from api import constants, setting_names
 from api.naming import schedule_labels
 from api.selectors import matches, problems
 
 Obj = Mapping[str, Any]
 # The Setting the flavor grouping reads (an InstanceType's schedule labels depend on it).
-AWARE_CPU_SETTING = "instance-type-aware-cpu-manufacturer"
+AWARE_CPU_SETTING = setting_names.INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 
 
 def name_of(obj: Obj) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from api import setting_names
 from api.booleans import BOOL_WORDS, parse_bool
 from api.engines import (
     SETTING_ENGINE_IMAGE,
@@ -218,19 +219,25 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         SETTING_CONTAINER_NAMESPACE, "", any_value, W, "replaces the first path segment of the same images"
     ),
     SettingDefinition(
-        "image-pull-secrets", "", any_value, W, "built-in applications only, not rendered workloads"
+        setting_names.IMAGE_PULL_SECRETS,
+        "",
+        any_value,
+        W,
+        "built-in applications only, not rendered workloads",
     ),
-    SettingDefinition("image-pull-policy", "IfNotPresent", pull_policy, W, "built-in applications"),
+    SettingDefinition(
+        setting_names.IMAGE_PULL_POLICY, "IfNotPresent", pull_policy, W, "built-in applications"
+    ),
     SettingDefinition(SETTING_OVERCOMMIT, "true", is_bool, W, "Instance sizing and requests"),
     SettingDefinition(
-        "instance-ssh-server-image",
+        setting_names.INSTANCE_SSH_SERVER_IMAGE,
         "gpustack/ssh-server:v1.3.0",
         image_reference(),
         W,
         "the Instance sshd sidecar",
     ),
     SettingDefinition(
-        "kv-cache-backend-image",
+        setting_names.KV_CACHE_BACKEND_IMAGE,
         "gpustack/mirrored-mooncake:0.3.13.post1-cpu",
         image_reference(blank_ok=True),
         W,
@@ -251,14 +258,14 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         "render and own --kv-cache-dtype; refuse new auto Bindings; a flip recreates replicas",
     ),
     SettingDefinition(
-        "model-deployment-router-image",
+        setting_names.MODEL_DEPLOYMENT_ROUTER_IMAGE,
         "gpustack/llm-router:v0.1.0",
         image_reference(),
         W,
         "the managed router",
     ),
     SettingDefinition(
-        "model-deployment-router-proxy-image",
+        setting_names.MODEL_DEPLOYMENT_ROUTER_PROXY_IMAGE,
         "gpustack/mirrored-envoy:distroless-v1.33.2",
         image_reference(),
         W,
@@ -271,105 +278,147 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
         W,
         "the direct decoder's routing sidecar",
     ),
-    SettingDefinition("model-deployment-tcp-tw-reuse", "false", is_bool, W, "sysctl on SGLang prefill Pods"),
     SettingDefinition(
-        "model-prefetch-warmup-image",
+        setting_names.MODEL_DEPLOYMENT_TCP_TW_REUSE, "false", is_bool, W, "sysctl on SGLang prefill Pods"
+    ),
+    SettingDefinition(
+        setting_names.MODEL_PREFETCH_WARMUP_IMAGE,
         "gpustack/mirrored-python:3.12-alpine",
         image_reference(),
         W,
         "the prefetch warm-up Pod",
     ),
     SettingDefinition(
-        "model-artifact-huggingface-endpoint",
+        setting_names.MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT,
         "https://huggingface.co",
         http_url,
         BOTH,
         "resolution, plugin, HF_ENDPOINT",
     ),
     SettingDefinition(
-        "model-artifact-modelscope-endpoint",
+        setting_names.MODEL_ARTIFACT_MODELSCOPE_ENDPOINT,
         "https://www.modelscope.cn",
         http_url,
         BOTH,
         "resolution, plugin, MODELSCOPE_DOMAIN",
     ),
-    SettingDefinition("model-artifact-https-proxy", "", proxy_url, BOTH, "resolution, plugin, HTTPS_PROXY"),
-    SettingDefinition("model-artifact-no-proxy", "", host_list, BOTH, "resolution, plugin, NO_PROXY"),
     SettingDefinition(
-        "model-artifact-ca-bundle",
+        setting_names.MODEL_ARTIFACT_HTTPS_PROXY, "", proxy_url, BOTH, "resolution, plugin, HTTPS_PROXY"
+    ),
+    SettingDefinition(
+        setting_names.MODEL_ARTIFACT_NO_PROXY, "", host_list, BOTH, "resolution, plugin, NO_PROXY"
+    ),
+    SettingDefinition(
+        setting_names.MODEL_ARTIFACT_CA_BUNDLE,
         "",
         config_map_name,
         BOTH,
         "a ConfigMap (key ca.crt) trusted for the hub; never engines",
     ),
     SettingDefinition(
-        "model-artifact-revalidate-interval",
+        setting_names.MODEL_ARTIFACT_REVALIDATE_INTERVAL,
         "24h",
         duration_at_least(60, "1m"),
         W,
         "how often access is revalidated",
     ),
     SettingDefinition(
-        "model-artifact-delivery-mode",
+        setting_names.MODEL_ARTIFACT_DELIVERY_MODE,
         "Engine",
         one_of("Engine", "Node"),
         W,
         "how hub weights reach deployments; Node needs the CSIDriver; a change rolls hub deployments once",
     ),
     SettingDefinition(
-        "model-store-high-watermark", "80", integer_between(2, 95), MM, "collection starts above it"
+        setting_names.MODEL_STORE_HIGH_WATERMARK,
+        "80",
+        integer_between(2, 95),
+        MM,
+        "collection starts above it",
     ),
     SettingDefinition(
-        "model-store-low-watermark", "70", integer_between(1, 94), MM, "collection stops below it"
+        setting_names.MODEL_STORE_LOW_WATERMARK, "70", integer_between(1, 94), MM, "collection stops below it"
     ),
     SettingDefinition(
-        "model-store-download-concurrency", "8", integer_between(1, 64), MM, "requests per node"
-    ),
-    SettingDefinition("model-store-peer-sync", "true", is_bool, MM, "download from peer nodes first"),
-    SettingDefinition(
-        "model-store-download-bandwidth", "0", bandwidth, MM, "bytes per second per node; 0 unlimited"
-    ),
-    SettingDefinition("instance-access-static-address", "", any_value, W, "Instance status.accessAddresses"),
-    SettingDefinition(
-        "instance-access-wildcard-dns", "", any_value, W, "<host-ip>.<dns> when no static address"
-    ),
-    SettingDefinition("instance-privileged-allowed", "false", is_bool, W, "Instances may run privileged"),
-    SettingDefinition(
-        "instance-host-path-volume-allowed", "false", is_bool, W, "Instances may mount host paths"
+        setting_names.MODEL_STORE_DOWNLOAD_CONCURRENCY, "8", integer_between(1, 64), MM, "requests per node"
     ),
     SettingDefinition(
-        "model-deployment-privileged-allowed", "false", is_bool, W, "ModelDeployment roles may run privileged"
+        setting_names.MODEL_STORE_PEER_SYNC, "true", is_bool, MM, "download from peer nodes first"
     ),
     SettingDefinition(
-        "model-deployment-host-path-volume-allowed",
+        setting_names.MODEL_STORE_DOWNLOAD_BANDWIDTH,
+        "0",
+        bandwidth,
+        MM,
+        "bytes per second per node; 0 unlimited",
+    ),
+    SettingDefinition(
+        setting_names.INSTANCE_ACCESS_STATIC_ADDRESS, "", any_value, W, "Instance status.accessAddresses"
+    ),
+    SettingDefinition(
+        setting_names.INSTANCE_ACCESS_WILDCARD_DNS, "", any_value, W, "<host-ip>.<dns> when no static address"
+    ),
+    SettingDefinition(
+        setting_names.INSTANCE_PRIVILEGED_ALLOWED, "false", is_bool, W, "Instances may run privileged"
+    ),
+    SettingDefinition(
+        setting_names.INSTANCE_HOST_PATH_VOLUME_ALLOWED, "false", is_bool, W, "Instances may mount host paths"
+    ),
+    SettingDefinition(
+        setting_names.MODEL_DEPLOYMENT_PRIVILEGED_ALLOWED,
+        "false",
+        is_bool,
+        W,
+        "ModelDeployment roles may run privileged",
+    ),
+    SettingDefinition(
+        setting_names.MODEL_DEPLOYMENT_HOST_PATH_VOLUME_ALLOWED,
         "false",
         is_bool,
         W,
         "ModelDeployment roles may mount host paths",
     ),
     SettingDefinition(
-        "instance-persistent-volume-placement", "true", is_bool, W, "claim node affinity at Pod creation"
+        setting_names.INSTANCE_PERSISTENT_VOLUME_PLACEMENT,
+        "true",
+        is_bool,
+        W,
+        "claim node affinity at Pod creation",
     ),
-    SettingDefinition("workload-fit-affinity", "true", is_bool, W, "the Workload fit pin"),
+    SettingDefinition(setting_names.WORKLOAD_FIT_AFFINITY, "true", is_bool, W, "the Workload fit pin"),
     SettingDefinition(
-        "node-management-manual", "false", is_bool, W, "no automatic gpustack.ai/managed=true label"
+        setting_names.NODE_MANAGEMENT_MANUAL,
+        "false",
+        is_bool,
+        W,
+        "no automatic gpustack.ai/managed=true label",
     ),
     SettingDefinition(
-        "instance-type-mixed-on-node", "true", is_bool, W, "accelerated nodes also yield CPU types"
+        setting_names.INSTANCE_TYPE_MIXED_ON_NODE,
+        "true",
+        is_bool,
+        W,
+        "accelerated nodes also yield CPU types",
     ),
     SettingDefinition(
-        "instance-type-derived-from-node",
+        setting_names.INSTANCE_TYPE_DERIVED_FROM_NODE,
         "true",
         is_bool,
         W,
         "author InstanceTypes; attach gpustack-node-devices",
     ),
     SettingDefinition(
-        "instance-type-drain-when-no-flavors", "true", is_bool, W, "HoldAndDrain before emptying a queue"
+        setting_names.INSTANCE_TYPE_DRAIN_WHEN_NO_FLAVORS,
+        "true",
+        is_bool,
+        W,
+        "HoldAndDrain before emptying a queue",
     ),
-    SettingDefinition("instance-type-aware-cpu-manufacturer", "false", is_bool, W, "split pools by CPU key"),
     SettingDefinition(
-        "topology-profile-change-stop-policy",
+        setting_names.INSTANCE_TYPE_AWARE_CPU_MANUFACTURER, "false", is_bool, W, "split pools by CPU key"
+    ),
+    SettingDefinition(
+        setting_names.TOPOLOGY_PROFILE_CHANGE_STOP_POLICY,
         "HoldAndDrain",
         one_of("HoldAndDrain", "Hold"),
         W,
@@ -382,9 +431,9 @@ _DEFINITIONS: tuple[SettingDefinition, ...] = (
 SETTINGS: dict[str, SettingDefinition] = {d.name: d for d in _DEFINITIONS}
 """Every setting by name."""
 
-WATERMARK_HIGH = "model-store-high-watermark"
-WATERMARK_LOW = "model-store-low-watermark"
-DELIVERY_MODE = "model-artifact-delivery-mode"
+WATERMARK_HIGH = setting_names.MODEL_STORE_HIGH_WATERMARK
+WATERMARK_LOW = setting_names.MODEL_STORE_LOW_WATERMARK
+DELIVERY_MODE = setting_names.MODEL_ARTIFACT_DELIVERY_MODE
 
 
 def definition(name: str) -> SettingDefinition:

@@ -10,16 +10,16 @@ operator runs it: under the ``container-*`` Settings, as the chart's own images 
 
 from __future__ import annotations
 
-from api import constants, images
+from api import constants, images, setting_names
 from api.booleans import parse_bool
 from api.settings import definition
 from kube.informer import Informer
 
-MIXED_ON_NODE = "instance-type-mixed-on-node"
-DERIVED_FROM_NODE = "instance-type-derived-from-node"
-DRAIN_WHEN_NO_FLAVORS = "instance-type-drain-when-no-flavors"
-AWARE_CPU = "instance-type-aware-cpu-manufacturer"
-PROFILE_CHANGE_STOP_POLICY = "topology-profile-change-stop-policy"
+MIXED_ON_NODE = setting_names.INSTANCE_TYPE_MIXED_ON_NODE
+DERIVED_FROM_NODE = setting_names.INSTANCE_TYPE_DERIVED_FROM_NODE
+DRAIN_WHEN_NO_FLAVORS = setting_names.INSTANCE_TYPE_DRAIN_WHEN_NO_FLAVORS
+AWARE_CPU = setting_names.INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
+PROFILE_CHANGE_STOP_POLICY = setting_names.TOPOLOGY_PROFILE_CHANGE_STOP_POLICY
 
 
 class SettingsReader:

@@ -14,7 +14,7 @@ import copy
 import re
 from typing import Any
 
-from api import constants, units
+from api import constants, setting_names, units
 from api.engines import SETTING_OVERCOMMIT
 from api.naming import is_dns_subdomain
 from fastpath import quantity
@@ -36,8 +36,8 @@ from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 
 KIND = "Instance"
-SETTING_PRIVILEGED = "instance-privileged-allowed"
-SETTING_HOST_PATH = "instance-host-path-volume-allowed"
+SETTING_PRIVILEGED = setting_names.INSTANCE_PRIVILEGED_ALLOWED
+SETTING_HOST_PATH = setting_names.INSTANCE_HOST_PATH_VOLUME_ALLOWED
 DEFAULT_LOCAL_STORAGE = 15 * units.GIBIBYTE
 DEFAULT_VOLUME_MOUNT = "/workspace"
 # Fields frozen while the Instance runs; editable while it is stopped.

@@ -12,7 +12,7 @@ import copy
 import re
 from typing import Any
 
-from api import constants
+from api import constants, setting_names
 from api.naming import local_queue_name, schedule_labels
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject, required
@@ -25,7 +25,7 @@ _POSITIVE_INTEGER = re.compile(r"^[1-9][0-9]*$")
 _GIBIBYTES = re.compile(r"^[1-9][0-9]*Gi$")
 # RAM is sized in binary units: a positive number with Ki, Mi, Gi, Ti, Pi or Ei (case-sensitive).
 _BINARY_QUANTITY = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)[KMGTPE]i$")
-SETTING_AWARE_CPU = "instance-type-aware-cpu-manufacturer"
+SETTING_AWARE_CPU = setting_names.INSTANCE_TYPE_AWARE_CPU_MANUFACTURER
 
 
 async def default(request: AdmissionRequest, lookups: Lookups) -> Decision:

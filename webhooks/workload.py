@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import constants
+from api import constants, setting_names
 from api.naming import is_qualified_name
 from fastpath import quantity, requests
 from webhooks.decision import Decision, allow
@@ -37,7 +37,7 @@ from webhooks.review import AdmissionRequest
 
 KIND = "Workload"
 GROUP = "kueue.x-k8s.io"
-SETTING = "workload-fit-affinity"
+SETTING = setting_names.WORKLOAD_FIT_AFFINITY
 CONDITION_QUOTA_RESERVED = "QuotaReserved"
 
 

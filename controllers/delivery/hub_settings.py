@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from api import constants
+from api import constants, setting_names
 from api.settings import definition, parse_duration
 from controllers.settings import SettingsReader
 from modelhub.connection import HubConnection
 
-ENDPOINT = "model-artifact-huggingface-endpoint"
-PROXY = "model-artifact-https-proxy"
-NO_PROXY = "model-artifact-no-proxy"
-CA_BUNDLE = "model-artifact-ca-bundle"
-REVALIDATE = "model-artifact-revalidate-interval"
+ENDPOINT = setting_names.MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT
+PROXY = setting_names.MODEL_ARTIFACT_HTTPS_PROXY
+NO_PROXY = setting_names.MODEL_ARTIFACT_NO_PROXY
+CA_BUNDLE = setting_names.MODEL_ARTIFACT_CA_BUNDLE
+REVALIDATE = setting_names.MODEL_ARTIFACT_REVALIDATE_INTERVAL
 CA_KEY = "ca.crt"
 
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from api import GROUP, VERSION, constants
+from api import GROUP, VERSION, constants, setting_names
 from api.booleans import parse_bool
 from api.prefetch import pool_layer
 from api.settings import SETTINGS, cross_check, definition
@@ -34,15 +34,15 @@ log = logging.getLogger("controllers.delivery.node_stores")
 FIELD_MANAGER = "gpustack-operator/node-model-stores"
 ALL = "*"
 SPEC_SETTINGS = (
-    "model-store-high-watermark",
-    "model-store-low-watermark",
-    "model-store-download-concurrency",
-    "model-store-download-bandwidth",
-    "model-artifact-huggingface-endpoint",
-    "model-artifact-https-proxy",
-    "model-artifact-no-proxy",
-    "model-artifact-ca-bundle",
-    "model-store-peer-sync",
+    setting_names.MODEL_STORE_HIGH_WATERMARK,
+    setting_names.MODEL_STORE_LOW_WATERMARK,
+    setting_names.MODEL_STORE_DOWNLOAD_CONCURRENCY,
+    setting_names.MODEL_STORE_DOWNLOAD_BANDWIDTH,
+    setting_names.MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT,
+    setting_names.MODEL_ARTIFACT_HTTPS_PROXY,
+    setting_names.MODEL_ARTIFACT_NO_PROXY,
+    setting_names.MODEL_ARTIFACT_CA_BUNDLE,
+    setting_names.MODEL_STORE_PEER_SYNC,
 )
 
 
@@ -112,7 +112,7 @@ def store_overrides(store: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]
 def render_spec(values: Mapping[str, str], store: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The node's spec: the checked Settings, then the winning store's overrides and name."""
     spec = _settings_spec(values)
-    spec["peerSync"] = parse_bool(values.get("model-store-peer-sync", "true"))
+    spec["peerSync"] = parse_bool(values.get(setting_names.MODEL_STORE_PEER_SYNC, "true"))
     if store is not None:
         overrides, _ = store_overrides(store)
         for section, fields in overrides.items():
@@ -122,21 +122,21 @@ def render_spec(values: Mapping[str, str], store: Mapping[str, Any] | None = Non
 
 
 def _settings_spec(values: Mapping[str, str]) -> dict[str, Any]:
-    numerator, denominator = parse_quantity(values["model-store-download-bandwidth"])
+    numerator, denominator = parse_quantity(values[setting_names.MODEL_STORE_DOWNLOAD_BANDWIDTH])
     return {
         "watermarks": {
-            "highPercent": int(values["model-store-high-watermark"]),
-            "lowPercent": int(values["model-store-low-watermark"]),
+            "highPercent": int(values[setting_names.MODEL_STORE_HIGH_WATERMARK]),
+            "lowPercent": int(values[setting_names.MODEL_STORE_LOW_WATERMARK]),
         },
         "download": {
-            "concurrency": int(values["model-store-download-concurrency"]),
+            "concurrency": int(values[setting_names.MODEL_STORE_DOWNLOAD_CONCURRENCY]),
             "bytesPerSecond": max(numerator // denominator, 0),
         },
         "hub": {
-            "huggingFaceEndpoint": values["model-artifact-huggingface-endpoint"],
-            "httpsProxy": values["model-artifact-https-proxy"],
-            "noProxy": values["model-artifact-no-proxy"],
-            "caBundleConfigMap": values["model-artifact-ca-bundle"],
+            "huggingFaceEndpoint": values[setting_names.MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT],
+            "httpsProxy": values[setting_names.MODEL_ARTIFACT_HTTPS_PROXY],
+            "noProxy": values[setting_names.MODEL_ARTIFACT_NO_PROXY],
+            "caBundleConfigMap": values[setting_names.MODEL_ARTIFACT_CA_BUNDLE],
         },
     }
 

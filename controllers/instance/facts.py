@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants, ssh
+from api import constants, setting_names, ssh
 from api.manufacturers import BY_NAME, Manufacturer, manufacturer_of_group
 from api.naming import local_queue_name
 from controllers.delivery.consumption import Gate, ModelVolume, plan_instance_volume
@@ -26,9 +26,9 @@ from controllers.settings import SettingsReader
 from kube.client import Client
 from kube.informer import Informer
 
-SSH_SERVER_IMAGE = "instance-ssh-server-image"
-OVERCOMMIT = "instance-general-resources-overcommit"
-PLACEMENT = "instance-persistent-volume-placement"
+SSH_SERVER_IMAGE = setting_names.INSTANCE_SSH_SERVER_IMAGE
+OVERCOMMIT = setting_names.INSTANCE_GENERAL_RESOURCES_OVERCOMMIT
+PLACEMENT = setting_names.INSTANCE_PERSISTENT_VOLUME_PLACEMENT
 DOCKER_CONFIG_JSON = "kubernetes.io/dockerconfigjson"
 
 

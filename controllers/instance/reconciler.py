@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Hashable
 from typing import cast
 
-from api import constants
+from api import constants, setting_names
 from api.objects import Obj
 from controllers.instance import lifecycle
 from controllers.instance import status as st
@@ -350,8 +350,8 @@ class InstanceReconciler(Controller):
     def _status_from_pod(self, instance: Obj, pod: Obj) -> float | None:
         node_name = (pod.get("spec") or {}).get("nodeName") or ""
         access = st.Access(
-            static_address=self.settings.value("instance-access-static-address"),
-            wildcard_dns=self.settings.value("instance-access-wildcard-dns"),
+            static_address=self.settings.value(setting_names.INSTANCE_ACCESS_STATIC_ADDRESS),
+            wildcard_dns=self.settings.value(setting_names.INSTANCE_ACCESS_WILDCARD_DNS),
         )
         status, waiting = st.from_pod(
             instance,

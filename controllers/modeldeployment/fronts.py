@@ -5,6 +5,7 @@ nothing another writer owns is touched."""
 
 from __future__ import annotations
 
+from api import setting_names
 from api.objects import Obj
 from controllers.modeldeployment import kvevents, names, router, services
 from controllers.modeldeployment import plan as planner
@@ -18,8 +19,8 @@ from kube.informer import Informer
 from readmodels.modeldeployment import Deployment
 
 FIELD_MANAGER = "worker.gpustack.ai/model-deployment"
-SETTING_ROUTER_IMAGE = "model-deployment-router-image"
-SETTING_ROUTER_PROXY_IMAGE = "model-deployment-router-proxy-image"
+SETTING_ROUTER_IMAGE = setting_names.MODEL_DEPLOYMENT_ROUTER_IMAGE
+SETTING_ROUTER_PROXY_IMAGE = setting_names.MODEL_DEPLOYMENT_ROUTER_PROXY_IMAGE
 
 
 def owner_reference(obj: Obj) -> Obj:

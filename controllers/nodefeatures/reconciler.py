@@ -13,7 +13,7 @@ import logging
 from collections.abc import Hashable
 from typing import Any
 
-from api import constants
+from api import constants, setting_names
 from controllers.nodefeatures import render
 from controllers.settings import MIXED_ON_NODE, SettingsReader
 from kube import changes
@@ -23,7 +23,7 @@ from kube.manager import Controller, Manager, Watch
 log = logging.getLogger("controllers.nodefeatures")
 
 FIELD_MANAGER = "gpustack-worker-nodefeatures"
-MANAGEMENT_MANUAL = "node-management-manual"
+MANAGEMENT_MANUAL = setting_names.NODE_MANAGEMENT_MANUAL
 RULE_KEY = ("NodeFeatureRule", constants.NODE_FEATURE_RULE_CPU)
 _INPUT_LABELS = (
     render.CPU_VENDOR_LABEL,

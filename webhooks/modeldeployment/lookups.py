@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import engines
+from api import engines, setting_names
 from api.fielderrors import FieldError, forbidden, invalid, not_found
 from api.manufacturers import BY_NAME, manufacturer_of_group
 from readmodels.modeldeployment import (
@@ -27,7 +27,7 @@ from readmodels.modeldeployment import (
 )
 from webhooks.lookups import Lookups
 
-SETTING_DERIVED_FROM_NODE = "instance-type-derived-from-node"
+SETTING_DERIVED_FROM_NODE = setting_names.INSTANCE_TYPE_DERIVED_FROM_NODE
 ASCEND = "ascend"
 
 

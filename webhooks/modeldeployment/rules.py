@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from api import constants, engines
+from api import constants, engines, setting_names
 from api.fielderrors import FieldError, duplicate, forbidden, invalid, required, too_many
 from api.naming import is_qualified_name
 from fastpath.degrees import width
@@ -30,8 +30,8 @@ from readmodels.modeldeployment import (
 )
 from webhooks.lookups import Lookups
 
-SETTING_PRIVILEGED = "model-deployment-privileged-allowed"
-SETTING_HOST_PATH = "model-deployment-host-path-volume-allowed"
+SETTING_PRIVILEGED = setting_names.MODEL_DEPLOYMENT_PRIVILEGED_ALLOWED
+SETTING_HOST_PATH = setting_names.MODEL_DEPLOYMENT_HOST_PATH_VOLUME_ALLOWED
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
