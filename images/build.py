@@ -18,6 +18,11 @@ Images (``IMAGES``; names are the chart's defaults):
     engine       gpustack/gpustack-operator-py-engine:v<version>  the stand-in engine (standin/)
     router       gpustack/gpustack-operator-py-router:v<version>  the stand-in ``vllm-router``
                  (standin/router.py): the engine's layers and a ``vllm-router`` program
+    mooncake     gpustack/gpustack-operator-py-mooncake:<store version>-cpu  a managed KVCacheBackend's
+                 leader and members: the Mooncake wheel ``scripts/ensure-mooncake.sh`` installs (its
+                 venv's site-packages, aiohttp included), Debian's libibverbs1 and the libraries the
+                 binaries link; ``mooncake_master``, ``mooncake_client`` and ``mc_store_rest_server``
+                 on PATH, each under ``tini`` (PID 1 forwards SIGTERM), as the renderer calls them
     pause        registry.k8s.io/pause:3.10  the sandbox image of the local containerd nodes
                  (busybox-static), under the name containerd asks for
     kueue        registry.k8s.io/kueue/kueue:v<its version>  Kueue's manager, the binary the local
@@ -62,6 +67,7 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 PACKAGES = ("api", "fastpath", "kube", "modelhub", "readmodels", "webhooks", "controllers", "nodeplugins", "certs",
             "gateway", "gpustack_operator")  # fmt: skip
 SITE = "/opt/gpustack"
+MOONCAKE_SITE = "/opt/mooncake/lib"
 TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci", "busybox": "busybox-static"}  # tool -> Debian package
 
 
@@ -124,6 +130,10 @@ def _ssh_layers(image: Image) -> list[Path]:
     return [_base_layer(image), _ssh_layer()]
 
 
+def _mooncake_layers(image: Image) -> list[Path]:
+    return [_base_layer(image), _mooncake_layer()]
+
+
 def _pause_layers(image: Image) -> list[Path]:
     return [_busybox_layer()]
 
@@ -144,7 +154,20 @@ def _go_layers(script: str, variable: str, files: dict[str, str]) -> Callable[[I
     return layers
 
 
+def mooncake_version() -> str:
+    """The store version scripts/ensure-mooncake.sh installs (the default backend image's store)."""
+    text = (REPO / "scripts" / "ensure-mooncake.sh").read_text()
+    found = re.search(r"GPUSTACK_MOONCAKE_VERSION:-([^}]+)}", text)
+    if found is None:
+        raise BuildError("scripts/ensure-mooncake.sh names no GPUSTACK_MOONCAKE_VERSION default")
+    return os.environ.get("GPUSTACK_MOONCAKE_VERSION") or found.group(1)
+
+
 KUEUE_VERSION = module_version("kueue", "sigs.k8s.io/kueue")
+# What the wheel's binaries and extensions link beyond libc (as scripts/ensure-mooncake.sh finds them:
+# libibverbs1 and its libnl even for TCP), Python for the member program, tini for PID 1.
+MOONCAKE_DEBIAN = ("python3", "ca-certificates", "tini", "libibverbs1", "libnl-3-200", "libnl-route-3-200",
+                   "libcurl4", "libnuma1", "libstdc++6")  # fmt: skip
 NFD_VERSION = module_version("nfd", "sigs.k8s.io/node-feature-discovery")
 
 IMAGES = {
@@ -204,6 +227,26 @@ IMAGES = {
         {"user": "0", "entrypoint": ["/usr/local/bin/entrypoint"], "cmd": [], "env": []},
         _ssh_layers,
         ("openssh-server", "util-linux"),
+    ),
+    # A managed KVCacheBackend's leader and members (controllers/kvcache/*_render.py): the programs
+    # the rendered command lines name, from the wheel the store tests run. Root, as the store's
+    # own images run (a tier's directory on the host belongs to root).
+    "mooncake": Image(
+        "mooncake",
+        f"docker.io/gpustack/gpustack-operator-py-mooncake:{mooncake_version()}-cpu",
+        {
+            "user": "0",
+            "entrypoint": [],
+            "cmd": ["mooncake_master", "--help"],
+            "env": [
+                "PYTHONUNBUFFERED=1",
+                f"PYTHONPATH={MOONCAKE_SITE}",
+                "PYTHONDONTWRITEBYTECODE=1",
+                "PATH=/usr/local/bin:/usr/bin:/bin",
+            ],
+        },
+        _mooncake_layers,
+        MOONCAKE_DEBIAN,
     ),
     "kueue": Image(
         "kueue",
@@ -450,6 +493,80 @@ def _standin_layer() -> Path:
             _tar_dir(root, out)
 
     return _cached(CACHE / "layers" / f"engine-{key}.tar", make)
+
+
+MOONCAKE_SKIP = (
+    "pip",
+    "setuptools",
+    "pkg_resources",
+    "_distutils_hack",
+    "distutils-precedence.pth",
+    "__pycache__",
+)
+
+
+def _mooncake_site() -> Path:
+    """The site-packages of the venv scripts/ensure-mooncake.sh keeps (installed now if missing)."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "ensure-mooncake.sh")], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BuildError(f"mooncake: scripts/ensure-mooncake.sh failed: {tail[0]}")
+    venv = Path(proc.stdout.strip().splitlines()[-1]).parent / "venv"
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    if not found or not (found[0] / "mooncake" / "mooncake_master").exists():
+        raise BuildError(
+            f"mooncake: no mooncake package under {venv}: remove it and run scripts/ensure-mooncake.sh"
+        )
+    return found[0]
+
+
+def _mooncake_programs() -> dict[str, str]:
+    """The programs the renderer calls, each under tini so that SIGTERM stops it (PID 1 ignores a
+    signal it has no handler for)."""
+    package = f"{MOONCAKE_SITE}/mooncake"
+    programs = {
+        f"usr/local/bin/{tool}": f'#!/bin/sh\nexec /usr/bin/tini -s -- {package}/{tool} "$@"\n'
+        for tool in ("mooncake_master", "mooncake_client")
+    }
+    programs["usr/local/bin/mc_store_rest_server"] = (
+        '#!/bin/sh\nexec /usr/bin/tini -s -- /usr/bin/python3 -m mooncake.mooncake_store_service "$@"\n'
+    )
+    return programs
+
+
+def _mooncake_layer() -> Path:
+    site = _mooncake_site()
+    entries = sorted(
+        p for p in site.iterdir() if p.name not in MOONCAKE_SKIP and not p.name.startswith("pip")
+    )
+    distributions = [p.name for p in entries if p.name.endswith(".dist-info")]
+    key = _digest(FORMAT, *distributions, *_mooncake_programs().values())
+
+    def make(out: Path) -> None:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="gpustack-mooncake-") as tmp:
+            root = Path(tmp)
+            target = root / MOONCAKE_SITE.lstrip("/")
+            target.mkdir(parents=True)
+            for entry in entries:
+                if entry.is_dir():
+                    shutil.copytree(entry, target / entry.name, symlinks=True,
+                                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+                else:
+                    shutil.copy2(entry, target / entry.name)
+            for program, text in _mooncake_programs().items():
+                dest = root / program
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+                dest.chmod(0o755)
+            _run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(target)],
+                 "compileall of the Mooncake packages")  # fmt: skip
+            _tar_dir(root, out)
+        _say(f"mooncake: the store's packages in {time.monotonic() - started:.0f} s")
+
+    return _cached(CACHE / "layers" / f"mooncake-{key}.tar", make)
 
 
 ROUTER_PROGRAMS = {

@@ -10,6 +10,9 @@ Each container node lives in a private mount and network namespace of its own
     relay: <dir>/apiserver.sock              lo 10.96.0.1: socat 10.96.0.1:443 -> <dir>/apiserver.sock
            -> 127.0.0.1:<apiserver port>     (the ``kubernetes`` Service's ClusterIP: in-cluster
                                              clients and the kubelet reach the apiserver there)
+    dns: 172.31.<id>.1:53 (service_dns.py)   the kubelet's clusterDNS: Pods resolve
+                                             <service>.<namespace>.svc to its endpoints' Pod IPs
+                                             (no kube-proxy routes a ClusterIP)
 
 The host's own services a Pod needs (the local Hub, the Mooncake store of ``make dev``) listen on
 ``HOST_ADDRESS`` (172.31.0.1, on the host's ``lo``): the same URL from the host, from a node and from
@@ -239,9 +242,12 @@ def prepare(directory: Path, net: int) -> None:
     (directory / "cni" / "net.d" / "10-gpustack.conflist").write_text(json.dumps(cni_config(directory, net)))
 
 
-def kubelet_overrides() -> dict:
-    """What a containerd node's KubeletConfiguration sets differently from a fake-runtime node's."""
+def kubelet_overrides(net: int) -> dict:
+    """What a containerd node's KubeletConfiguration sets differently from a fake-runtime node's.
+    Cluster DNS: ``service_dns.py`` on the host end of the node's veth (started with the node)."""
     return {
+        "clusterDNS": [addresses(net)["host"]],
+        "clusterDomain": "cluster.local",
         "address": "0.0.0.0",  # inside the node's own network namespace
         "port": KUBELET_PORT,
         "healthzBindAddress": "127.0.0.1",
@@ -290,6 +296,12 @@ def ensure_host_address() -> None:
 
 def unwire_network(net: int) -> None:
     subprocess.run(["ip", "link", "del", addresses(net)["veth"]], capture_output=True)
+
+
+def dns_argv(python: str, directory: Path, net: int, state_dir: Path, apiserver: str) -> list[str]:
+    """The node's cluster DNS (``service_dns.py``) on the host end of its veth."""
+    return [python, str(Path(__file__).resolve().parent / "service_dns.py"), "--listen", addresses(net)["host"],
+            "--cluster-state", str(state_dir), "--server", apiserver, "--node-dir", str(directory)]  # fmt: skip
 
 
 def relay_argv(directory: Path, apiserver: str) -> list[str]:

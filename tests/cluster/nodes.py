@@ -267,7 +267,7 @@ def _kubelet_config(info: harness.ClusterInfo, node: Node) -> Path:
         "registerNode": True,
     }
     if node.containers_run:
-        config.update(container_node.kubelet_overrides())
+        config.update(container_node.kubelet_overrides(container_node.network_id(node.kubelet_port)))
     path = node.directory / "kubelet.yaml"
     path.write_text(json.dumps(config))
     return path
@@ -368,6 +368,9 @@ def _start_container_node(info: harness.ClusterInfo, node: Node, bin_dir: Path, 
             cwd=scratch,
         )
         container_node.wire_network(pid, net)
+    if _alive(node, "dns") is None:  # on the veth's host end, which wire_network made
+        argv = container_node.dns_argv(gpustack.PYTHON, node.directory, net, info.state_dir, info.server)
+        _launch(node, "dns", argv, cwd=scratch)
 
 
 def nfd_worker_features(
@@ -634,6 +637,7 @@ def _stop_container_node(node: Node) -> None:
     container_node.kill_namespace(netns)
     container_node.kill_runtime(node.directory)
     stop_component(node, "relay")
+    stop_component(node, "dns")
     with contextlib.suppress(ValueError):
         container_node.unwire_network(container_node.network_id(node.kubelet_port))
 
