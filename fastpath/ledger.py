@@ -601,6 +601,7 @@ class _NodePods:
     last, how its Pods of this node compare."""
 
     versions = cython.declare(object)  # list of str; None: nothing cached
+    count = cython.declare(cython.Py_ssize_t)  # len(versions), -1 for None
     tallies = cython.declare(dict)
     ledgers = cython.declare(dict)  # group -> (Devices resourceVersion, NodeLedger, fits memo)
     epoch = cython.declare(cython.longlong)  # the index() the fields below describe
@@ -611,6 +612,7 @@ class _NodePods:
 
     def __init__(self) -> None:
         self.versions = None
+        self.count = -1
         self.tallies = {}
         self.ledgers = {}
         self.epoch = -1
@@ -624,7 +626,7 @@ class _NodePods:
 def _begin(state: _NodePods, epoch: cython.longlong) -> cython.void:
     state.epoch = epoch
     state.cursor = 0
-    state.same = state.versions is not None
+    state.same = state.count >= 0
     state.cacheable = True
     state.pods = None
 
@@ -632,7 +634,7 @@ def _begin(state: _NodePods, epoch: cython.longlong) -> cython.void:
 @cython.cfunc
 def _unchanged(state: _NodePods) -> cython.bint:
     """The listed Pods are the ones the cached tallies were built from."""
-    return state.same and state.cacheable and state.cursor == len(state.versions)
+    return state.same and state.cacheable and state.cursor == state.count
 
 
 @cython.final
@@ -697,6 +699,8 @@ class LedgerCache:
         owners: list = []
         claimed: list = []
         differ: cython.bint = False
+        expected: cython.Py_ssize_t = 0  # Pods the nodes listed had when their ledgers were built
+        matched: cython.Py_ssize_t = 0  # listed Pods that matched those
         for pod in listed:
             node = _field(_field(pod, "spec"), "nodeName")
             if not node:
@@ -714,6 +718,8 @@ class LedgerCache:
             state = found
             if state.epoch != epoch:
                 _begin(state, epoch)
+                if state.same:
+                    expected += state.count
             owners.append(state)
             version = _field(meta, "resourceVersion")
             if type(version) is not str or not version:
@@ -723,15 +729,13 @@ class LedgerCache:
                 versions: list = state.versions
                 if state.cursor < len(versions) and versions[state.cursor] == version:
                     state.cursor += 1
+                    matched += 1
                 else:
                     state.same = False
             if not state.same:
                 differ = True
-        if not differ:
-            for state in self._nodes.values():
-                if state.epoch == epoch and not _unchanged(state):
-                    differ = True  # fewer Pods than before
-                    break
+        if matched != expected:
+            differ = True  # a node has fewer Pods than before (no cursor passes its versions)
         if differ:  # gather the Pods of the nodes where they differ
             for i in range(len(listed)):
                 found = owners[i]
@@ -749,9 +753,9 @@ class LedgerCache:
 
     @cython.ccall
     def lookup(self, node: str, group: str, devices: dict) -> tuple:
-        """``(ledger, fits memo)`` of ``node``'s ``group`` cards for the Pods :meth:`index` read
-        last: the one built before when nothing changed, else built now.  Never change the ledger
-        returned."""
+        """``(Devices resourceVersion, ledger, fits memo)`` of ``node``'s ``group`` cards for the
+        Pods :meth:`index` read last: the one built before when nothing changed, else built now.
+        Never change the ledger returned."""
         state: _NodePods
         found = self._nodes.get(node)
         if found is None:
@@ -762,38 +766,47 @@ class LedgerCache:
         if not _unchanged(state):
             pods: list = state.pods if state.pods is not None else []
             state.versions = _versions(pods) if state.cacheable else None
+            state.count = len(pods) if state.versions is not None else -1
             state.tallies = tally_pods(pods, release_terminated=bool(self._release))
             state.ledgers = {}
             if state.versions is not None:
-                state.cursor = len(pods)
+                state.cursor = state.count
                 state.same = True
         devices_version = _version(devices)
         entry = state.ledgers.get(group)
         if entry is not None and entry[0] == devices_version:
             self.hits += 1
-            memo: dict = entry[2]
-            if len(memo) > _MEMO_LIMIT:
-                memo.clear()
-            return (entry[1], memo)
+            return entry
         self.builds += 1
-        ledger = node_ledger(devices, group, merged_rows(devices, state.tallies))
-        fresh: dict = {}
+        entry = (devices_version, node_ledger(devices, group, merged_rows(devices, state.tallies)), {})
         if devices_version and state.versions is not None:
-            state.ledgers[group] = (devices_version, ledger, fresh)
+            state.ledgers[group] = entry
         else:
             state.ledgers.pop(group, None)
-        return (ledger, fresh)
+        return entry
 
 
-def demand_key(demand: Any) -> tuple:
-    """What :func:`fastpath.fit.fits` reads of a demand."""
-    return (
-        demand.family,
-        getattr(demand, "manufacturer", "") or "",
-        getattr(demand, "base", "") or "",
-        demand.count,
-        demand.units,
-        getattr(demand, "profile", "") or "",
+@cython.cfunc
+def _remember(memo: dict, key: str, fits: object) -> object:
+    """Remember whether a demand fits (a ledger keeps the last few demands asked)."""
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = fits
+    return fits
+
+
+def demand_key(demand: Any) -> str:
+    """What :func:`fastpath.fit.fits` reads of a demand, as one string (a memo key whose hash is
+    computed once)."""
+    return repr(
+        (
+            demand.family,
+            getattr(demand, "manufacturer", "") or "",
+            getattr(demand, "base", "") or "",
+            demand.count,
+            demand.units,
+            getattr(demand, "profile", "") or "",
+        )
     )
 
 
@@ -820,6 +833,7 @@ class Book:
         self._ledgers: dict[tuple[str, str], NodeLedger | None] = {}
         self._pending: dict[tuple[str, str], list[tuple[Any, int]]] = {}
         self._bases: dict[tuple[str, str], tuple] = {}
+        self._touched: set[str] = set()  # nodes with a ledger or a pending charge here
         if cache is not None and len(cache) > 2 * len(devices) + 64:
             cache.prune(devices)
 
@@ -831,9 +845,11 @@ class Book:
                 _place_up_to(ledger, demand, pods)
         else:
             self._pending.setdefault(key, []).append((demand, pods))
+            self._touched.add(node)
 
     def _base(self, node: str, group: str, devices: Mapping[str, Any]) -> tuple:
-        """``(ledger, fits memo)`` from the cache, looked up once per decision."""
+        """``(Devices resourceVersion, ledger, fits memo)`` from the cache, looked up once per
+        decision."""
         key = (node, group)
         base = self._bases.get(key)
         if base is None:
@@ -851,7 +867,7 @@ class Book:
             devices = self.devices.get(node)
             if devices is not None:
                 if self.cache is not None:
-                    ledger = cython.cast(NodeLedger, self._base(node, group, devices)[0]).copy()
+                    ledger = cython.cast(NodeLedger, self._base(node, group, devices)[1]).copy()
                 else:
                     tallies = tally_pods(
                         self.pods_by_node.get(node, ()), release_terminated=self.release_terminated
@@ -860,6 +876,7 @@ class Book:
                 for demand, pods in self._pending.pop(key, ()):
                     _place_up_to(ledger, demand, pods)
             self._ledgers[key] = ledger
+            self._touched.add(node)
         return ledger
 
     def first_fit(self, nodes: list, start: int, group: str, demand: Any) -> int:
@@ -876,10 +893,10 @@ class Book:
         devices: dict = self.devices
         ledgers: dict = self._ledgers
         pending: dict = self._pending
-        touched: cython.bint = len(ledgers) > 0 or len(pending) > 0
+        touched: set = self._touched
         for i in range(start, len(nodes)):
             node = nodes[i]
-            if touched and ((node, group) in ledgers or (node, group) in pending):
+            if node in touched and ((node, group) in ledgers or (node, group) in pending):
                 if self.fits(node, group, demand, key):
                     return i
                 continue
@@ -887,15 +904,14 @@ class Book:
             if found is None:
                 continue
             base = cache.lookup(node, group, found if type(found) is dict else dict(found))
-            memo: dict = base[1]
-            known = memo.get(key)
+            known = cython.cast(dict, base[2]).get(key)
             if known is None:
-                known = memo[key] = fit.fits(base[0], demand)
+                known = _remember(base[2], key, fit.fits(base[1], demand))
             if known:
                 return i
         return -1
 
-    def fits(self, node: str, group: str, demand: Any, key: tuple | None = None) -> bool:
+    def fits(self, node: str, group: str, demand: Any, key: str | None = None) -> bool:
         """Whether ``demand`` fits on the node's ``group`` cards now (:func:`fastpath.fit.fits` on
         :meth:`ledger`, which nothing is charged to); ``key``: its :func:`demand_key`, when the
         caller asks of many nodes."""
@@ -906,14 +922,14 @@ class Book:
         devices = self.devices.get(node)
         if devices is None:
             self._ledgers[at] = None
+            self._touched.add(node)
             return False
         base = self._base(node, group, devices)
-        memo: dict = base[1]
         if key is None:
             key = demand_key(demand)
-        known = memo.get(key)
+        known = cython.cast(dict, base[2]).get(key)
         if known is None:
-            known = memo[key] = fit.fits(base[0], demand)
+            known = _remember(base[2], key, fit.fits(base[1], demand))
         return bool(known)
 
 

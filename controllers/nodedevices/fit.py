@@ -224,8 +224,8 @@ class DecisionCache:
         moved = False
         versioned = 0
         for name, node in nodes.items():
-            version = _version(node)
-            if not version:
+            version = (node.get("metadata") or {}).get("resourceVersion")
+            if not version or type(version) is not str:
                 continue
             versioned += 1
             known = seen.get(name)

@@ -113,6 +113,19 @@ def test_a_removed_pod_frees_its_node() -> None:
     assert world.judge(pool_workload()).ready
 
 
+def test_a_node_that_loses_one_of_its_pods_is_rebuilt_from_the_others() -> None:
+    world = World()
+    fill(world, "n1", "n2")
+    world.pods += [exclusive_pod("n3-a", "n3", range(5)), exclusive_pod("n3-b", "n3", range(5, 6))]
+    assert not world.judge(pool_workload()).ready
+    world.pods = [p for p in world.pods if p["metadata"]["name"] != "n3-b"]  # the last of n3's
+    assert not world.judge(pool_workload()).ready  # n3-a still holds five cards
+    world.pods.append(exclusive_pod("n3-b", "n3", range(5, 6)))
+    assert not world.judge(pool_workload()).ready
+    world.pods = [p for p in world.pods if p["metadata"]["name"] != "n3-a"]  # the first of n3's
+    assert world.judge(pool_workload()).ready
+
+
 def test_every_pod_of_a_node_gone_frees_it() -> None:
     world = World()
     fill(world, "n1")
