@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from itertools import repeat
 from typing import Any
@@ -71,7 +70,6 @@ FOLLOW_SECONDS = 1.0
 # (namespace, pod name, container name) of containers the kubelet holds no device of the resource
 # for, given the resource and the (namespace, pod) not worth reading (``kubelet.PodResources.waiting``).
 PodResourcesLookup = Callable[..., set[tuple[str, str, str]] | None]
-Answer = set[tuple[str, str, str]] | Future  # the kubelet's answer, or the ask under way
 _UNSEEN = object()  # a token the card cache has not parsed yet
 
 
@@ -110,10 +108,8 @@ class Allocator(Identifies, PartitionedGrants):
         self._asked: Asked | None = None  # the kubelet's answers, shared by callers arriving together
         self._asked_of: Any = None
         self._unconfirmed: set[tuple[str, str]] = set()  # reservations the kubelet has not listed yet
-        # Per resource: the ids the last preference returned, the kubelet's answer it asked (or is
-        # asking, ahead of the Allocate), when it returned.
-        self._followed: dict[str, tuple[frozenset[str], Answer, float]] = {}
-        self._ahead: ThreadPoolExecutor | None = None  # one thread asking the kubelet ahead
+        # Per resource: the ids the last preference returned, the kubelet's answer it asked, when.
+        self._followed: dict[str, tuple[frozenset[str], set[tuple[str, str, str]], float]] = {}
         self.refresh_pods = refresh_pods  # an uncached list of the node's Pods (the watch may lag)
         self.partitions: Partitions | None = None
         self.lock = threading.Lock()  # the per-node mutex
@@ -346,8 +342,7 @@ class Allocator(Identifies, PartitionedGrants):
         exactly the preferred ids for the same container (``devicesToAllocate``, then ``Allocate``);
         that container's Pod was listed before the preference arrived, so the answer asked then
         names it, and asking again would cost a second pod-resources call and parse per admission.
-        An answer is used once; any other call asks afresh.  An answer asked ahead (the preference
-        did not need it) is waited for; one that failed means asking afresh."""
+        An answer is used once; any other call asks afresh."""
         with self.lock:
             followed = self._followed.pop(resource.name, None)
         if followed is None:
@@ -355,27 +350,7 @@ class Allocator(Identifies, PartitionedGrants):
         ids, answer, asked = followed
         if time.monotonic() - asked > FOLLOW_SECONDS or len(token_ids) != len(ids) or ids != set(token_ids):
             return None
-        if isinstance(answer, Future):
-            try:
-                result: set[tuple[str, str, str]] | None = answer.result()
-            except Exception as error:  # the ask raised: this call asks afresh
-                log.info("the pod-resources ask ahead failed", extra={"error": str(error)})
-                return None
-            return result
         return answer
-
-    def _ask_ahead(self, resource: tk.Resource) -> Future | None:
-        """Start asking the kubelet for the ``Allocate`` that will follow a preference which does
-        not need the answer itself (every waiting container alike, nothing to retry): the call
-        runs on one thread of its own while the preference is computed and answered, instead of
-        inside the ``Allocate`` (``None`` when the kubelet is not asked at all)."""
-        if not self.identify_by_kubelet or self.pod_resources is None:
-            return None
-        with self.lock:
-            if self._ahead is None:
-                self._ahead = ThreadPoolExecutor(1, thread_name_prefix="pod-resources")
-            ahead = self._ahead
-        return ahead.submit(self._ask_kubelet, resource)
 
     def _reserve(
         self,
@@ -562,46 +537,37 @@ class Allocator(Identifies, PartitionedGrants):
         retry) gets those; whole cards lowest index first, shares and slices on the most-occupied
         card that fits (ties by index), partitions as offered."""
         if resource.family in (FAMILY_PARTITIONED, FAMILY_VISIBILITY):
-            ahead = self._ask_ahead(resource)
             with self.lock:
-                return self._follow(resource, ahead, fill(list(must), available, size))
+                self._followed.pop(resource.name, None)
+            return fill(list(must), available, size)
         by_card = Offered(available, self._cards_of(available))
         sliced = resource.family == FAMILY_SLICED
-        waiting, ahead = self._ask_or_ahead(resource)
+        waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
         with self.lock:
             found = self._identify(resource, size, waiting, None)
             if found is not None or not sliced:
                 return self._follow(
-                    resource,
-                    waiting if waiting is not None else ahead,
-                    self._prefer_locked(resource, found, by_card, available, must, size),
+                    resource, waiting, self._prefer_locked(resource, found, by_card, available, must, size)
                 )
         # A slice's size is its container's: when none is known yet (a Pod bound a moment ago that
         # the watch has not delivered), read the node's Pods past the watch once, as Allocate does.
         if self._refresh():
-            waiting, ahead = self._ask_or_ahead(resource)
+            waiting = self._ask_kubelet(resource) if self._identifies(resource) else None
         with self.lock:
             found = self._identify(resource, size, waiting, None)
             return self._follow(
-                resource,
-                waiting if waiting is not None else ahead,
-                self._prefer_locked(resource, found, by_card, available, must, size),
+                resource, waiting, self._prefer_locked(resource, found, by_card, available, must, size)
             )
 
-    def _ask_or_ahead(self, resource: tk.Resource) -> tuple[set[tuple[str, str, str]] | None, Future | None]:
-        """The kubelet's answer when the preference needs it, else the ask started ahead for the
-        ``Allocate`` that follows."""
-        if self._identifies(resource):
-            return self._ask_kubelet(resource), None
-        return None, self._ask_ahead(resource)
-
-    def _follow(self, resource: tk.Resource, answer: Answer | None, ids: list[str]) -> list[str]:
-        """Keep the preference's answer, or the ask under way, for the ``Allocate`` that follows
-        (:meth:`_follows`); a preference with neither leaves none (call under the mutex)."""
-        if answer is None:
+    def _follow(
+        self, resource: tk.Resource, waiting: set[tuple[str, str, str]] | None, ids: list[str]
+    ) -> list[str]:
+        """Keep the preference's answer for the ``Allocate`` that follows (:meth:`_follows`); a
+        preference that asked nothing leaves none (call under the mutex)."""
+        if waiting is None:
             self._followed.pop(resource.name, None)
         else:
-            self._followed[resource.name] = (frozenset(ids), answer, time.monotonic())
+            self._followed[resource.name] = (frozenset(ids), waiting, time.monotonic())
         return ids
 
     def _prefer_locked(

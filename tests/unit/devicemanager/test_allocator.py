@@ -355,37 +355,3 @@ def test_a_kept_answer_is_not_used_for_other_ids_or_once_stale(monkeypatch) -> N
     clock[0] += module.FOLLOW_SECONDS + 0.5
     allocator.allocate(R["sliced"], picked)  # the preferred ids, but the answer is stale
     assert len(asked) == 5
-
-
-def test_a_preference_that_needs_no_answer_asks_ahead_for_the_allocate_that_follows() -> None:
-    """Every waiting slice alike and nothing to retry: the preference does not need the kubelet,
-    so the ask starts on a thread of its own and the ``Allocate`` that follows reads its answer
-    instead of asking inside the call; an ask ahead that fails means asking afresh."""
-    import threading
-
-    threads: list[str] = []
-    calls = [0]
-    waiting = {("team-a", "b", "main")}  # the younger Pod: the oldest-pending fallback would be "a"
-
-    def lookup(resource: str, skip=()):
-        calls[0] += 1
-        threads.append(threading.current_thread().name)
-        if calls[0] == 2:
-            raise OSError("the kubelet went away")
-        return set(waiting)
-
-    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=lookup)
-    slice10 = {f"{BASE}.sliced": 1, f"{BASE}.sliced.units": 160_000}
-    allocator.pod_event("ADDED", pod("a", slice10))
-    allocator.pod_event("ADDED", pod("b", slice10))
-    offered = [t for card in range(2) for t in tokens(allocator, "sliced", card, 3)]
-    picked = allocator.preferred(R["sliced"], offered, [], 1)
-    held = allocator.allocate(R["sliced"], picked)
-    assert held.pod == "b" and calls[0] == 1
-    assert threads[0].startswith("pod-resources") and threads[0] != threading.current_thread().name
-    record(allocator, held)
-    allocator.pod_event("MODIFIED", {**allocator.pods[held.uid], "status": {"phase": "Running"}})
-    waiting.clear()
-    picked = allocator.preferred(R["sliced"], [t for t in offered if t not in picked], [], 1)
-    assert allocator.allocate(R["sliced"], picked).pod == "a"  # the ask ahead raised: asked again
-    assert calls[0] == 3 and threads[2] == threading.current_thread().name

@@ -184,14 +184,11 @@ def test_a_reservation_the_kubelet_lists_with_its_devices_is_confirmed_and_not_r
 
 def test_a_slice_preference_asks_the_kubelet_only_when_the_waiting_slices_differ() -> None:
     """Whichever container the kubelet names, the preference reads the oldest pending one's size:
-    when every waiting slice asks for the same size it is the same answer, so the preference does
-    not wait for it (it is asked ahead, off the caller's thread, for the ``Allocate`` that follows)."""
-    import threading
-
+    when every waiting slice asks for the same size it is the same answer, so it is not asked."""
     asked: list[str] = []
 
     def kubelet(resource: str, skip=()) -> set:
-        asked.append(threading.current_thread().name)
+        asked.append(resource)
         return {("team-a", "small", "main"), ("team-a", "alike", "main")}
 
     allocator = make_allocator([{"product": "NVIDIA A10G", "count": 2}], pod_resources=kubelet)
@@ -200,11 +197,9 @@ def test_a_slice_preference_asks_the_kubelet_only_when_the_waiting_slices_differ
     allocator.pod_event("ADDED", pod("alike", small))
     available = [t for t, ok, _ in tk.devices_of(R["sliced"], allocator.groups, {}) if ok]
     alike = allocator.preferred(R["sliced"], available, [], 1)
-    allocator._followed[R["sliced"].name][1].result()  # the ask ahead, done
-    caller = threading.current_thread().name
-    assert len(asked) == 1 and asked[0] != caller  # two waiting slices of one size: not waited for
+    assert asked == []  # two waiting slices of one size: nothing to ask
     allocator.pod_event("ADDED", pod("large", SLICE))
     assert allocator.preferred(R["sliced"], available, [], 1) == alike  # the oldest is still "small"
-    assert asked[1:] == [caller]  # sizes differ now: the kubelet's answer may name "large"
+    assert asked == [R["sliced"].name]  # sizes differ now: the kubelet's answer may name "large"
     held = allocator.allocate(R["sliced"], alike)
-    assert held.pod == "small" and len(asked) == 2  # the allocation reads its preference's answer
+    assert held.pod == "small"  # the allocation itself always asks
