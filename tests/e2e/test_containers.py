@@ -33,12 +33,14 @@ Checked, in order (each test is the next step of one installation):
    name and a chat completion comes back;
 4. with the delivery mode Setting at ``Node``, the model-manager container downloads the artifact
    and publishes it through CSI into the engine's container, which reads the weights there;
-5. a prefill/decode deployment with ``spec.router`` ``vllm-router`` turns Ready with its router: the
-   router Pod runs the stand-in router image (``standin/router.py``, chosen by the router-image
-   Setting the values seed) with the command line the controller rendered, finds the prefill and
-   decode Pods through the Kubernetes API with its service-account token, and a chat request at the
-   router Service's endpoint is sent to the prefill replica (one token) and then to the decode
-   replica, whose completion comes back (no KV cache moves: the engines are stand-ins);
+5. a managed KVCacheBackend runs the store image built here from the Mooncake wheel (the
+   kv-cache-backend-image Setting the values seed): its leader (``mooncake_master``) and its member
+   (``mc_store_rest_server``) run as containers with the command lines the controller rendered, the
+   backend turns Ready with the member's segment mounted, a KVCachePool and a KVCachePoolBinding turn
+   Ready against the master's ledger, and a ModelDeployment on the pool gets the client
+   configuration, whose master address resolves (the node's cluster DNS stand-in,
+   ``tests/cluster/service_dns.py``) to the leader Pod, which answers from the host and from the
+   engine's container;
 6. ``helm uninstall`` removes the release's Pods (the containers with them).
 """
 
@@ -46,8 +48,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import struct
 import subprocess
-import urllib.error
 import urllib.request
 import uuid
 
@@ -62,6 +65,7 @@ import yaml
 
 from api import constants
 from api import delivery as d
+from api import kvcache as kv
 from images import build as images
 from tests.e2e import second_cluster
 from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
@@ -79,8 +83,8 @@ SYSTEM = chart.NAMESPACE
 ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
 OPERATOR_IMAGE = images.IMAGES["operator"].ref.removeprefix("docker.io/")
 ENGINE_IMAGE = images.IMAGES["engine"].ref.removeprefix("docker.io/")
-ROUTER_IMAGE = images.IMAGES["router"].ref.removeprefix("docker.io/")
 SSH_IMAGE = images.IMAGES["ssh-server"].ref.removeprefix("docker.io/")
+STORE_IMAGE = images.IMAGES["mooncake"].ref.removeprefix("docker.io/")
 HUB_PORT = free_port()
 HUB = localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
 MODEL = "Qwen/Qwen2.5-7B-Instruct"  # one of the local Hub's demo repositories
@@ -90,8 +94,8 @@ VALUES = {
         **ON_NODE,
         "env": {
             "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": ENGINE_IMAGE,
-            "GPUSTACK_MODEL_DEPLOYMENT_ROUTER_IMAGE": ROUTER_IMAGE,
             "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": SSH_IMAGE,
+            "GPUSTACK_KV_CACHE_BACKEND_IMAGE": STORE_IMAGE,
             "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": HUB,
         },
     },
@@ -107,7 +111,8 @@ def installed():
     """The images built, a control plane without Kueue, a container node with the images, and the
     chart — with its Kueue and NFD — installed onto it."""
     built = dict(
-        images.build(name) for name in ("pause", "operator", "kueue", "nfd", "engine", "router", "ssh-server")
+        images.build(name)
+        for name in ("pause", "operator", "kueue", "nfd", "engine", "ssh-server", "mooncake")
     )
     directory = second_cluster.state_dir(f"{ports.e2e_prefix()}-containers")
     env = {**second_cluster.port_env(), "GPUSTACK_CLUSTER_KUEUE": "0"}
@@ -607,124 +612,146 @@ def test_node_delivery_publishes_the_weights_from_the_model_manager_container(in
     )
 
 
-def artifact() -> dict:
-    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
-            "metadata": {"name": "qwen", "namespace": NS},
-            "spec": {"source": {"huggingFace": {"repository": MODEL, "revision": "main"}}}}  # fmt: skip
+STORE = "ct-mooncake"
 
 
-def engine_metric(text: str, name: str) -> int:
-    """``vllm:<name>`` of the stand-in engine's /metrics (one served model)."""
-    (line,) = [line for line in text.splitlines() if line.startswith(f"vllm:{name}{{")]
-    return int(float(line.rsplit(" ", 1)[1]))
+def store_backend() -> dict:
+    """A managed store of one 256 MiB DRAM member on the container node. No election: the wheel's
+    master has no Kubernetes Lease backend (docs/kv-cache.md), so ``electionBackend: None``."""
+    return {
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "KVCacheBackend",
+        "metadata": {"name": STORE},
+        "spec": {"type": "Mooncake", "connection": {"managed": {
+            "leader": {"electionBackend": "None"},
+            "members": [{"nodeSelector": {"kubernetes.io/hostname": NODE}, "medium": "DRAM",
+                         "capacityPerMember": "256Mi", "localBufferSize": "32Mi"}],
+        }}},
+    }  # fmt: skip
 
 
-def answered(url: str, body: dict) -> dict | None:
-    """The answer once the router has found its replicas (503 until then)."""
+def phase_ready(cluster: harness.ClusterInfo, *args: str) -> dict | None:
+    found = cluster.kubectl_json("get", *args)
+    return found if (found.get("status") or {}).get("phase") == "Ready" else None
+
+
+def wait_ready(cluster: harness.ClusterInfo, *args: str) -> dict:
     try:
-        return http(url, body)
-    except urllib.error.HTTPError as error:
-        if error.code == 503:
-            return None
-        raise
+        return harness.wait_for(
+            lambda: phase_ready(cluster, *args), timeout=WAIT, what=f"{' '.join(args)} Ready"
+        )
+    except TimeoutError:
+        found = cluster.kubectl("get", *args, "-o", "yaml", check=False).stdout
+        pods = cluster.kubectl("get", "pods", "-n", SYSTEM, "-o", "wide", check=False).stdout
+        logs = cluster.kubectl("logs", "-n", SYSTEM, "-l", f"{kv.LABEL_BACKEND}={STORE}", "--tail=30",
+                               "--all-containers", check=False).stdout  # fmt: skip
+        raise AssertionError(
+            f"{' '.join(args)} not Ready:\n{found[-3000:]}\n{pods}\n{logs[-4000:]}"
+        ) from None
 
 
-def test_a_prefill_decode_deployment_answers_through_its_vllm_router(installed) -> None:
+def resolve(server: str, name: str) -> list[str]:
+    """A records of ``name`` from the DNS server at ``server`` (one UDP query, as a Pod's resolver asks)."""
+    query = struct.pack("!HHHHHH", 0x4B1D, 0x0100, 1, 0, 0, 0)
+    query += (
+        b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack("!HH", 1, 1)
+    )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        sock.sendto(query, (server, 53))
+        reply = sock.recv(4096)
+    count, at = struct.unpack("!H", reply[6:8])[0], len(query)
+    found = []
+    for _ in range(count):
+        at += 2  # the name, compressed to the question's
+        kind, _cls, _ttl, size = struct.unpack("!HHIH", reply[at : at + 10])
+        if kind == 1:
+            found.append(socket.inet_ntoa(reply[at + 10 : at + 10 + size]))
+        at += 10 + size
+    return found
+
+
+def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_client(installed) -> None:
     cluster = installed
     ensure_namespace(cluster, NS)
-    # The earlier steps' deployments hold two of the node's six whole cards: the pair needs two.
-    for name in ("chat", "chat-node"):
-        cluster.kubectl("delete", "modeldeployment", name, "-n", NS, "--ignore-not-found", "--wait=true",
-                        timeout=WAIT)  # fmt: skip
-    cluster.apply(artifact())
-    roles = [{"name": kind.lower(), "kind": kind, "instanceType": POOL, "resources": {"accelerator": 1}}
-             for kind in ("Prefill", "Decode")]  # fmt: skip
+    cluster.apply(store_backend())
+    backend = wait_ready(cluster, "kvcb", STORE)
+    # The leader and the member: containers of the store image, with the rendered command lines.
+    selector = f"{kv.LABEL_BACKEND}={STORE}"
+    pods = [p for p in cluster.kubectl_json("get", "pods", "-n", SYSTEM, "-l", selector)["items"]
+            if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+    by_role = {p["metadata"]["labels"][kv.LABEL_ROLE]: p for p in pods}
+    assert set(by_role) == {kv.ROLE_LEADER, kv.ROLE_MEMBER}, sorted(by_role)
+    for role, found in by_role.items():
+        container = found["spec"]["containers"][0]
+        assert container["image"] == STORE_IMAGE, (role, container["image"])
+        status = found["status"]["containerStatuses"][0]
+        assert status["containerID"].startswith("containerd://") and status["ready"], (role, status)
+        assert found["spec"]["nodeName"] == NODE
+    leader, member = by_role[kv.ROLE_LEADER], by_role[kv.ROLE_MEMBER]
+    assert leader["spec"]["containers"][0]["command"] == ["mooncake_master"]
+    assert member["spec"]["containers"][0]["command"] == ["mc_store_rest_server"]
+    # What runs inside is the wheel's programs (tini is PID 1 and forwards SIGTERM).
+    inside = exec_in(cluster, leader["metadata"]["name"], SYSTEM, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    assert "/opt/mooncake/lib/mooncake/mooncake_master -rpc_port=50051" in inside, inside[-2000:]
+    # The member's segment is mounted in the master, at the member Pod's address; capacity observed.
+    rows = (backend.get("status") or {}).get("members") or []
+    assert [r.get("nodeName") for r in rows] == [NODE], rows
+    assert (backend["status"].get("capacity") or {}).get("total"), backend["status"]
+    leader_ip = leader["status"]["podIP"]
+    health = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")
+    assert health["service_ready"] is True, health
+    segments = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/get_segments_detail")["segments"]
+    assert any(member["status"]["podIP"] in json.dumps(s) for s in segments), segments
+
+    # A pool over it and a Binding in the tenant namespace: Ready against the master's ledger.
+    cluster.apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePool", "metadata": {"name": STORE},
+                   "spec": {"backends": [STORE], "quota": {"total": "200Mi"}}})  # fmt: skip
+    cluster.apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "KVCachePoolBinding",
+                   "metadata": {"name": "chat-cache", "namespace": NS},
+                   "spec": {"poolRef": {"name": STORE}, "quota": {"ceiling": "100Mi"},
+                            "domain": {"name": "chat-kv", "blockSize": 16, "dtype": "bfloat16"}}})  # fmt: skip
+    pool = wait_ready(cluster, "kvcp", STORE)
+    client = f"{kv.leader_name(STORE)}.{SYSTEM}.svc:{kv.CLIENT_PORT}"
+    assert pool["status"]["clientEndpoint"] == client
+    binding = wait_ready(cluster, "kvcpb", "chat-cache", "-n", NS)
+    assert binding["status"].get("effectiveQuota"), binding["status"]
+    ledger = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/api/v1/tenant_quotas")["data"]
+    assert "chat-kv" in [row["tenant_id"] for row in ledger], ledger
+
+    # An engine on the pool: the deployment's Pod carries the client configuration.
+    cluster.apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+                   "metadata": {"name": "qwen", "namespace": NS},
+                   "spec": {"source": {"huggingFace": {"repository": MODEL, "revision": "main"}}}})  # fmt: skip
     cluster.apply({
         "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
-        "metadata": {"name": "chat-pd", "namespace": NS},
-        "spec": {"model": {"name": MODEL, "artifactRef": {"name": "qwen"}},
-                 "engine": {"name": "vLLM", "version": "0.29.0"},
-                 "router": {"name": "vllm-router"}, "roles": roles},
+        "metadata": {"name": "chat-kv", "namespace": NS},
+        "spec": {
+            "model": {"name": MODEL, "artifactRef": {"name": "qwen"}},
+            "engine": {"name": "vLLM", "version": "0.29.0"},
+            "kvCache": {"poolRef": {"name": "chat-cache"}},
+            "roles": [{"name": "server", "instanceType": POOL, "resources": {"accelerator": 1}}],
+        },
     })  # fmt: skip
-
-    def deployment_ready() -> dict | None:
-        found = cluster.kubectl_json("get", "modeldeployment", "chat-pd", "-n", NS)
-        return found if (found.get("status") or {}).get("phase") == "Ready" else None
-
-    try:
-        found = harness.wait_for(deployment_ready, timeout=WAIT, what="chat-pd Ready")
-    except TimeoutError:
-        listed = cluster.kubectl("get", "pods,modeldeployment,deployments", "-n", NS, "-o", "wide").stdout
-        logs = cluster.kubectl("logs", "-n", NS, "deployment/chat-pd-router", "--tail=40", check=False).stdout
-        events = cluster.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout
-        raise AssertionError(f"chat-pd not Ready:\n{listed}\n{logs}\n{events[-4000:]}") from None
-    status = found["status"]
-    router_ready = next(c for c in status["conditions"] if c["type"] == "RouterReady")
-    assert (router_ready["status"], router_ready["reason"]) == ("True", "Ready"), router_ready
-    assert status["router"]["name"] == "vllm-router"
-    assert status["router"]["endpoint"] == status["endpoint"] == f"http://chat-pd-router.{NS}.svc:8000"
-
-    # The router's Pod: the stand-in router image, in a container, with the rendered command line.
-    (router_pod,) = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l",
-                                                     f"{constants.LABEL_APP_INSTANCE}=chat-pd,"
-                                                     "app.kubernetes.io/component=router")["items"]
-                     if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
-    container = router_pod["spec"]["containers"][0]
-    assert container["image"] == ROUTER_IMAGE and container["command"] == ["vllm-router"]
-    assert "--vllm-pd-disaggregation" in container["args"]
-    assert router_pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
-
-    # The replicas, by kind, and their engines' addresses (the host routes to the Pod network).
-    engines = {}
-    for kind in ("prefill", "decode"):
-        (pod,) = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l",
-                                                  f"{constants.LABEL_APP_INSTANCE}=chat-pd,"
-                                                  f"{constants.LABEL_ROLE_KIND}={kind}")["items"]
-                  if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
-        main = next(c for c in pod["spec"]["containers"] if c["name"] == "main")
-        engines[kind] = (
-            f"http://{pod['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}"
-        )
-        assert http(f"{engines[kind]}/standin")["role"] == kind
-
-    # A chat request at the router Service's endpoint (its EndpointSlice, as kube-proxy reads it).
-    base = f"http://{endpoint_of(cluster, 'chat-pd-router', 'http')}"
-    body = {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "hello through the router"}],
-        "max_tokens": 4,
-    }
-    answer = harness.wait_for(lambda: answered(f"{base}/v1/chat/completions", body), timeout=60, interval=1,
-                              what="the router answering a chat request")  # fmt: skip
-    direct = http(f"{engines['decode']}/v1/chat/completions", body)
-    assert answer["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]
-    assert len(answer["choices"][0]["message"]["content"].split()) == 4
-    assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
-
-    # Each replica was asked once through the router: the prefill for one token, the decode for four
-    # (and once more directly above).
-    prefill = urllib.request.urlopen(f"{engines['prefill']}/metrics", timeout=10).read().decode()
-    decode = urllib.request.urlopen(f"{engines['decode']}/metrics", timeout=10).read().decode()
-    assert (
-        engine_metric(prefill, "request_success_total"),
-        engine_metric(prefill, "generation_tokens_total"),
-    ) == (1, 1)
-    assert (
-        engine_metric(decode, "request_success_total"),
-        engine_metric(decode, "generation_tokens_total"),
-    ) == (2, 8)
-    # The router found them through the Kubernetes API and says where it sent the request.
-    log = cluster.kubectl("logs", "-n", NS, router_pod["metadata"]["name"]).stdout
-    assert "discovered prefill workers through the Kubernetes API" in log, log[-2000:]
-    assert "discovered decode workers through the Kubernetes API" in log, log[-2000:]
-    assert (
-        f"-> prefill worker {engines['prefill']}: 200" in log
-        and f"-> decode worker {engines['decode']}: 200" in log
-    )
-    metrics = urllib.request.urlopen(
-        f"http://{router_pod['status']['podIP']}:29000/metrics", timeout=10
-    ).read()
-    assert f'worker="{engines["prefill"]}",worker_type="prefill"}} 1' in metrics.decode(), metrics
+    server, base = serve_ready(cluster, "chat-kv")
+    config = json.loads(server["metadata"]["annotations"][constants.ANNOTATION_KVCACHE_CLIENT_CONFIG])
+    assert config["master_server_address"] == client and config["tenant_id"] == "chat-kv", config
+    main = next(c for c in server["spec"]["containers"] if c["name"] == "main")
+    argv = main["command"] + main.get("args", [])
+    assert "MooncakeStoreConnector" in argv[argv.index("--kv-transfer-config") + 1], argv
+    # Inside the engine's container: the file the downward API projects, and the master's name
+    # resolving (the node's cluster DNS) to the leader Pod.
+    inside = exec_in(cluster, server["metadata"]["name"], NS,
+                     "cat $MOONCAKE_CONFIG_PATH; echo; getent hosts " + client.rsplit(":", 1)[0], container="main")  # fmt: skip
+    first, resolved = inside.strip().splitlines()[0], inside.strip().splitlines()[-1]
+    assert json.loads(first) == config
+    assert resolved.split()[0] == leader_ip, inside
+    # From the host: the same name through the node's DNS, and the master answering at that address.
+    dns = container_node.addresses(container_node.network_id(nodes.node(cluster, NODE).kubelet_port))["host"]
+    assert resolve(dns, client.rsplit(":", 1)[0] + ".cluster.local") == [leader_ip]
+    with socket.create_connection((leader_ip, kv.CLIENT_PORT), timeout=5):
+        pass
+    assert http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")["service_ready"] is True
+    assert http(f"{base}/v1/models")["data"][0]["id"] == MODEL
 
 
 def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
