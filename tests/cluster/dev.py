@@ -20,7 +20,9 @@ container nodes, the node agents as DaemonSets there; the control plane runs no 
 container_node.HOST_ADDRESS, which every node and Pod reaches: engines download from the hub, the
 worker reaches the store. ModelDeployments run the stand-in engine (standin/) through the
 model-deployment-engine-image Setting the worker's values seed; a managed KVCacheBackend runs the
-store image built from the Mooncake wheel (images/build.py ``mooncake``) through kv-cache-backend-image.
+store image built from the Mooncake wheel (images/build.py ``mooncake``) through
+kv-cache-backend-image, and a ``vllm-router`` router the stand-in router (standin/router.py) through
+model-deployment-router-image.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import ports
 
 from api import constants
 from api.engines import SETTING_ENGINE_IMAGE
-from api.setting_names import KV_CACHE_BACKEND_IMAGE
+from api.setting_names import KV_CACHE_BACKEND_IMAGE, MODEL_DEPLOYMENT_ROUTER_IMAGE
 
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
@@ -56,7 +58,7 @@ NODES = (
     ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
     ("gpu-h100-1", "h100-8.yaml", 2, False),
 )
-IMAGES = ("pause", "operator", "ssh-server", "engine", "mooncake", "kueue", "nfd")
+IMAGES = ("pause", "operator", "ssh-server", "engine", "mooncake", "router", "kueue", "nfd")
 TENANT = "team-a"
 DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
@@ -217,6 +219,7 @@ def dev_values(refs: dict[str, str], hub: str) -> dict:
                 "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": refs["ssh-server"].removeprefix("docker.io/"),
                 "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": refs["engine"].removeprefix("docker.io/"),
                 "GPUSTACK_KV_CACHE_BACKEND_IMAGE": refs["mooncake"].removeprefix("docker.io/"),
+                "GPUSTACK_MODEL_DEPLOYMENT_ROUTER_IMAGE": refs["router"].removeprefix("docker.io/"),
                 "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": hub,
             },
         },
@@ -285,6 +288,7 @@ def up() -> int:
     _setting(info, "model-artifact-huggingface-endpoint", hub)
     _setting(info, SETTING_ENGINE_IMAGE, built["engine"][0].removeprefix("docker.io/"))
     _setting(info, KV_CACHE_BACKEND_IMAGE, built["mooncake"][0].removeprefix("docker.io/"))
+    _setting(info, MODEL_DEPLOYMENT_ROUTER_IMAGE, built["router"][0].removeprefix("docker.io/"))
     (DEV / "bin").mkdir(exist_ok=True)
     _link(info.kubeconfig, DEV / "kubeconfig")
     for directory in (info.bin_dir, Path(info.endpoints.get("NODE_BIN_DIR", info.bin_dir))):

@@ -33,7 +33,13 @@ Checked, in order (each test is the next step of one installation):
    name and a chat completion comes back;
 4. with the delivery mode Setting at ``Node``, the model-manager container downloads the artifact
    and publishes it through CSI into the engine's container, which reads the weights there;
-5. a managed KVCacheBackend runs the store image built here from the Mooncake wheel (the
+5. a prefill/decode deployment with ``spec.router`` ``vllm-router`` turns Ready with its router: the
+   router Pod runs the stand-in router image (``standin/router.py``, chosen by the router-image
+   Setting the values seed) with the command line the controller rendered, finds the prefill and
+   decode Pods through the Kubernetes API with its service-account token, and a chat request at the
+   router Service's endpoint is sent to the prefill replica (one token) and then to the decode
+   replica, whose completion comes back (no KV cache moves: the engines are stand-ins);
+6. a managed KVCacheBackend runs the store image built here from the Mooncake wheel (the
    kv-cache-backend-image Setting the values seed): its leader (``mooncake_master``) and its member
    (``mc_store_rest_server``) run as containers with the command lines the controller rendered, the
    backend turns Ready with the member's segment mounted, a KVCachePool and a KVCachePoolBinding turn
@@ -41,7 +47,7 @@ Checked, in order (each test is the next step of one installation):
    configuration, whose master address resolves (the node's cluster DNS stand-in,
    ``tests/cluster/service_dns.py``) to the leader Pod, which answers from the host and from the
    engine's container;
-6. ``helm uninstall`` removes the release's Pods (the containers with them).
+7. ``helm uninstall`` removes the release's Pods (the containers with them).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import json
 import socket
 import struct
 import subprocess
+import urllib.error
 import urllib.request
 import uuid
 
@@ -83,6 +90,7 @@ SYSTEM = chart.NAMESPACE
 ON_NODE = {"nodeSelector": {"kubernetes.io/hostname": NODE}}
 OPERATOR_IMAGE = images.IMAGES["operator"].ref.removeprefix("docker.io/")
 ENGINE_IMAGE = images.IMAGES["engine"].ref.removeprefix("docker.io/")
+ROUTER_IMAGE = images.IMAGES["router"].ref.removeprefix("docker.io/")
 SSH_IMAGE = images.IMAGES["ssh-server"].ref.removeprefix("docker.io/")
 STORE_IMAGE = images.IMAGES["mooncake"].ref.removeprefix("docker.io/")
 HUB_PORT = free_port()
@@ -94,6 +102,7 @@ VALUES = {
         **ON_NODE,
         "env": {
             "GPUSTACK_MODEL_DEPLOYMENT_ENGINE_IMAGE": ENGINE_IMAGE,
+            "GPUSTACK_MODEL_DEPLOYMENT_ROUTER_IMAGE": ROUTER_IMAGE,
             "GPUSTACK_INSTANCE_SSH_SERVER_IMAGE": SSH_IMAGE,
             "GPUSTACK_KV_CACHE_BACKEND_IMAGE": STORE_IMAGE,
             "GPUSTACK_MODEL_ARTIFACT_HUGGINGFACE_ENDPOINT": HUB,
@@ -112,7 +121,7 @@ def installed():
     chart — with its Kueue and NFD — installed onto it."""
     built = dict(
         images.build(name)
-        for name in ("pause", "operator", "kueue", "nfd", "engine", "ssh-server", "mooncake")
+        for name in ("pause", "operator", "kueue", "nfd", "engine", "router", "ssh-server", "mooncake")
     )
     directory = second_cluster.state_dir(f"{ports.e2e_prefix()}-containers")
     env = {**second_cluster.port_env(), "GPUSTACK_CLUSTER_KUEUE": "0"}
@@ -610,6 +619,126 @@ def test_node_delivery_publishes_the_weights_from_the_model_manager_container(in
     assert any(m.get("state") == d.STATE_READY for m in (store.get("status") or {}).get("models") or []), (
         store.get("status")
     )
+
+
+def artifact() -> dict:
+    return {"apiVersion": "worker.gpustack.ai/v1", "kind": "ModelArtifact",
+            "metadata": {"name": "qwen", "namespace": NS},
+            "spec": {"source": {"huggingFace": {"repository": MODEL, "revision": "main"}}}}  # fmt: skip
+
+
+def engine_metric(text: str, name: str) -> int:
+    """``vllm:<name>`` of the stand-in engine's /metrics (one served model)."""
+    (line,) = [line for line in text.splitlines() if line.startswith(f"vllm:{name}{{")]
+    return int(float(line.rsplit(" ", 1)[1]))
+
+
+def answered(url: str, body: dict) -> dict | None:
+    """The answer once the router has found its replicas (503 until then)."""
+    try:
+        return http(url, body)
+    except urllib.error.HTTPError as error:
+        if error.code == 503:
+            return None
+        raise
+
+
+def test_a_prefill_decode_deployment_answers_through_its_vllm_router(installed) -> None:
+    cluster = installed
+    ensure_namespace(cluster, NS)
+    # The earlier steps' deployments hold two of the node's six whole cards: the pair needs two.
+    for name in ("chat", "chat-node"):
+        cluster.kubectl("delete", "modeldeployment", name, "-n", NS, "--ignore-not-found", "--wait=true",
+                        timeout=WAIT)  # fmt: skip
+    cluster.apply(artifact())
+    roles = [{"name": kind.lower(), "kind": kind, "instanceType": POOL, "resources": {"accelerator": 1}}
+             for kind in ("Prefill", "Decode")]  # fmt: skip
+    cluster.apply({
+        "apiVersion": "worker.gpustack.ai/v1", "kind": "ModelDeployment",
+        "metadata": {"name": "chat-pd", "namespace": NS},
+        "spec": {"model": {"name": MODEL, "artifactRef": {"name": "qwen"}},
+                 "engine": {"name": "vLLM", "version": "0.29.0"},
+                 "router": {"name": "vllm-router"}, "roles": roles},
+    })  # fmt: skip
+
+    def deployment_ready() -> dict | None:
+        found = cluster.kubectl_json("get", "modeldeployment", "chat-pd", "-n", NS)
+        return found if (found.get("status") or {}).get("phase") == "Ready" else None
+
+    try:
+        found = harness.wait_for(deployment_ready, timeout=WAIT, what="chat-pd Ready")
+    except TimeoutError:
+        listed = cluster.kubectl("get", "pods,modeldeployment,deployments", "-n", NS, "-o", "wide").stdout
+        logs = cluster.kubectl("logs", "-n", NS, "deployment/chat-pd-router", "--tail=40", check=False).stdout
+        events = cluster.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout
+        raise AssertionError(f"chat-pd not Ready:\n{listed}\n{logs}\n{events[-4000:]}") from None
+    status = found["status"]
+    router_ready = next(c for c in status["conditions"] if c["type"] == "RouterReady")
+    assert (router_ready["status"], router_ready["reason"]) == ("True", "Ready"), router_ready
+    assert status["router"]["name"] == "vllm-router"
+    assert status["router"]["endpoint"] == status["endpoint"] == f"http://chat-pd-router.{NS}.svc:8000"
+
+    # The router's Pod: the stand-in router image, in a container, with the rendered command line.
+    (router_pod,) = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l",
+                                                     f"{constants.LABEL_APP_INSTANCE}=chat-pd,"
+                                                     "app.kubernetes.io/component=router")["items"]
+                     if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+    container = router_pod["spec"]["containers"][0]
+    assert container["image"] == ROUTER_IMAGE and container["command"] == ["vllm-router"]
+    assert "--vllm-pd-disaggregation" in container["args"]
+    assert router_pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
+
+    # The replicas, by kind, and their engines' addresses (the host routes to the Pod network).
+    engines = {}
+    for kind in ("prefill", "decode"):
+        (pod,) = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l",
+                                                  f"{constants.LABEL_APP_INSTANCE}=chat-pd,"
+                                                  f"{constants.LABEL_ROLE_KIND}={kind}")["items"]
+                  if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
+        main = next(c for c in pod["spec"]["containers"] if c["name"] == "main")
+        engines[kind] = (
+            f"http://{pod['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}"
+        )
+        assert http(f"{engines[kind]}/standin")["role"] == kind
+
+    # A chat request at the router Service's endpoint (its EndpointSlice, as kube-proxy reads it).
+    base = f"http://{endpoint_of(cluster, 'chat-pd-router', 'http')}"
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hello through the router"}],
+        "max_tokens": 4,
+    }
+    answer = harness.wait_for(lambda: answered(f"{base}/v1/chat/completions", body), timeout=60, interval=1,
+                              what="the router answering a chat request")  # fmt: skip
+    direct = http(f"{engines['decode']}/v1/chat/completions", body)
+    assert answer["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]
+    assert len(answer["choices"][0]["message"]["content"].split()) == 4
+    assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
+
+    # Each replica was asked once through the router: the prefill for one token, the decode for four
+    # (and once more directly above).
+    prefill = urllib.request.urlopen(f"{engines['prefill']}/metrics", timeout=10).read().decode()
+    decode = urllib.request.urlopen(f"{engines['decode']}/metrics", timeout=10).read().decode()
+    assert (
+        engine_metric(prefill, "request_success_total"),
+        engine_metric(prefill, "generation_tokens_total"),
+    ) == (1, 1)
+    assert (
+        engine_metric(decode, "request_success_total"),
+        engine_metric(decode, "generation_tokens_total"),
+    ) == (2, 8)
+    # The router found them through the Kubernetes API and says where it sent the request.
+    log = cluster.kubectl("logs", "-n", NS, router_pod["metadata"]["name"]).stdout
+    assert "discovered prefill workers through the Kubernetes API" in log, log[-2000:]
+    assert "discovered decode workers through the Kubernetes API" in log, log[-2000:]
+    assert (
+        f"-> prefill worker {engines['prefill']}: 200" in log
+        and f"-> decode worker {engines['decode']}: 200" in log
+    )
+    metrics = urllib.request.urlopen(
+        f"http://{router_pod['status']['podIP']}:29000/metrics", timeout=10
+    ).read()
+    assert f'worker="{engines["prefill"]}",worker_type="prefill"}} 1' in metrics.decode(), metrics
 
 
 STORE = "ct-mooncake"
