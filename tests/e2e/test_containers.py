@@ -805,7 +805,10 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
     cluster.apply(store_backend())
     backend = wait_ready(cluster, "kvcb", STORE)
     # The leader and the member: containers of the store image, with the rendered command lines.
+    # The backend's Ready reads the leader's own service_ready; the kubelet marks the Pods Ready at
+    # their next readiness probe, which may come a period later.
     selector = f"{kv.LABEL_BACKEND}={STORE}"
+    cluster.kubectl("wait", "--for=condition=Ready", "pod", "-l", selector, "-n", SYSTEM, "--timeout=180s")
     pods = [p for p in cluster.kubectl_json("get", "pods", "-n", SYSTEM, "-l", selector)["items"]
             if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
     by_role = {p["metadata"]["labels"][kv.LABEL_ROLE]: p for p in pods}
