@@ -825,9 +825,18 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
     # What runs inside is the wheel's programs (tini is PID 1 and forwards SIGTERM).
     inside = exec_in(cluster, leader["metadata"]["name"], SYSTEM, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
     assert "/opt/mooncake/lib/mooncake/mooncake_master -rpc_port=50051" in inside, inside[-2000:]
+
     # The member's segment is mounted in the master, at the member Pod's address; capacity observed.
-    rows = (backend.get("status") or {}).get("members") or []
-    assert [r.get("nodeName") for r in rows] == [NODE], rows
+    # A row names its node once the member Pod is Ready (the kubelet's probe), so it is read again.
+    def members_on_node() -> dict | None:
+        found = cluster.kubectl_json("get", "kvcb", STORE)
+        rows = (found.get("status") or {}).get("members") or []
+        return found if [r.get("nodeName") for r in rows] == [NODE] else None
+
+    try:
+        backend = harness.wait_for(members_on_node, timeout=WAIT, what="the member row on its node")
+    except TimeoutError:
+        raise AssertionError(cluster.kubectl_json("get", "kvcb", STORE).get("status")) from None
     assert (backend["status"].get("capacity") or {}).get("total"), backend["status"]
     leader_ip = leader["status"]["podIP"]
     health = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")
