@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from api import constants, engines, kvcache
-from api.objects import Obj
+from api.objects import Obj, as_dict, as_list, as_str
 from fastpath import argv, quantity
 from fastpath.degrees import Degrees, parse_degrees
 
@@ -56,18 +56,6 @@ PORT_FLAGS = frozenset({engines.PORT_FLAG})
 TLS_FLAGS = frozenset({"--ssl-certfile", "--ssl-keyfile"})
 SERVED_NAME_FLAG = "--served-model-name"
 SERVED_NAME_FLAGS = frozenset({SERVED_NAME_FLAG})
-
-
-def as_dict(value: Any) -> Obj:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def as_int(value: Any, default: int) -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from api import delivery as d
 from api import prefetch as pf
+from api.objects import as_dict, as_str
 from api.selectors import problems
 from api.settings import parse_duration
 from webhooks.decision import (
@@ -35,7 +36,7 @@ from webhooks.decision import (
     required,
     retry_later,
 )
-from webhooks.kvcache.values import as_dict, as_str, dig, quantity_bytes
+from webhooks.kvcache.values import dig, quantity_bytes
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.review import AdmissionRequest
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from api import delivery as d
 from api import prefetch as pf
+from api.objects import as_dict
 from api.selectors import problems
 from webhooks.decision import Decision, FieldError, allow, invalid, reject, required
-from webhooks.kvcache.values import as_dict, dig
+from webhooks.kvcache.values import dig
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.review import AdmissionRequest
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from api import delivery as d
+from api.objects import as_dict, as_list
 from webhooks.decision import Decision, FieldError, allow, duplicate, forbidden, invalid, reject, required
-from webhooks.kvcache.values import as_dict, as_list, dig, quantity_bytes
+from webhooks.kvcache.values import dig, quantity_bytes
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import as_dict, as_list, as_str
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject, required
-from webhooks.kvcache.values import as_dict, as_list, as_str, dig, host_port, quantity_bytes
+from webhooks.kvcache.values import dig, host_port, quantity_bytes
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

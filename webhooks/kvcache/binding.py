@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import as_dict, as_str
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject, required
-from webhooks.kvcache.values import as_dict, as_str, dig, is_dns_label, positive_quantity
+from webhooks.kvcache.values import dig, is_dns_label, positive_quantity
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

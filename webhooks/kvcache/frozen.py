@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from api import constants
+from api.objects import as_dict
 from webhooks.decision import Decision, FieldError, allow, forbidden, reject
-from webhooks.kvcache.values import as_dict
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

@@ -15,12 +15,11 @@ from api import kvcache as kv
 from api import kvcache_client as client
 from api import kvcache_offer as offer
 from api.fielderrors import not_supported
-from api.objects import Obj
+from api.objects import Obj, as_dict, as_list, as_str
 from fastpath import argv
 from webhooks import patch as jsonpatch
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, not_found, reject, required
 from webhooks.kvcache.launch import Launch, Refused, analyse
-from webhooks.kvcache.values import as_dict, as_list, as_str
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from api import kvcache as kv
+from api.objects import as_dict, as_list
 from webhooks.decision import Decision, FieldError, allow, forbidden, invalid, reject
-from webhooks.kvcache.values import as_dict, as_list, dig, positive_quantity
+from webhooks.kvcache.values import dig, positive_quantity
 from webhooks.lookups import Lookups
 from webhooks.review import AdmissionRequest
 

@@ -6,22 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from api.objects import Obj
 from fastpath import quantity
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-def as_dict(value: Any) -> Obj:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def dig(obj: Any, *keys: str) -> Any:
