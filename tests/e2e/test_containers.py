@@ -900,6 +900,9 @@ def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
     while Kueue ran, so Kueue's CRDs go with the release instead of hanging Terminating."""
     cluster = installed
     cluster.kubectl("delete", "namespace", NS, "--wait=true", timeout=120)
+    # The store's Pods run in the operator's namespace, owned by the cluster-scoped backend: a user
+    # deletes the backend and its pools (their finalizers need the worker) before uninstalling.
+    cluster.kubectl("delete", "kvcachepools,kvcachebackends", "--all", "--wait=true", timeout=180)
     chart.uninstall(cluster)
     harness.wait_for(lambda: not release_pods(cluster), timeout=WAIT, what="the release's Pods gone")
     left = [
