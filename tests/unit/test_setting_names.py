@@ -8,21 +8,9 @@ from pathlib import Path
 
 from api import setting_names
 from api.settings import SETTINGS
+from tests.unit.test_layering import OURS as PACKAGES  # every package of ours, listed once
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "api",
-    "fastpath",
-    "kube",
-    "readmodels",
-    "webhooks",
-    "controllers",
-    "nodeplugins",
-    "certs",
-    "modelhub",
-    "gateway",
-    "gpustack_operator",
-)
 HOME = ROOT / "api" / "setting_names.py"
 
 
