@@ -27,8 +27,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
-import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -36,7 +34,6 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -45,9 +42,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from standin import router_cli
+from standin.kube import KubeAPI
 from standin.router_cli import RouterLaunch
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DISCOVERY_INTERVAL = 2.0
 PREFILL, DECODE, REGULAR = "prefill", "decode", "regular"
 log = logging.getLogger("vllm-router-standin")
@@ -83,35 +80,6 @@ def ready_workers(pods: list[dict[str, Any]], port: int) -> list[str]:
             host = status["podIP"]
             urls.append(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
     return sorted(urls)
-
-
-class KubeAPI:
-    """Pods listed with the service account's token (read at each call: the kubelet rotates it)."""
-
-    def __init__(self, base: str | None = None, account: Path = SERVICE_ACCOUNT) -> None:
-        if base is None:
-            host = os.environ.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
-            host = f"[{host}]" if ":" in host else host
-            base = f"https://{host}:{os.environ.get('KUBERNETES_SERVICE_PORT', '443')}"
-        self.base, self.account = base, account
-        ca = account / "ca.crt"
-        self.tls = (
-            ssl.create_default_context(cafile=str(ca)) if base.startswith("https") and ca.exists() else None
-        )
-
-    def namespace(self) -> str | None:
-        path = self.account / "namespace"
-        return path.read_text().strip() if path.exists() else None
-
-    def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
-        query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in selector.items())})
-        token = (self.account / "token").read_text().strip()
-        request = urllib.request.Request(
-            f"{self.base}/api/v1/namespaces/{namespace}/pods?{query}",
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10, context=self.tls) as answer:
-            return list(json.loads(answer.read())["items"])
 
 
 class Workers:
