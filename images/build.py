@@ -29,11 +29,15 @@ Images (``IMAGES``; names are the chart's defaults):
                  cluster builds from its Go module, under the name the chart dependency runs
     nfd          registry.k8s.io/nfd/node-feature-discovery:v<its version>  nfd-master, nfd-worker
                  and nfd-gc, likewise
+    ubuntu       docker.io/library/ubuntu:24.04  what the examples' Pod and Instance run: Ubuntu noble
+                 (``mmdebstrap --variant=minbase`` from archive.ubuntu.com, the archive's keyring
+                 checked against the hash pinned here), under the name a registry pull would give;
+                 no registry is reachable from this machine, its Ubuntu archive is
 
 Every layer and every image is cached under ``~/.cache/gpustack-operator/images/`` by the hash of
 what goes into it, so a second build is a few hashes. Usage::
 
-    .venv/bin/python images/build.py                 # all; prints "<name> <ref> <archive>" lines
+    .venv/bin/python images/build.py                 # all but ON_REQUEST; prints "<name> <ref> <archive>" lines
     .venv/bin/python images/build.py operator --ref  # only print what it would name
 
 ``build(name)`` returns the same (ref, archive) for the test harness. A build that cannot run says in
@@ -42,6 +46,7 @@ one line what is missing (a tool, a Debian package, the wheelhouse) and exits 1.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -131,7 +136,15 @@ def _ssh_layers(image: Image) -> list[Path]:
 
 
 def _mooncake_layers(image: Image) -> list[Path]:
-    return [_base_layer(image), _mooncake_layer()]
+    return [
+        _base_layer(image),
+        _mooncake_layer(),
+        _files_layer("lease-master", LEASE_MASTER_FILES, f"{SITE}/engine"),
+    ]
+
+
+def _ubuntu_layers(image: Image) -> list[Path]:
+    return [_ubuntu_layer()]
 
 
 def _pause_layers(image: Image) -> list[Path]:
@@ -265,6 +278,19 @@ IMAGES = {
             {f"/usr/bin/{b}": b for b in ("nfd-master", "nfd-worker", "nfd-gc")},
         ),
     ),
+    # The examples' user image (examples/10, examples/61), built from the Ubuntu archive; the
+    # config is the one Docker Hub's ubuntu image carries.
+    "ubuntu": Image(
+        "ubuntu",
+        "docker.io/library/ubuntu:24.04",
+        {
+            "user": "0",
+            "entrypoint": [],
+            "cmd": ["/bin/bash"],
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        },
+        _ubuntu_layers,
+    ),
     "pause": Image(
         "pause",
         "registry.k8s.io/pause:3.10",
@@ -282,6 +308,11 @@ IMAGES = {
         _pause_layers,
     ),
 }
+
+
+# Built only when named (make dev does): no test runs them, and their sources lie outside the
+# machine's Debian mirror.
+ON_REQUEST = ("ubuntu",)
 
 
 def _say(message: str) -> None:
@@ -372,6 +403,61 @@ def _base_layer(image: Image) -> Path:
         _say(f"{image.name}: base in {time.monotonic() - started:.0f} s")
 
     return _cached(CACHE / "layers" / f"base-{key}.tar", make)
+
+
+UBUNTU = "http://archive.ubuntu.com/ubuntu"
+UBUNTU_SUITE = "noble"
+# The Ubuntu archive's signing keys: ubuntu-keyring from noble's main, checked against its
+# Packages entry's SHA256 as pinned here (the machine's apt trusts Debian's keys only).
+UBUNTU_KEYRING = (
+    "pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb",
+    "36de43b15853ccae0028e9a767613770c704833f82586f28eb262f0311adb8a8",
+)
+
+
+def _ubuntu_keyring() -> Path:
+    path, sha256 = UBUNTU_KEYRING
+
+    def make(out: Path) -> None:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{UBUNTU}/{path}", timeout=60) as response:
+                data = response.read()
+        except OSError as error:
+            raise BuildError(f"ubuntu: cannot fetch {UBUNTU}/{path} ({error})") from error
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise BuildError(f"ubuntu: {path} does not match the SHA256 pinned in images/build.py")
+        with tempfile.TemporaryDirectory(prefix="gpustack-keyring-") as tmp:
+            (Path(tmp) / "keyring.deb").write_bytes(data)
+            _run(["dpkg-deb", "-x", f"{tmp}/keyring.deb", f"{tmp}/x"], "dpkg-deb -x ubuntu-keyring")
+            shutil.copyfile(f"{tmp}/x/usr/share/keyrings/ubuntu-archive-keyring.gpg", out)
+
+    return _cached(CACHE / "layers" / f"ubuntu-keyring-{sha256[:16]}.gpg", make)
+
+
+def _ubuntu_layer() -> Path:
+    key = _digest(FORMAT, UBUNTU, UBUNTU_SUITE, *UBUNTU_KEYRING, BASE_HOOKS[1])
+
+    def make(out: Path) -> None:
+        _need("mmdebstrap")
+        started = time.monotonic()
+        _say(f"ubuntu: Ubuntu {UBUNTU_SUITE} minbase from {UBUNTU} (mmdebstrap) ...")
+        with tempfile.TemporaryDirectory(prefix="gpustack-keyring-") as tmp:
+            # apt checks signatures as its sandbox user, who cannot read root's ~/.cache.
+            os.chmod(tmp, 0o755)
+            keyring = shutil.copyfile(_ubuntu_keyring(), f"{tmp}/ubuntu-archive-keyring.gpg")
+            os.chmod(keyring, 0o644)
+            argv = ["mmdebstrap", "--variant=minbase", "--mode=root", "--quiet", "--components=main",
+                    f"--keyring={keyring}", f"--customize-hook={BASE_HOOKS[1]}",
+                    UBUNTU_SUITE, str(out), UBUNTU]  # fmt: skip
+            proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            last = [line for line in (proc.stderr + proc.stdout).strip().splitlines() if line.strip()][-1:]
+            raise BuildError(f"ubuntu: mmdebstrap could not build noble ({(last or ['(no output)'])[0]})")
+        _say(f"ubuntu: noble in {time.monotonic() - started:.0f} s")
+
+    return _cached(CACHE / "layers" / f"ubuntu-{key}.tar", make)
 
 
 def _deps_key() -> str:
@@ -527,8 +613,13 @@ def _mooncake_programs() -> dict[str, str]:
     signal it has no handler for)."""
     package = f"{MOONCAKE_SITE}/mooncake"
     programs = {
-        f"usr/local/bin/{tool}": f'#!/bin/sh\nexec /usr/bin/tini -s -- {package}/{tool} "$@"\n'
-        for tool in ("mooncake_master", "mooncake_client")
+        "usr/local/bin/mooncake_client": f'#!/bin/sh\nexec /usr/bin/tini -s -- {package}/mooncake_client "$@"\n',
+        # The master through the stand-in of its Kubernetes Lease backend (standin/lease_master.py),
+        # which the wheel lacks; without the election flags it execs the master unchanged.
+        "usr/local/bin/mooncake_master": (
+            f"#!/bin/sh\nPYTHONPATH={SITE}/engine exec /usr/bin/tini -s -- /usr/bin/python3 -m standin.lease_master "
+            f'{package}/mooncake_master "$@"\n'
+        ),
     }
     programs["usr/local/bin/mc_store_rest_server"] = (
         '#!/bin/sh\nexec /usr/bin/tini -s -- /usr/bin/python3 -m mooncake.mooncake_store_service "$@"\n'
@@ -567,6 +658,29 @@ def _mooncake_layer() -> Path:
         _say(f"mooncake: the store's packages in {time.monotonic() - started:.0f} s")
 
     return _cached(CACHE / "layers" / f"mooncake-{key}.tar", make)
+
+
+LEASE_MASTER_FILES = ("standin/__init__.py", "standin/kube.py", "standin/lease_master.py")
+
+
+def _files_layer(name: str, files: tuple[str, ...], under: str) -> Path:
+    """A layer of the checkout's ``files`` under the image path ``under``, compiled."""
+    key = _digest(FORMAT, under, *(f"{rel}\0{(REPO / rel).read_text()}" for rel in files))
+
+    def make(out: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
+            root = Path(tmp)
+            for rel in files:
+                dest = root / under.lstrip("/") / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / rel, dest)
+            _run(
+                [sys.executable, "-m", "compileall", "-q", str(root / under.lstrip("/"))],
+                f"compileall of {name}",
+            )
+            _tar_dir(root, out)
+
+    return _cached(CACHE / "layers" / f"{name}-{key}.tar", make)
 
 
 ROUTER_PROGRAMS = {
@@ -683,9 +797,14 @@ def _binaries_layer(name: str, files: dict[str, Path]) -> Path:
     return _cached(CACHE / "layers" / f"{name}-{key}.tar", make)
 
 
-def build(name: str) -> tuple[str, Path]:
-    """The image ``name``'s reference and its OCI archive (built unless cached)."""
+def build(name: str, env: tuple[str, ...] = (), tag_suffix: str = "") -> tuple[str, Path]:
+    """The image ``name``'s reference and its OCI archive (built unless cached). ``env`` adds
+    variables to the image's configuration, under the tag ``<tag><tag_suffix>`` (a variant for one
+    cluster, e.g. ``make dev``'s engine that knows where its Hub is)."""
     image = IMAGES[name]
+    if env or tag_suffix:
+        config = {**image.config, "env": [*image.config["env"], *env]}
+        image = dataclasses.replace(image, ref=f"{image.ref}{tag_suffix}", config=config)
     layers = image.layers(image)
     key = _digest(FORMAT, image.ref, json.dumps(image.config, sort_keys=True), *(p.name for p in layers))
     tag = _tag(image)
@@ -722,7 +841,7 @@ def build(name: str) -> tuple[str, Path]:
 
 def main(argv: list[str]) -> int:
     only_ref = "--ref" in argv
-    names = [a for a in argv if not a.startswith("--")] or list(IMAGES)
+    names = [a for a in argv if not a.startswith("--")] or [n for n in IMAGES if n not in ON_REQUEST]
     unknown = [n for n in names if n not in IMAGES]
     if unknown:
         print(f"images: unknown image {unknown[0]} (known: {', '.join(IMAGES)})", file=sys.stderr)
