@@ -14,6 +14,9 @@ Each container node lives in a private mount and network namespace of its own
                                              <service>.<namespace>.svc to its endpoints' Pod IPs
                                              (no kube-proxy routes a ClusterIP)
 
+A Pod reaches a Pod of another container node through the host, which forwards between the nodes'
+veths and nowhere else (``_route_between_nodes``).
+
 The host's own services a Pod needs (the local Hub, the Mooncake store of ``make dev``) listen on
 ``HOST_ADDRESS`` (172.31.0.1, on the host's ``lo``): the same URL from the host, from a node and from
 a Pod on any node (a node routes everything to the host; the host delivers it locally and routes the
@@ -54,6 +57,9 @@ DM_STATE_PATH = Path("/var/lib/gpustack-operator")  # the device manager's --sta
 RUN_CONTAINERD = Path("/run/containerd")
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service (GPUSTACK_SERVICE_CIDR's first address)
 HOST_ADDRESS = "172.31.0.1"  # the host as every node and Pod reaches it (no node's /30 holds it)
+PODS_NETWORK = "10.244.0.0/16"  # every node's 10.244.<id>.0/24
+NODES_NETWORK = "172.31.0.0/16"  # every node's 172.31.<id>.0/30
+RULE_PRIORITY = 1000  # the policy rules of _route_between_nodes (before main's 32766)
 STREAM_PORT = 10010
 KUBELET_PORT = 10250
 # Every container node carries it (the kubelet registers it): values can keep a release's Pods on them.
@@ -283,6 +289,30 @@ def wire_network(pid: int, net: int, timeout: float = 20) -> None:
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             raise harness.ClusterError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+    _route_between_nodes(a["veth"])
+
+
+def _route_between_nodes(veth: str) -> None:
+    """Pods of one node reach Pods of another through the host, as a cluster's Pod network lets
+    them: the host forwards what arrives on the node's veth (this interface only; the machine's
+    ip_forward stays as it is), to the other nodes' networks only; anything else from the node that
+    is not for the host itself is unreachable, so nothing leaves the machine."""
+    _unroute(veth)
+    rules = [["ip", "rule", "add", "iif", veth, "to", network, "lookup", "main", "priority", str(RULE_PRIORITY)]
+             for network in (PODS_NETWORK, NODES_NETWORK)]  # fmt: skip
+    rules.append(["ip", "rule", "add", "iif", veth, "unreachable", "priority", str(RULE_PRIORITY + 1)])
+    for argv in rules:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise harness.ClusterError(f"{' '.join(argv)}: {proc.stderr.strip()}")
+    Path(f"/proc/sys/net/ipv4/conf/{veth}/forwarding").write_text("1")
+
+
+def _unroute(veth: str) -> None:
+    for priority in (RULE_PRIORITY, RULE_PRIORITY + 1):
+        while subprocess.run(["ip", "rule", "del", "iif", veth, "priority", str(priority)],
+                             capture_output=True).returncode == 0:  # fmt: skip
+            pass
 
 
 def ensure_host_address() -> None:
@@ -296,6 +326,7 @@ def ensure_host_address() -> None:
 
 def unwire_network(net: int) -> None:
     subprocess.run(["ip", "link", "del", addresses(net)["veth"]], capture_output=True)
+    _unroute(addresses(net)["veth"])
 
 
 def dns_argv(python: str, directory: Path, net: int, state_dir: Path, apiserver: str) -> list[str]:
