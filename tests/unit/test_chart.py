@@ -53,7 +53,7 @@ def helm(*args: str, values: dict[str, Any] | None = None, check: bool = True) -
 
 def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[dict[str, Any]]:
     out = helm("template", "gpustack-operator", str(CHART), "--namespace", namespace, values=values or {})
-    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+    return harness.yaml_documents(out.stdout)
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:

@@ -71,7 +71,7 @@ def helm(values: dict[str, Any], check: bool = True) -> subprocess.CompletedProc
 
 
 def render(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(helm(values or {}).stdout) if d]
+    return harness.yaml_documents(helm(values or {}).stdout)
 
 
 def ours(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
