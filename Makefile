@@ -5,7 +5,7 @@ PY := .venv/bin/python
 help:                      ## list the targets, one line each
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## (.*)/\1\t\2/' | expand -t 18
 
-.PHONY: help dev dev-down test test-unit test-e2e lint crds bench bench-report locust bootstrap cluster-binaries mooncake wrk images container-tools chromium
+.PHONY: help dev examples-check dev-down test test-unit test-e2e lint crds bench bench-report locust bootstrap cluster-binaries mooncake wrk images container-tools chromium
 
 bootstrap:                 ## .venv with the project and its test and bench extras, extensions built in place
 	@scripts/bootstrap.sh
@@ -32,6 +32,10 @@ mooncake:                  ## the real Mooncake master/member (PyPI wheel + Debi
 
 dev: bootstrap cluster-binaries mooncake images   ## local control plane + simulated GPU nodes + the worker
 	@scripts/dev-up.sh
+
+examples-check: bootstrap cluster-binaries mooncake images  ## make dev, then a new user's `kubectl apply -f examples/`: every example ready and answering within 10 minutes (tests/cluster/examples_check.py)
+	@scripts/dev-up.sh
+	@$(PY) tests/cluster/examples_check.py
 
 dev-down:                  ## stop everything `make dev` started
 	@scripts/dev-down.sh

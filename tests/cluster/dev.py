@@ -6,11 +6,11 @@ for a newcomer to ``kubectl apply`` the examples against.
     .venv/bin/python tests/cluster/dev.py down
 
 Nodes (``tests/cluster/nodes.py``): two real kubelet nodes over containerd + runc
-(``container_node.py``) — ``gpu-sim-h100-0`` with 8 × H100 80GB HBM3 (two in MIG mode) and
-``gpu-sim-a10g-0`` with 4 × A10G — where the chart's device-manager and model-manager DaemonSets run
-as containers of the images ``make images`` built, and Pods really run; and, for scale, a kwok node
-``gpu-h100-1`` with 8 × H100 whose device manager (a process here: kwok runs nothing) only
-publishes. Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
+(``container_node.py``) — ``gpu-sim-h100-0`` with 10 × H100 80GB HBM3 (two in MIG mode) and
+``gpu-sim-a10g-0`` with 12 × A10G, sized so that every example runs at once — where the chart's
+device-manager and model-manager DaemonSets run as containers of the images ``make images`` built,
+and Pods really run; and, for scale, a kwok node ``gpu-t4-1`` with 4 × Tesla T4 (a pool of its own)
+whose device manager (a process here: kwok runs nothing) only publishes. Labels and ``Devices`` ledgers come from the device managers, the worker and nfd-master;
 the harness simulates only the hardware and what nfd-worker would report.
 
 Everything of the operator runs as a container, as a ``helm install`` in a cluster runs it: the
@@ -54,15 +54,21 @@ from api.setting_names import KV_CACHE_BACKEND_IMAGE, MODEL_DEPLOYMENT_ROUTER_IM
 DEV = harness.REPO_ROOT / ".dev"
 NODES = (
     # name, profile, slot, real kubelet (over containerd)
-    ("gpu-sim-h100-0", "h100-8-mig2.yaml", 0, True),
-    ("gpu-sim-a10g-0", "a10g-4.yaml", 1, True),
-    ("gpu-h100-1", "h100-8.yaml", 2, False),
+    # The container nodes are sized so that every example runs at once (examples/README.md); the
+    # kwok node is a pool of its own, so no example's Pod lands where nothing runs.
+    ("gpu-sim-h100-0", "h100-10-mig2.yaml", 0, True),
+    ("gpu-sim-a10g-0", "a10g-12.yaml", 1, True),
+    ("gpu-t4-1", "t4-4.yaml", 2, False),
 )
 IMAGES = ("pause", "operator", "ssh-server", "engine", "mooncake", "router", "kueue", "nfd")
+# What the examples' Pod and Instance run (docker.io/library/ubuntu:24.04): without it make dev still
+# comes up, and those two wait for an image nobody can pull.
+USER_IMAGES = ("ubuntu",)
 TENANT = "team-a"
 DEV_ZONE_LABELS = ("topology.kubernetes.io/region=dev", "topology.kubernetes.io/zone=dev-a")
 STORE = DEV / "mooncake"
 STORE_BACKEND = "local-mooncake"
+KWOK_TAINT = "kwok.x-k8s.io/node=fake"
 
 
 def _store() -> tuple[mooncake.Master, mooncake.Member]:
@@ -88,12 +94,16 @@ HUB_PORT = int(os.environ.get("GPUSTACK_HUB_PORT", str(ports.port("dev-hub"))))
 HUB_PID = DEV / "hub.pid"
 
 
+def _hub_endpoint() -> str:
+    return localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
+
+
 def _hub(info: harness.ClusterInfo) -> str:
     """The local hub (tests/hub) with its demo repositories, on the address every node and Pod reaches."""
     import urllib.request
 
     container_node.ensure_host_address()
-    endpoint = localhub.endpoint_of(HUB_PORT, container_node.HOST_ADDRESS)
+    endpoint = _hub_endpoint()
     try:
         urllib.request.urlopen(endpoint + "/_hub/health", timeout=2).close()
     except OSError:
@@ -248,9 +258,18 @@ def up() -> int:
         harness.stop(state, purge=True)
     try:
         built = {name: images.build(name) for name in IMAGES}
+        # A deployment without an artifact downloads its model as the engine finds it, from the
+        # public Hub by default, which this machine cannot reach: make dev's engine image defaults
+        # HF_ENDPOINT to the local hub (an artifact's deployment gets the Setting's, as anywhere).
+        built["engine"] = images.build("engine", env=(f"HF_ENDPOINT={_hub_endpoint()}",), tag_suffix="-dev")
     except images.BuildError as error:
         print(f"make dev: {error}", file=sys.stderr)
         return 1
+    for name in USER_IMAGES:
+        try:
+            built[name] = images.build(name)
+        except images.BuildError as error:
+            print(f"make dev: warning: {error}; the examples that run it will not start", file=sys.stderr)
     os.environ["GPUSTACK_CLUSTER_KUEUE"] = "0"  # the chart installs Kueue, as in a cluster
     info = harness.start()
     DEV.mkdir(exist_ok=True)
@@ -274,6 +293,9 @@ def up() -> int:
     for name, profile, slot, real in NODES:  # a kwok node's device manager needs the worker's CRDs
         if not real:
             start(name, profile, slot, real)
+            # Nothing runs there: kwok's own taint keeps every Pod that does not say it tolerates
+            # a fake node (a KV store leader, a DaemonSet's Pod) on the nodes that run containers.
+            info.kubectl("taint", "node", name, "--overwrite", f"{KWOK_TAINT}:NoSchedule")
     gpustack.ensure_namespace(info, TENANT)
     for name, _profile, _slot, _real in NODES:  # the DaemonSet's device manager publishes them
         harness.wait_for(

@@ -20,7 +20,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TYPES = [
     instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g", "nvidia", "24Gi", logical=512),
     instance_type("gpustack-nvidia-a10g-linux-amd64", "nvidia-a10g", "nvidia", "24Gi", logical=512),
-    instance_type("gpustack-nvidia-h20-linux-amd64", "nvidia-h20", "nvidia", "96Gi", logical=512),
+    instance_type(
+        "gpustack--nvidia-h100-80gb-hbm3-linux-amd64", "nvidia-h100-80gb-hbm3", "nvidia", "80Gi", logical=512
+    ),
 ]
 
 

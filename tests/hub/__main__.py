@@ -1,7 +1,8 @@
 """``python -m tests.hub --root DIR --port N``: the local hub as a process (e2e, ``make dev``).
 
 With ``--demo`` it first writes small public repositories if absent: ``demo/tiny-model`` and a
-stand-in for ``Qwen/Qwen2.5-7B-Instruct`` (the repository ``examples/`` name), a few KiB each.
+stand-in for every repository ``examples/`` names (``Qwen/Qwen2.5-7B-Instruct``, ``Qwen/Qwen3-8B``,
+…), about 1 MiB each.
 """
 
 from __future__ import annotations
@@ -14,9 +15,26 @@ from pathlib import Path
 
 from tests.hub.server import HubServer
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def example_repositories() -> list[str]:
+    """The Hub repositories ``examples/`` names: each deployment's model and each artifact's source."""
+    import yaml
+
+    found = set()
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            spec = (doc or {}).get("spec") or {}
+            if doc.get("kind") == "ModelDeployment" and (spec.get("model") or {}).get("name"):
+                found.add(spec["model"]["name"])
+            if doc.get("kind") == "ModelArtifact":
+                found.add(((spec.get("source") or {}).get("huggingFace") or {}).get("repository"))
+    return sorted(r for r in found if r)
+
 
 def _demo(server: HubServer) -> None:
-    for repo in ("demo/tiny-model", "Qwen/Qwen2.5-7B-Instruct"):
+    for repo in ("demo/tiny-model", *example_repositories()):
         if server.repos.load(repo) is not None:
             continue
         server.repos.create(repo)

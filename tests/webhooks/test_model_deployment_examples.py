@@ -23,6 +23,9 @@ EXAMPLES = sorted((ROOT / "examples").glob("5*.yaml")) + sorted(
 )
 
 
+H100 = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
+
+
 def load(path: Path) -> dict:
     doc = yaml.safe_load(path.read_text())
     doc["metadata"].setdefault("namespace", "team-a")  # kubectl apply -n team-a
@@ -30,13 +33,13 @@ def load(path: Path) -> dict:
 
 
 def cluster_objects() -> list[dict]:
-    """What the examples name: the A10G InstanceType (observed), the H20 type of the prefill/decode
-    page, the single-dash name the minimal page uses, and the KV chain of examples/30–32 (plus the
+    """What the examples name: the A10G InstanceType (observed), the H100 type the prefill/decode
+    example names (`make dev`'s), the single-dash name the minimal page uses, and the KV chain of examples/30–32 (plus the
     minimal page's team-a-dram Binding on the same pool)."""
     found = [
         objects.instance_type("gpustack--nvidia-a10g-linux-amd64", logical=32),
         objects.instance_type("gpustack-nvidia-a10g-linux-amd64"),
-        objects.instance_type("gpustack-nvidia-h20-linux-amd64", group="nvidia-h20", memory="96Gi"),
+        objects.instance_type(H100, group="nvidia-h100-80gb-hbm3", memory="80Gi", cpu="12", ram="192Gi"),
     ]
     for name in (
         "30-kvcachebackend-mooncake-dram",
@@ -89,7 +92,7 @@ def test_example_is_admitted_by_the_chain_and_updates_of_it_too(path):
     current = moved["spec"]["roles"][0]["instanceType"]
     other = "gpustack--nvidia-a10g-linux-amd64"
     moved["spec"]["roles"][0]["instanceType"] = (
-        other if current != other else "gpustack-nvidia-h20-linux-amd64"
+        other if current != other else H100
     )
     refused = asyncio.run(chain.run(moved, lookups, operation="UPDATE", old=stored))
     assert not refused.allowed and [c.path for c in refused.causes] == ["spec.roles[0].instanceType"]
@@ -113,7 +116,7 @@ def test_the_readme_deployment_is_defaulted_by_the_schema_and_attached_to_its_bi
 
 def test_the_prefill_decode_example_needs_its_instance_type():
     obj = load(ROOT / "examples/51-modeldeployment-prefill-decode.yaml")
-    without = [o for o in cluster_objects() if o["metadata"]["name"] != "gpustack-nvidia-h20-linux-amd64"]
+    without = [o for o in cluster_objects() if o["metadata"]["name"] != H100]
     outcome = asyncio.run(chain.run(obj, FileLookups(without)))
     # Both roles state their cards, so the mutating half reads nothing; the validating half joins
     # both missing types.
