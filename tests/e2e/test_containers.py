@@ -745,13 +745,14 @@ STORE = "ct-mooncake"
 
 
 def store_backend() -> dict:
-    """A managed store of one 256 MiB DRAM member on the container node. No election: the wheel's
-    master has no Kubernetes Lease backend (docs/kv-cache.md), so ``electionBackend: None``."""
+    """A managed store of one 256 MiB DRAM member on the container node, with the default election
+    (``electionBackend: Kubernetes``: the store image's stand-in for the master's Lease backend,
+    standin/lease_master.py, campaigns)."""
     return {
         "apiVersion": "worker.gpustack.ai/v1", "kind": "KVCacheBackend",
         "metadata": {"name": STORE},
         "spec": {"type": "Mooncake", "connection": {"managed": {
-            "leader": {"electionBackend": "None"},
+            "leader": {},
             "members": [{"nodeSelector": {"kubernetes.io/hostname": NODE}, "medium": "DRAM",
                          "capacityPerMember": "256Mi", "localBufferSize": "32Mi"}],
         }}},
@@ -822,9 +823,25 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
     leader, member = by_role[kv.ROLE_LEADER], by_role[kv.ROLE_MEMBER]
     assert leader["spec"]["containers"][0]["command"] == ["mooncake_master"]
     assert member["spec"]["containers"][0]["command"] == ["mc_store_rest_server"]
-    # What runs inside is the wheel's programs (tini is PID 1 and forwards SIGTERM).
+    # What runs inside is the wheel's programs (tini is PID 1 and forwards SIGTERM), the master
+    # started by the Lease backend's stand-in once it won the election, without the flags it lacks.
     inside = exec_in(cluster, leader["metadata"]["name"], SYSTEM, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
     assert "/opt/mooncake/lib/mooncake/mooncake_master -rpc_port=50051" in inside, inside[-2000:]
+    assert "standin.lease_master" in inside and "-ha_backend_type=k8s" in inside, inside[-2000:]
+    # The election: the Lease <backend>-leader held by the leader's Pod IP and RPC port, renewed,
+    # and the backend reporting it (ElectionObserved names the Pod).
+    lease = cluster.kubectl_json("get", "lease", kv.leader_name(STORE), "-n", SYSTEM)
+    assert lease["spec"]["holderIdentity"] == f"{leader['status']['podIP']}:{kv.CLIENT_PORT}", lease["spec"]
+
+    def election_observed() -> dict | None:
+        found = cluster.kubectl_json("get", "kvcb", STORE)
+        rows = [
+            c for c in (found.get("status") or {}).get("conditions") or [] if c["type"] == "ElectionObserved"
+        ]
+        return rows[0] if rows and rows[0]["status"] == "True" else None
+
+    observed = harness.wait_for(election_observed, timeout=WAIT, what="ElectionObserved=True")
+    assert leader["metadata"]["name"] in observed["message"], observed
 
     # The member's segment is mounted in the master, at the member Pod's address; capacity observed.
     # A row names its node once the member Pod is Ready (the kubelet's probe), so it is read again.
