@@ -231,7 +231,9 @@ def logs_in(info: harness.ClusterInfo, key: Path, directory: Path, instance: dic
     assert seen["nvidia"] == main.stdout.strip() and seen["nvidia"], (seen, main.stdout)
     other = directory / "other-key"
     if not other.exists():
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True, timeout=30)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True, timeout=30
+        )
     refused = ssh(other, address, "true")
     assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused.stderr
     return f"ssh root@{address}: Ubuntu 24.04, NVIDIA_VISIBLE_DEVICES={seen['nvidia']} as main; another key refused"
