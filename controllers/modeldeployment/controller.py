@@ -103,7 +103,11 @@ class ModelDeploymentReconciler(Controller):
             "ModelDeployment", indexes={INDEX_INSTANCE_TYPE: instance_type_index}
         )
         self.instance_types = self.informer("InstanceType")
-        self.pods = manager.informer("Pod", label_selector=POD_SELECTOR, indexes={INDEX_GROUP: group_index})
+        self.pods = manager.informer(
+            "Pod",
+            label_selector=POD_SELECTOR,
+            indexes={INDEX_GROUP: group_index, INDEX_INSTANCE: instance_index},
+        )
         self.workloads = manager.informer("Workload", indexes={INDEX_OWNER: owner_index})
         self.services = manager.informer(
             "Service", label_selector=POD_SELECTOR, indexes={INDEX_INSTANCE: instance_index}
@@ -119,7 +123,7 @@ class ModelDeploymentReconciler(Controller):
         self.settings = SettingsReader(settings)
         self.features = Features(self.extensions, self.client, self.informer, settings)
         self.feature_informers = self.features.informers
-        self.members = Members(self.client, self.workloads)
+        self.members = Members(self.client, self.workloads, self.pods)
         self.fronts = Fronts(self.client, self.services, router_objects, self.settings)
         self.reports = Reports(self.recorder)
         self._kube_minor: int | None = None
@@ -239,7 +243,7 @@ class ModelDeploymentReconciler(Controller):
         self.reports.report_render(obj, md, ctx, errors)
         self.features.register(ctx)
         if not errors:
-            self.members.execute(now.result)
+            self.members.execute(md, now.result)
             self.fronts.converge_services(obj, md, templates, now.result)
         router_state = self.fronts.converge_router(obj, md, templates, converge=not errors)
         self.reports.record_departures(obj, pods)

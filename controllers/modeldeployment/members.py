@@ -1,11 +1,20 @@
 """A deployment's Pods and their Workloads on the API: listed, written as the plan says, deleted on
 teardown.
 
-The Pods are listed **from the API server** (a failed list raises, so a pass that cannot see them
-writes nothing); the Workloads come from the cache, by group name or by the Pod that owns them.
+The Pods come from the Pod cache (by ``INDEX_INSTANCE``) once it has seen this controller's own
+last writes for the deployment: after a pass creates or deletes Pods, the next passes list them
+**from the API server** (a failed list raises, so a pass that cannot see them writes nothing) until
+the cache shows every Pod created and every deletion (the expectations of Kubernetes' own ReplicaSet
+controller). A converged deployment's pass thus lists nothing on the API server: a namespace-wide
+list per pass made the cost per reconcile grow with the fleet. The Workloads come from the cache, by
+group name or by the Pod that owns them.
 """
 
 from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
 
 from api import constants
 from api.objects import Obj
@@ -37,18 +46,74 @@ def owner_index(workload: Obj) -> list[str]:
     ]
 
 
-class Members:
-    """The Pod and Workload writes of the reconciler (``workloads`` indexed by ``INDEX_OWNER``)."""
+EXPECTATION_SECONDS = 60.0
+"""How long a pass waits for the cache to show its writes before trusting it again (a watch that
+lost an event re-lists well within it)."""
 
-    def __init__(self, client: Client, workloads: Informer) -> None:
+
+@dataclass
+class Expectation:
+    created: set[str] = field(default_factory=set)  # Pod names the cache must show
+    deleted: set[str] = field(default_factory=set)  # Pod names the cache must show gone or leaving
+    until: float = 0.0
+
+
+class Members:
+    """The Pod and Workload writes of the reconciler (``workloads`` indexed by ``INDEX_OWNER``,
+    ``pods`` by ``INDEX_INSTANCE``; without ``pods`` every pass lists on the API server)."""
+
+    def __init__(self, client: Client, workloads: Informer, pods: Informer | None = None) -> None:
         self.client = client
         self.workloads = workloads
+        self.pods = pods
+        self._expected: dict[tuple[str, str], Expectation] = {}
+        self._lock = threading.Lock()
+        self.api_lists = 0  # passes that listed on the API server (tests, benchmarks)
+
+    def _cache_current(self, key: tuple[str, str]) -> bool:
+        """Whether the Pod cache has seen this controller's last writes for ``key``."""
+        if self.pods is None or not self.pods.synced():
+            return False
+        with self._lock:
+            expected = self._expected.get(key)
+            if expected is None:
+                return True
+            if time.monotonic() > expected.until:
+                del self._expected[key]
+                return False
+        namespace = key[0]
+        for name in expected.created:
+            if self.pods.get(name, namespace) is None:
+                return False
+        for name in expected.deleted:
+            found = self.pods.get(name, namespace)
+            if found is not None and not rp.leaving(found):
+                return False
+        with self._lock:
+            if self._expected.get(key) is expected:
+                del self._expected[key]
+        return True
+
+    def _expect(self, key: tuple[str, str], created: list[str], deleted: list[str]) -> None:
+        if not created and not deleted:
+            return
+        with self._lock:
+            expected = self._expected.setdefault(key, Expectation())
+            expected.created |= set(created)
+            expected.deleted |= set(deleted)
+            expected.until = time.monotonic() + EXPECTATION_SECONDS
 
     def list_pods(self, md: Deployment, uid: str) -> list[Obj]:
-        """The deployment's Pods, listed on the API server (raises when the list fails)."""
-        pods, _ = self.client.list(
-            "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{constants.LABEL_APP_INSTANCE}={md.name}"
-        )
+        """The deployment's Pods: from the cache when it is current for the deployment, else listed
+        on the API server (raises when the list fails)."""
+        if self._cache_current((md.namespace, md.name)):
+            assert self.pods is not None
+            pods = self.pods.by_index(INDEX_INSTANCE, f"{md.namespace}/{md.name}")
+        else:
+            self.api_lists += 1
+            pods, _ = self.client.list(
+                "Pod", md.namespace, label_selector=f"{POD_SELECTOR},{constants.LABEL_APP_INSTANCE}={md.name}"
+            )
         return [
             p
             for p in pods
@@ -75,22 +140,30 @@ class Members:
                 found.setdefault(rp.meta(wl).get("name", ""), wl)
         return list(found.values())
 
-    def execute(self, result: planner.Plan) -> None:
-        for pod in result.pod_deletes:
-            meta = rp.meta(pod)
-            self.client.delete("Pod", meta["name"], meta["namespace"])
-        for wl in result.workload_deletes:
-            meta = rp.meta(wl)
-            self.client.delete("Workload", meta["name"], meta["namespace"])
-        for pod in result.creates:
-            self.client.create(pod)
+    def execute(self, md: Deployment, result: planner.Plan) -> None:
+        deleted, created = [], []
+        try:
+            for pod in result.pod_deletes:
+                meta = rp.meta(pod)
+                deleted.append(meta["name"])
+                self.client.delete("Pod", meta["name"], meta["namespace"])
+            for wl in result.workload_deletes:
+                meta = rp.meta(wl)
+                self.client.delete("Workload", meta["name"], meta["namespace"])
+            for pod in result.creates:
+                created.append(rp.meta(self.client.create(pod)).get("name", ""))
+        finally:  # a write that failed half-way still leaves what it did to be seen
+            self._expect((md.namespace, md.name), [n for n in created if n], deleted)
 
     def delete_all(self, md: Deployment, pods: list[Obj]) -> None:
         """Teardown: every Pod, then every Workload (that releases Kueue's finalizers), not already
         leaving; deletes use the default grace."""
+        deleted = []
         for pod in pods:
             if not rp.leaving(pod):
+                deleted.append(rp.meta(pod)["name"])
                 self.client.delete("Pod", rp.meta(pod)["name"], md.namespace)
+        self._expect((md.namespace, md.name), [], deleted)
         for wl in self.workloads_of(md, pods):
             if not rp.leaving(wl):
                 self.client.delete("Workload", rp.meta(wl)["name"], md.namespace)
