@@ -1,32 +1,36 @@
 """The CRDs install and are Established, and every example manifest applies through the real
-apiserver and our webhooks, as a newcomer would apply them (``kubectl apply -f examples/``)."""
+apiserver and our webhooks, as a newcomer would apply them (``kubectl apply -f examples/``).
+
+The InstanceTypes the examples name are the controllers': two kwok nodes (4 × A10G, 8 × H100)
+whose publish-only device managers write their ``Devices``, and the worker's pool controllers turn
+them into ``gpustack--nvidia-a10g-linux-amd64`` and ``gpustack--nvidia-h100-80gb-hbm3-linux-amd64``
+with their entrances. Then the worker runs its webhooks only, so the examples are judged and
+stored with nothing reconciling them; at the end the controllers run again to take their pools
+down with the nodes.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
+import harness
+import nodes
 import pytest
 import yaml
-
-from tests.cases.pods import _type as instance_type
 
 from .conftest import ensure_namespace, gpustack
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-# The InstanceTypes the examples name (the documents tell readers to substitute their own).
-TYPES = [
-    instance_type("gpustack--nvidia-a10g-linux-amd64", "nvidia-a10g", "nvidia", "24Gi", logical=512),
-    instance_type("gpustack-nvidia-a10g-linux-amd64", "nvidia-a10g", "nvidia", "24Gi", logical=512),
-    instance_type(
-        "gpustack--nvidia-h100-80gb-hbm3-linux-amd64", "nvidia-h100-80gb-hbm3", "nvidia", "80Gi", logical=512
-    ),
-]
+NODES = {"ex-a10g": ("a10g-4.yaml", 26), "ex-h100": ("h100-8.yaml", 27)}  # name: (profile, slot)
+TYPES = ("gpustack--nvidia-a10g-linux-amd64", "gpustack--nvidia-h100-80gb-hbm3-linux-amd64")
+WAIT = 180
 
 
-def test_every_crd_is_established(cluster, webhooks):
+def test_every_crd_is_established(cluster, example_cluster):
     crds = cluster.kubectl_json("get", "crd")["items"]
     ours = {
         c["metadata"]["name"]: c for c in crds if c["spec"]["group"] in ("worker.gpustack.ai", "gpustack.ai")
@@ -46,26 +50,58 @@ def test_instancetype_columns(cluster, example_cluster):
     assert header[-2:] == ["CPU", "PHASE"] or "PHASE" in header
 
 
+def _types_active(cluster) -> bool:
+    found = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
+    return all(
+        ((found.get(name) or {}).get("status") or {}).get("phase") == "Active"
+        and (found[name]["status"] or {}).get("entrance")
+        for name in TYPES
+    )
+
+
 @pytest.fixture(scope="module")
-def example_cluster(cluster, webhooks):
-    ensure_namespace(cluster, "team-a")
-    for obj in TYPES:
-        cluster.apply({k: v for k, v in obj.items() if k != "status"})
-        cluster.kubectl(
-            "patch",
-            "instancetype",
-            obj["metadata"]["name"],
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": obj["status"]}),
-        )
-    yield
-    cluster.kubectl("delete", "-f", str(EXAMPLES), "--ignore-not-found", "--wait=false", check=False)
-    for obj in TYPES:
-        cluster.kubectl(
-            "delete", "instancetype", obj["metadata"]["name"], "--ignore-not-found", "--wait=false"
-        )
+def example_cluster(cluster):
+    foreign = cluster.kubectl_json("get", "nodes", "-l", "gpustack.ai/managed=true")["items"]
+    if foreign:
+        pytest.fail(f"e2e examples: managed nodes {[n['metadata']['name'] for n in foreign]} are left over")
+    op = gpustack.install(cluster)
+    started = []
+    try:
+        for name, (profile, slot) in NODES.items():
+            started.append(nodes.start_node(cluster, name, profile, slot=slot, real=False))
+        gpustack.start_worker(cluster, op, "--no-leader-election")
+        harness.wait_for(lambda: _types_active(cluster), timeout=WAIT, what=f"{', '.join(TYPES)} Active")
+        gpustack.stop_worker(op)
+        gpustack.start_worker(cluster, op, "--webhooks-only")
+        ensure_namespace(cluster, "team-a")
+        yield op
+    finally:
+        cluster.kubectl("delete", "-f", str(EXAMPLES), "--ignore-not-found", "--timeout=60s", check=False)
+        gpustack.stop_worker(op)
+        gpustack.start_worker(cluster, op, "--no-leader-election")  # the controllers take their pools down
+        for node in started:
+            nodes.remove_node(cluster, node)
+        with contextlib.suppress(TimeoutError):
+            harness.wait_for(
+                lambda: (
+                    not cluster.kubectl_json(
+                        "get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type"
+                    )["items"]
+                ),
+                timeout=WAIT,
+                what="the examples' flavors gone",
+            )
+        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
+        with contextlib.suppress(TimeoutError):
+            harness.wait_for(
+                lambda: not cluster.kubectl_json("get", "instancetypes")["items"],
+                timeout=WAIT,
+                what="types gone",
+            )
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+        for name in NODES:
+            cluster.kubectl("delete", "devices", name, "--ignore-not-found", check=False)
 
 
 def test_every_example_applies(cluster, example_cluster):

@@ -33,12 +33,11 @@ def load(path: Path) -> dict:
 
 
 def cluster_objects() -> list[dict]:
-    """What the examples name: the A10G InstanceType (observed), the H100 type the prefill/decode
-    example names (`make dev`'s), the single-dash name the minimal page uses, and the KV chain of examples/30–32 (plus the
+    """What the examples name, as the operator names pools: the A10G InstanceType (observed), the
+    H100 type the prefill/decode example names (`make dev`'s), and the KV chain of examples/30–32 (plus the
     minimal page's team-a-dram Binding on the same pool)."""
     found = [
         objects.instance_type("gpustack--nvidia-a10g-linux-amd64", logical=32),
-        objects.instance_type("gpustack-nvidia-a10g-linux-amd64"),
         objects.instance_type(H100, group="nvidia-h100-80gb-hbm3", memory="80Gi", cpu="12", ram="192Gi"),
     ]
     for name in (
@@ -91,9 +90,7 @@ def test_example_is_admitted_by_the_chain_and_updates_of_it_too(path):
     moved = copy.deepcopy(stored)
     current = moved["spec"]["roles"][0]["instanceType"]
     other = "gpustack--nvidia-a10g-linux-amd64"
-    moved["spec"]["roles"][0]["instanceType"] = (
-        other if current != other else H100
-    )
+    moved["spec"]["roles"][0]["instanceType"] = other if current != other else H100
     refused = asyncio.run(chain.run(moved, lookups, operation="UPDATE", old=stored))
     assert not refused.allowed and [c.path for c in refused.causes] == ["spec.roles[0].instanceType"]
 
