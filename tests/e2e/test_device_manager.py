@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import nodes
@@ -383,7 +382,7 @@ def test_a_finished_pod_releases_its_card(cluster, gate5, cleanup):
     )
     card = cards_of(allocation.record_of(done))[0]
     harness.wait_for(lambda: ledger(cluster, H100)[card]["mode"] == 0, timeout=60, what="the card released")
-    time.sleep(0)  # the record stays on the Pod: only the charge ends
+    # The record stays on the Pod: only the charge ends.
     assert cards_of(record_of(cluster, "job")) == [card]
 
 
