@@ -121,13 +121,7 @@ class Elector:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if holder else 0)
             spec["acquireTime"] = micro_time(now)
         spec.update(holderIdentity=self.me, leaseDurationSeconds=LEASE_SECONDS, renewTime=micro_time(now))
-        try:  # the resourceVersion read above makes a concurrent taker fail with 409
-            self.api.call("PUT", f"{self.path}/{self.name}", lease)
-        except APIError as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
+        return self._put(lease)
 
     def renew(self, now: float) -> bool:
         lease = self._get()
@@ -135,6 +129,11 @@ class Elector:
         if lease is None or spec.get("holderIdentity") != self.me:
             return False
         spec["renewTime"] = micro_time(now)
+        return self._put(lease)
+
+    def _put(self, lease: dict[str, Any]) -> bool:
+        """Write the Lease as read; False when someone wrote it since (the resourceVersion read
+        makes a concurrent writer's PUT fail with 409)."""
         try:
             self.api.call("PUT", f"{self.path}/{self.name}", lease)
         except APIError as error:
