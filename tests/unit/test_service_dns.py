@@ -122,7 +122,10 @@ def test_the_store_image_puts_the_rendered_programs_on_its_path() -> None:
     programs = build._mooncake_programs()
     for command in (backend_render.LEADER_COMMAND, backend_render.MEMBER_COMMAND):
         text = programs[f"usr/local/bin/{command}"]
-        assert text.startswith("#!/bin/sh\nexec /usr/bin/tini -s -- ")
+        assert text.startswith("#!/bin/sh\n") and "exec /usr/bin/tini -s -- " in text, text
+    # The leader's master runs behind the stand-in of its Lease backend, which execs the wheel's.
+    leader = programs[f"usr/local/bin/{backend_render.LEADER_COMMAND}"]
+    assert f'-m standin.lease_master {build.MOONCAKE_SITE}/mooncake/mooncake_master "$@"' in leader, leader
     assert "PATH=/usr/local/bin:/usr/bin:/bin" in image.config["env"]
     assert f"PYTHONPATH={build.MOONCAKE_SITE}" in image.config["env"]
     assert {"tini", "libibverbs1", "python3"} <= set(image.debian)
