@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,12 +45,35 @@ def state_dir(name: str) -> Path:
     return (harness.REPO_ROOT / ".dev" / name).resolve()
 
 
+def _log_tails(directory: Path, lines: int = 25) -> str:
+    """The last lines of the control plane's logs (up.sh keeps them when a start fails)."""
+    tails = []
+    for name in ("kube-apiserver.log", "etcd.log"):
+        path = directory / "logs" / name
+        if path.exists():
+            tails.append(f"--- {name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(tails) or "(no logs)"
+
+
 def start(directory: Path, env: dict[str, str]) -> harness.ClusterInfo:
-    """Start it fresh (a stopped one's leftovers are purged first) under ``env``."""
+    """Start it fresh (a stopped one's leftovers are purged first) under ``env``. A start that fails
+    is tried once more from a purged directory, the first failure's logs printed (seen once with
+    both cores busy: the apiserver answered ready, then refused connections; its logs were gone
+    with the lane's purge)."""
     with environment(env):
         if not harness.is_running(directory) and directory.exists():
             harness.stop(directory, purge=True)
-        return harness.start(directory)
+        try:
+            return harness.start(directory)
+        except harness.ClusterError as error:
+            first = _log_tails(directory)
+            print(f"second cluster {directory.name}: start failed, trying once more: {error}\n{first}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            harness.stop(directory, purge=True)
+            try:
+                return harness.start(directory)
+            except harness.ClusterError as again:
+                raise harness.ClusterError(f"{again}\nthe first try's logs:\n{first}") from again
 
 
 def stop(info: harness.ClusterInfo, directory: Path, env: dict[str, str]) -> None:
