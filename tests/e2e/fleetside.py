@@ -22,6 +22,7 @@ import gpustack
 import harness
 import httpx
 import nodes
+from ports import e2e_prefix
 
 from tests.e2e import second_cluster
 
@@ -155,7 +156,7 @@ def fleet(
             + " (an earlier module left them behind)"
         )
     second_dir = Path(
-        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or second_cluster.state_dir("e2e-second")
+        os.environ.get("GPUSTACK_SECOND_CLUSTER_DIR") or second_cluster.state_dir(f"{e2e_prefix()}-second")
     ).resolve()
     ports = second_cluster.port_env()
     second = second_cluster.start(second_dir, ports)

@@ -57,9 +57,7 @@ def _log_tails(directory: Path, lines: int = 25) -> str:
 
 def start(directory: Path, env: dict[str, str]) -> harness.ClusterInfo:
     """Start it fresh (a stopped one's leftovers are purged first) under ``env``. A start that fails
-    is tried once more from a purged directory, the first failure's logs printed (seen once with
-    both cores busy: the apiserver answered ready, then refused connections; its logs were gone
-    with the lane's purge)."""
+    is tried once more from a purged directory, the first failure's logs printed."""
     with environment(env):
         if not harness.is_running(directory) and directory.exists():
             harness.stop(directory, purge=True)
