@@ -450,6 +450,7 @@ def test_the_controllers_warm_pin_and_account_a_prefetch(hub: HubServer) -> None
 
         assert wait(lambda: get("NodeModelStore", "a1").get("spec", {}).get("store") == "a")
         assert get("NodeModelStore", "a1")["spec"]["download"]["concurrency"] == 3
+        assert wait(lambda: "spec" in get("NodeModelStore", "b1"))
         assert "store" not in get("NodeModelStore", "b1")["spec"]
         assert wait(lambda: (get("ModelStore", "a").get("status") or {}).get("nodes") == 2)
         digest = ""
