@@ -30,23 +30,20 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
+import reach
 
 EXAMPLES = harness.REPO_ROOT / "examples"
 PLACEHOLDER = "ssh-ed25519 <paste-your-public-key-here>"
 KEEP = {"00-namespace-team-a.yaml", "20-topologysource-cloud-zones.yaml"}  # not deleted before a run
-SSH_OPTIONS = ("-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-               "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10")  # fmt: skip
 SESSION = 'echo "nvidia=$NVIDIA_VISIBLE_DEVICES"; . /etc/os-release; echo "os=$ID $VERSION_ID"'
 
 
@@ -58,13 +55,11 @@ def prepare(directory: Path) -> Path:
     """The examples as a user edits them: the key line replaced. Returns the private key's path."""
     for path in sorted(EXAMPLES.glob("*.yaml")):
         shutil.copy(path, directory / path.name)
-    key = directory / "gpustack-instance"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "examples-check", "-f", str(key)],
-                   check=True, capture_output=True, timeout=30)  # fmt: skip
+    key, public = reach.keygen(directory, "gpustack-instance")
     key_file = directory / "60-instancesshpublickey-workspace-key.yaml"
     text = key_file.read_text()
     assert PLACEHOLDER in text, f"{key_file.name} no longer carries the placeholder {PLACEHOLDER!r}"
-    key_file.write_text(text.replace(PLACEHOLDER, key.with_suffix(".pub").read_text().strip()))
+    key_file.write_text(text.replace(PLACEHOLDER, public))
     return key
 
 
@@ -168,60 +163,27 @@ NAMESPACED = {
 }
 
 
-def http(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=15) as answer:
-        return dict(json.loads(answer.read()))
-
-
-def service_address(info: harness.ClusterInfo, name: str, namespace: str) -> str:
-    """A ready endpoint of the Service, ``ip:port``, as kube-proxy would pick one."""
-    service = info.kubectl_json("get", "service", name, "-n", namespace)
-    port = service["spec"]["ports"][0]
-    slices = info.kubectl_json("get", "endpointslices", "-n", namespace, "-l",
-                               f"kubernetes.io/service-name={name}")["items"]  # fmt: skip
-    for found in slices:
-        target = next(
-            (p["port"] for p in found.get("ports") or [] if p.get("name") == port.get("name")), None
-        )
-        for endpoint in found.get("endpoints") or []:
-            if target and (endpoint.get("conditions") or {}).get("ready"):
-                return f"{endpoint['addresses'][0]}:{target}"
-    raise AssertionError(f"Service {namespace}/{name} has no ready endpoint")
-
-
 def answers(info: harness.ClusterInfo, deployment: dict[str, Any]) -> str:
     """The deployment's endpoint answers ``/v1/models`` with its served name and a chat completion."""
     name, namespace = deployment["metadata"]["name"], deployment["metadata"]["namespace"]
     endpoint = _status(deployment).get("endpoint") or ""
     service = re.match(r"https?://([^.]+)\.", endpoint)
     assert service, f"ModelDeployment {namespace}/{name} reports no endpoint ({endpoint!r})"
-    base = f"http://{service_address(info, service.group(1), namespace)}"
-    models = http(f"{base}/v1/models")
+    base = f"http://{reach.service_endpoint(info, namespace, service.group(1))}"
+    models = reach.http(f"{base}/v1/models")
     served = [m["id"] for m in models.get("data") or []]
     assert served, f"{name}: /v1/models at {base} lists no model: {models}"
-    answer = http(f"{base}/v1/chat/completions",
+    answer = reach.http(f"{base}/v1/chat/completions",
                   {"model": served[0], "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8})  # fmt: skip
     text = answer["choices"][0]["message"]["content"]
     assert text, f"{name}: an empty completion: {answer}"
     return f"{endpoint} ({base}) serves {served[0]}: {text!r}"
 
 
-def ssh(key: Path, address: str, command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", *SSH_OPTIONS, "-i", str(key), f"root@{address}", command],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-
-
 def logs_in(info: harness.ClusterInfo, key: Path, directory: Path, instance: dict[str, Any]) -> str:
     name, namespace = instance["metadata"]["name"], instance["metadata"]["namespace"]
     address = _status(instance)["podIPs"][0]["ip"]
-    deadline = time.monotonic() + 60
-    while True:  # sshd makes its host keys before it listens
-        session = ssh(key, address, SESSION)
-        if session.returncode != 255 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    session = reach.ssh_answering(key, address, SESSION)
     assert session.returncode == 0, f"ssh root@{address}: {session.stderr.strip()}"
     seen = dict(line.split("=", 1) for line in session.stdout.splitlines() if "=" in line)
     main = info.kubectl(
@@ -231,10 +193,8 @@ def logs_in(info: harness.ClusterInfo, key: Path, directory: Path, instance: dic
     assert seen["nvidia"] == main.stdout.strip() and seen["nvidia"], (seen, main.stdout)
     other = directory / "other-key"
     if not other.exists():
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True, timeout=30
-        )
-    refused = ssh(other, address, "true")
+        reach.keygen(directory, other.name)
+    refused = reach.ssh(other, address, "true")
     assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused.stderr
     return f"ssh root@{address}: Ubuntu 24.04, NVIDIA_VISIBLE_DEVICES={seen['nvidia']} as main; another key refused"
 

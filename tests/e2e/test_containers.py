@@ -56,7 +56,6 @@ import contextlib
 import json
 import socket
 import struct
-import subprocess
 import urllib.error
 import urllib.request
 import uuid
@@ -68,6 +67,7 @@ import localhub
 import nodes
 import ports
 import pytest
+import reach
 import yaml
 
 from api import constants
@@ -339,47 +339,12 @@ def test_a_whole_card_a_slice_and_a_mig_device_run_in_containers_that_see_their_
 
 # --- SSH into an Instance -------------------------------------------------------------------------
 
-SSH_OPTIONS = ("-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-               "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10")  # fmt: skip
 # What a session prints: the card variables, where it runs (main's image has the operator's entrypoint,
 # the sidecar's has not) and the working directory (the workspace).
 PROBE = (
     'echo "nvidia=$NVIDIA_VISIBLE_DEVICES"; echo "cuda=$CUDA_VISIBLE_DEVICES"; echo "pwd=$(pwd)"; '
     'echo "main=$(test -x /usr/local/bin/gpustack-operator && echo yes || echo no)"; echo "host=$(hostname)"'
 )
-
-
-def keygen(directory, name: str):
-    """A fresh ed25519 key pair, as a user makes one: the private key's path and the public line."""
-    path = directory / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@e2e", "-f", str(path)],
-                   check=True, capture_output=True, timeout=30)  # fmt: skip
-    return path, path.with_suffix(".pub").read_text().strip()
-
-
-def ssh(key, address: str, port: int, command: str, terminal: str = "") -> subprocess.CompletedProcess:
-    """``ssh root@address command``; with ``terminal``, a login with a terminal (``-tt``, no command)
-    that is typed ``terminal``."""
-    argv = ["ssh", *SSH_OPTIONS, "-i", str(key), "-p", str(port), *(["-tt"] if terminal else []),
-            f"root@{address}", *([command] if command else [])]  # fmt: skip
-    return subprocess.run(argv, input=terminal, capture_output=True, text=True, timeout=60)
-
-
-def ssh_answering(key, address: str, port: int, command: str) -> subprocess.CompletedProcess:
-    """``ssh`` once sshd listens: the Pod is Ready as soon as its containers run, and the sidecar
-    makes its host keys before it listens. Only a refused or reset connection is tried again."""
-
-    def attempt() -> subprocess.CompletedProcess | None:
-        done = ssh(key, address, port, command)
-        starting = (
-            "Connection refused",
-            "Connection reset",
-            "Connection closed",
-            "kex_exchange_identification",
-        )
-        return None if done.returncode == 255 and any(s in done.stderr for s in starting) else done
-
-    return harness.wait_for(attempt, timeout=60, interval=1, what=f"sshd answering at {address}:{port}")
 
 
 def fields(text: str) -> dict[str, str]:
@@ -410,26 +375,12 @@ def instance_reachable(cluster: harness.ClusterInfo, name: str) -> dict | None:
     return None
 
 
-def endpoint_of(cluster: harness.ClusterInfo, service: str, port_name: str) -> str:
-    """``ip:port`` of the Service's ready endpoint for ``port_name``, read from its EndpointSlice as
-    kube-proxy reads it."""
-    slices = cluster.kubectl_json(
-        "get", "endpointslices", "-n", NS, "-l", f"kubernetes.io/service-name={service}"
-    )["items"]
-    for found in slices:
-        port = next((p["port"] for p in found.get("ports") or [] if p.get("name") == port_name), None)
-        for endpoint in found.get("endpoints") or []:
-            if port and (endpoint.get("conditions") or {}).get("ready"):
-                return f"{endpoint['addresses'][0]}:{port}"
-    raise ValueError(f"Service {NS}/{service} has no ready endpoint for {port_name}")
-
-
 def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(installed, tmp_path) -> None:
     cluster = installed
     ensure_namespace(cluster, NS)
     wait_for_entrance(cluster, POOL, NS, timeout=WAIT, what="the H100 pool's entrance")
-    key, public = keygen(tmp_path, "user")
-    wrong, _ = keygen(tmp_path, "stranger")
+    key, public = reach.keygen(tmp_path, "user")
+    wrong, _ = reach.keygen(tmp_path, "stranger")
     cluster.apply({"apiVersion": "worker.gpustack.ai/v1", "kind": "InstanceSSHPublicKey",
                    "metadata": {"name": "user-key", "namespace": NS}, "spec": {"data": public}})  # fmt: skip
     wanted = {
@@ -466,7 +417,7 @@ def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(
 
         # A real login at the Pod's address (the host routes to the node's Pod network), port 22.
         (pod_ip,) = [entry["ip"] for entry in status["podIPs"]]
-        session = ssh_answering(key, pod_ip, constants.SSH_PORT, PROBE)
+        session = reach.ssh_answering(key, pod_ip, PROBE, port=constants.SSH_PORT)
         assert session.returncode == 0, (name, session.stderr[-2000:])
         seen = fields(session.stdout)
         assert seen["nvidia"] == visible, (name, seen)
@@ -480,11 +431,11 @@ def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(
         assert seen["host"] == name, (name, seen)
 
         # An interactive login (a terminal, no command): main's login shell, in the workspace.
-        shell = ssh(
+        shell = reach.ssh(
             key,
             pod_ip,
-            constants.SSH_PORT,
             "",
+            port=constants.SSH_PORT,
             terminal='echo "shell=$NVIDIA_VISIBLE_DEVICES:$(pwd)"; exit\n',
         )
         assert f"shell={visible}:/workspace" in shell.stdout, (
@@ -495,12 +446,12 @@ def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(
 
         # A file written over SSH is in main's workspace.
         marker = f"written over ssh to {name}"
-        wrote = ssh(key, pod_ip, constants.SSH_PORT, f"echo '{marker}' > /workspace/marker")
+        wrote = reach.ssh(key, pod_ip, f"echo '{marker}' > /workspace/marker", port=constants.SSH_PORT)
         assert wrote.returncode == 0, wrote.stderr[-2000:]
         assert exec_in(cluster, name, NS, "cat /workspace/marker", container="main").strip() == marker
 
         # A key the Instance does not hold is refused.
-        refused = ssh(wrong, pod_ip, constants.SSH_PORT, "true")
+        refused = reach.ssh(wrong, pod_ip, "true", port=constants.SSH_PORT)
         assert refused.returncode == 255 and "Permission denied" in refused.stderr, (name, refused.stderr)
 
         # The address the status reports: the node's address and the ssh port's node port, through
@@ -509,22 +460,15 @@ def test_ssh_into_an_instance_enters_main_and_sees_its_card_slice_or_mig_device(
         (address,) = status["accessAddresses"]
         assert address == node_ip, (address, node_ip)
         (node_port,) = [p["nodePort"] for p in status["ports"] if p["name"] == "ssh"]
-        target = endpoint_of(cluster, name, "tcp-22")
+        target = reach.service_endpoint(cluster, NS, name, "tcp-22")
         assert target == f"{pod_ip}:{constants.SSH_PORT}", target
         log = nodes.node_directory(cluster, NODE) / "logs" / f"node-port-{node_port}.log"
         with container_node.node_port(nodes.node_directory(cluster, NODE), address, node_port, target, log):
-            session = ssh_answering(key, address, node_port, PROBE)
+            session = reach.ssh_answering(key, address, PROBE, port=node_port)
             assert session.returncode == 0, (name, session.stderr[-2000:])
             assert fields(session.stdout)["nvidia"] == visible
-            refused = ssh(wrong, address, node_port, "true")
+            refused = reach.ssh(wrong, address, "true", port=node_port)
             assert refused.returncode == 255 and "Permission denied" in refused.stderr, refused.stderr
-
-
-def http(url: str, body: dict | None = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
 
 
 def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(installed) -> None:
@@ -550,11 +494,11 @@ def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(insta
     assert main["image"] == ENGINE_IMAGE and main["command"][:2] == ["vllm", "serve"]
     assert server["status"]["containerStatuses"][0]["containerID"].startswith("containerd://")
     # The host routes to the node's Pod network: the Pod answers at its own address.
-    assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
-    answer = http(f"{base}/v1/chat/completions",
+    assert [m["id"] for m in reach.http(f"{base}/v1/models")["data"]] == [MODEL]
+    answer = reach.http(f"{base}/v1/chat/completions",
                   {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})  # fmt: skip
     assert len(answer["choices"][0]["message"]["content"].split()) == 4
-    about = http(f"{base}/standin")
+    about = reach.http(f"{base}/standin")
     # The weights came from the Hub into the Pod's cache (Engine delivery), and the card the device
     # manager allocated is the one the engine sees.
     assert about["weights"]["files"] >= 1 and about["weights"]["path"].startswith("/")
@@ -607,7 +551,7 @@ def test_node_delivery_publishes_the_weights_from_the_model_manager_container(in
     server, base = serve_ready(cluster, "chat-node")
     volumes = {v["name"]: v for v in server["spec"]["volumes"]}
     assert volumes["gpustack-model"]["csi"]["driver"] == constants.CSI_DRIVER_MODEL
-    about = http(f"{base}/standin")
+    about = reach.http(f"{base}/standin")
     # The engine was started on the mount's path and read the weights the kubelet mounted there
     # through the model-manager container's NodePublishVolume.
     assert (
@@ -636,7 +580,7 @@ def engine_metric(text: str, name: str) -> int:
 def answered(url: str, body: dict) -> dict | None:
     """The answer once the router has found its replicas (503 until then)."""
     try:
-        return http(url, body)
+        return reach.http(url, body)
     except urllib.error.HTTPError as error:
         if error.code == 503:
             return None
@@ -699,10 +643,10 @@ def test_a_prefill_decode_deployment_answers_through_its_vllm_router(installed) 
         engines[kind] = (
             f"http://{pod['status']['podIP']}:{main['command'][main['command'].index('--port') + 1]}"
         )
-        assert http(f"{engines[kind]}/standin")["role"] == kind
+        assert reach.http(f"{engines[kind]}/standin")["role"] == kind
 
     # A chat request at the router Service's endpoint (its EndpointSlice, as kube-proxy reads it).
-    base = f"http://{endpoint_of(cluster, 'chat-pd-router', 'http')}"
+    base = f"http://{reach.service_endpoint(cluster, NS, 'chat-pd-router', 'http')}"
     body = {
         "model": MODEL,
         "messages": [{"role": "user", "content": "hello through the router"}],
@@ -710,10 +654,10 @@ def test_a_prefill_decode_deployment_answers_through_its_vllm_router(installed) 
     }
     answer = harness.wait_for(lambda: answered(f"{base}/v1/chat/completions", body), timeout=60, interval=1,
                               what="the router answering a chat request")  # fmt: skip
-    direct = http(f"{engines['decode']}/v1/chat/completions", body)
+    direct = reach.http(f"{engines['decode']}/v1/chat/completions", body)
     assert answer["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]
     assert len(answer["choices"][0]["message"]["content"].split()) == 4
-    assert [m["id"] for m in http(f"{base}/v1/models")["data"]] == [MODEL]
+    assert [m["id"] for m in reach.http(f"{base}/v1/models")["data"]] == [MODEL]
 
     # Each replica was asked once through the router: the prefill for one token, the decode for four
     # (and once more directly above).
@@ -856,9 +800,9 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
         raise AssertionError(cluster.kubectl_json("get", "kvcb", STORE).get("status")) from None
     assert (backend["status"].get("capacity") or {}).get("total"), backend["status"]
     leader_ip = leader["status"]["podIP"]
-    health = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")
+    health = reach.http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")
     assert health["service_ready"] is True, health
-    segments = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/get_segments_detail")["segments"]
+    segments = reach.http(f"http://{leader_ip}:{kv.ADMIN_PORT}/get_segments_detail")["segments"]
     assert any(member["status"]["podIP"] in json.dumps(s) for s in segments), segments
 
     # A pool over it and a Binding in the tenant namespace: Ready against the master's ledger.
@@ -873,7 +817,7 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
     assert pool["status"]["clientEndpoint"] == client
     binding = wait_ready(cluster, "kvcpb", "chat-cache", "-n", NS)
     assert binding["status"].get("effectiveQuota"), binding["status"]
-    ledger = http(f"http://{leader_ip}:{kv.ADMIN_PORT}/api/v1/tenant_quotas")["data"]
+    ledger = reach.http(f"http://{leader_ip}:{kv.ADMIN_PORT}/api/v1/tenant_quotas")["data"]
     assert "chat-kv" in [row["tenant_id"] for row in ledger], ledger
 
     # An engine on the pool: the deployment's Pod carries the client configuration.
@@ -908,8 +852,8 @@ def test_a_managed_mooncake_store_runs_in_containers_and_an_engine_gets_its_clie
     assert resolve(dns, client.rsplit(":", 1)[0] + ".cluster.local") == [leader_ip]
     with socket.create_connection((leader_ip, kv.CLIENT_PORT), timeout=5):
         pass
-    assert http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")["service_ready"] is True
-    assert http(f"{base}/v1/models")["data"][0]["id"] == MODEL
+    assert reach.http(f"http://{leader_ip}:{kv.ADMIN_PORT}/health")["service_ready"] is True
+    assert reach.http(f"{base}/v1/models")["data"][0]["id"] == MODEL
 
 
 def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
