@@ -59,7 +59,7 @@ import tarfile
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -557,28 +557,8 @@ STANDIN_PROGRAMS = {
 
 def _standin_layer() -> Path:
     listed = _run(["git", "ls-files", "-z", "--", "standin"], "git ls-files", cwd=REPO).stdout
-    files = [Path(p) for p in listed.split("\0") if p and (REPO / p).exists()]
-    key = _digest(
-        FORMAT, *(f"{rel}\0{(REPO / rel).read_text()}" for rel in files), *STANDIN_PROGRAMS.values()
-    )
-
-    def make(out: Path) -> None:
-        with tempfile.TemporaryDirectory(prefix="gpustack-engine-") as tmp:
-            root = Path(tmp)
-            for rel in files:
-                dest = root / SITE.lstrip("/") / "engine" / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO / rel, dest)
-            for program, text in STANDIN_PROGRAMS.items():
-                dest = root / program
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_text(text)
-                dest.chmod(0o755 if program.startswith("usr/") else 0o644)
-            _run([sys.executable, "-m", "compileall", "-q", str(root / SITE.lstrip("/") / "engine")],
-                 "compileall of the stand-in engine")  # fmt: skip
-            _tar_dir(root, out)
-
-    return _cached(CACHE / "layers" / f"engine-{key}.tar", make)
+    files = tuple(p for p in listed.split("\0") if p and (REPO / p).exists())
+    return _files_layer("engine", files, f"{SITE}/engine", programs=STANDIN_PROGRAMS)
 
 
 MOONCAKE_SKIP = (
@@ -663,9 +643,18 @@ def _mooncake_layer() -> Path:
 LEASE_MASTER_FILES = ("standin/__init__.py", "standin/kube.py", "standin/lease_master.py")
 
 
-def _files_layer(name: str, files: tuple[str, ...], under: str) -> Path:
-    """A layer of the checkout's ``files`` under the image path ``under``, compiled."""
-    key = _digest(FORMAT, under, *(f"{rel}\0{(REPO / rel).read_text()}" for rel in files))
+def _files_layer(
+    name: str, files: tuple[str, ...], under: str, programs: Mapping[str, str] | None = None
+) -> Path:
+    """A layer of the checkout's ``files`` under the image path ``under``, and ``programs`` (image
+    path -> text; executable under ``usr/``), compiled."""
+    programs = dict(programs or {})
+    key = _digest(
+        FORMAT,
+        under,
+        *(f"{rel}\0{(REPO / rel).read_text()}" for rel in files),
+        *(f"{path}\0{text}" for path, text in sorted(programs.items())),
+    )
 
     def make(out: Path) -> None:
         with tempfile.TemporaryDirectory(prefix=f"gpustack-{name}-") as tmp:
@@ -674,6 +663,11 @@ def _files_layer(name: str, files: tuple[str, ...], under: str) -> Path:
                 dest = root / under.lstrip("/") / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(REPO / rel, dest)
+            for program, text in programs.items():
+                dest = root / program
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+                dest.chmod(0o755 if program.startswith("usr/") else 0o644)
             _run(
                 [sys.executable, "-m", "compileall", "-q", str(root / under.lstrip("/"))],
                 f"compileall of {name}",
