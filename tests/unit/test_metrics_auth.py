@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator import worker
+from gpustack_operator import serving, worker
 from kube.client import Client
 from kube.metrics_auth import MetricsAuthorizer, bearer
 from tests.net import serve_tls
@@ -122,12 +122,12 @@ def test_the_flag_and_its_spellings() -> None:
     assert parser.parse_args(["--metrics-auth"]).metrics_auth is True
     assert parser.parse_args(["--metrics-auth=true"]).metrics_auth is True
     assert parser.parse_args(["--metrics-auth=false"]).metrics_auth is False
-    assert worker.metrics_authorizer(False, None) is None
+    assert serving.metrics_authorizer(False, None) is None
 
 
 def test_the_flag_needs_a_cluster(tmp_path, capsys) -> None:
     parser = argparse.ArgumentParser()
     worker.add_arguments(parser)
     args = parser.parse_args(["--objects", str(tmp_path), "--webhooks-only", "--insecure", "--metrics-auth"])
-    assert worker._run_files(args) == 2
+    assert serving.run_files(args) == 2
     assert "--metrics-auth" in capsys.readouterr().err
