@@ -85,44 +85,49 @@ def request_from_review(review: Any) -> AdmissionRequest:
     request = review.get("request")
     if not isinstance(request, dict):
         raise ReviewError(400, "request is missing: an AdmissionReview sent to a webhook must carry .request")
-    uid = request.get("uid")
+    get = request.get
+    uid = get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError(400, "request.uid is missing or not a string")
-    operation = request.get("operation")
+    operation = get("operation")
     if operation not in OPERATIONS:
         raise ReviewError(400, f"request.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
-    kind = request.get("kind")
+    kind = get("kind")
     if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
         raise ReviewError(400, "request.kind must be an object with group, version and kind")
-    resource = request.get("resource")
+    resource = get("resource")
     if resource is not None and not isinstance(resource, dict):
         raise ReviewError(400, "request.resource must be an object with group, version and resource")
-    obj = request.get("object")
-    old = request.get("oldObject")
+    obj = get("object")
+    old = get("oldObject")
     if obj is not None and not isinstance(obj, dict):
         raise ReviewError(400, "request.object must be a JSON object")
     if old is not None and not isinstance(old, dict):
         raise ReviewError(400, "request.oldObject must be a JSON object")
-    if obj is not None and not isinstance(obj.get("metadata", {}), dict):
+    if obj is not None and not isinstance(obj.get("metadata", _NO_METADATA), dict):
         raise ReviewError(400, "request.object.metadata must be a JSON object")
-    user = request.get("userInfo")
-    options = request.get("options")
+    user = get("userInfo")
+    options = get("options")
+    # Positional, in the field order: fourteen keywords cost every review about a microsecond.
     return AdmissionRequest(
-        uid=uid,
-        operation=operation,
-        group=_text(kind.get("group")),
-        version=_text(kind.get("version")),
-        kind=kind["kind"],
-        resource=_text((resource or {}).get("resource")),
-        sub_resource=_text(request.get("subResource")),
-        namespace=_text(request.get("namespace")),
-        name=_text(request.get("name")),
-        object=obj,
-        old_object=old,
-        dry_run=bool(request.get("dryRun")),
-        user=user if isinstance(user, dict) else {},
-        options=options if isinstance(options, dict) else None,
+        uid,
+        operation,
+        _text(kind.get("group")),
+        _text(kind.get("version")),
+        kind["kind"],
+        _text(resource.get("resource")) if resource else "",
+        _text(get("subResource")),
+        _text(get("namespace")),
+        _text(get("name")),
+        obj,
+        old,
+        bool(get("dryRun")),
+        user if isinstance(user, dict) else {},
+        options if isinstance(options, dict) else None,
     )
+
+
+_NO_METADATA: dict[str, Any] = {}  # read only: an object without metadata passes the check
 
 
 def _text(value: Any) -> str:
