@@ -1,10 +1,18 @@
 """ModelDeployment admission through the real apiserver, edited the ways users edit it:
-``kubectl apply``, ``kubectl patch --type=merge`` and ``--type=json``."""
+``kubectl apply``, ``kubectl patch --type=merge`` and ``--type=json``.
+
+The InstanceTypes are admin-authored (spec only); their status is the controllers': a kwok A10G
+node whose publish-only device manager writes its ``Devices``, and the worker (controllers and
+webhooks) turning it into each type's phase, entrance and views.
+"""
 
 from __future__ import annotations
 
 import json
 
+import gpustack
+import harness
+import nodes
 import pytest
 
 from tests.cases.pods import _type as instance_type
@@ -16,10 +24,15 @@ pytestmark = pytest.mark.e2e
 NS = "md-e2e"
 A10G = "e2e-md-a10g"
 GENERIC = "e2e-md-generic"
+GONE = "e2e-md-gone"  # deleted by a test, with a deployment still naming it
 TYPES = [
     instance_type(A10G, "nvidia-a10g", "nvidia", "24Gi", logical=512),
     instance_type(GENERIC, None, "", "", observed=False),
+    instance_type(GONE, "nvidia-a10g", "nvidia", "24Gi", logical=512),
 ]
+NODE = "md-adm-a10g"
+SLOT = 25  # this module's device-manager port (tests/cluster/nodes.py)
+WAIT = 180
 
 
 def deployment(name: str, **role_fields) -> dict:
@@ -42,26 +55,51 @@ def deployment(name: str, **role_fields) -> dict:
     }
 
 
+def _active(cluster, names) -> bool:
+    found = {t["metadata"]["name"]: t for t in cluster.kubectl_json("get", "instancetypes")["items"]}
+    return all(
+        ((found.get(name) or {}).get("status") or {}).get("phase") == "Active"
+        and ((found[name].get("status") or {}).get("detail") or {}).get("manufacturer") == "nvidia"
+        for name in names
+    )
+
+
+def _quietly(predicate, what: str) -> None:
+    try:
+        harness.wait_for(predicate, timeout=WAIT, what=what)
+    except TimeoutError as error:
+        print(f"e2e md admission teardown: {error}")
+
+
 @pytest.fixture(scope="module")
-def md_cluster(cluster, webhooks):
-    ensure_namespace(cluster, NS)
-    for obj in TYPES:
-        cluster.apply({k: v for k, v in obj.items() if k != "status"})
-        cluster.kubectl(
-            "patch",
-            "instancetype",
-            obj["metadata"]["name"],
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": obj["status"]}),
+def md_cluster(cluster):
+    op = gpustack.install(cluster)
+    try:
+        nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
+        ensure_namespace(cluster, NS)
+        for obj in TYPES:
+            cluster.apply({k: v for k, v in obj.items() if k != "status"})
+        gpustack.start_worker(cluster, op, "--no-leader-election")
+        harness.wait_for(
+            lambda: _active(cluster, (A10G, GONE)), timeout=WAIT, what=f"{A10G} and {GONE} Active"
         )
-    yield cluster
-    cluster.kubectl("delete", "namespace", NS, "--wait=false")
-    for obj in TYPES:
-        cluster.kubectl(
-            "delete", "instancetype", obj["metadata"]["name"], "--ignore-not-found", "--wait=false"
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=90s", check=False)
+        nodes.remove_node(cluster, NODE)
+        _quietly(
+            lambda: (
+                not cluster.kubectl_json(
+                    "get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type"
+                )["items"]
+            ),
+            "flavors gone",
         )
+        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
+        _quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
+        gpustack.stop_worker(op)
+        gpustack.uninstall_webhooks(cluster)
+        cluster.kubectl("delete", "devices", NODE, "--ignore-not-found", check=False)
 
 
 def apply(cluster, obj, *extra):
@@ -163,20 +201,9 @@ def test_merge_patch_restating_a_role_without_its_command_is_an_edit_of_command(
 def test_finalizer_clearing_update_passes_after_the_instance_type_is_gone(md_cluster):
     held = deployment("held")
     held["metadata"]["finalizers"] = ["example.com/hold"]
-    gone = instance_type("e2e-md-gone", "nvidia-a10g", "nvidia", "24Gi", logical=512)
-    held["spec"]["roles"][0]["instanceType"] = "e2e-md-gone"
-    md_cluster.apply({k: v for k, v in gone.items() if k != "status"})
-    md_cluster.kubectl(
-        "patch",
-        "instancetype",
-        "e2e-md-gone",
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": gone["status"]}),
-    )
+    held["spec"]["roles"][0]["instanceType"] = GONE
     assert apply(md_cluster, held).returncode == 0
-    md_cluster.kubectl("delete", "instancetype", "e2e-md-gone", "--wait=true")
+    md_cluster.kubectl("delete", "instancetype", GONE, "--wait=true", "--timeout=120s")
     md_cluster.kubectl("delete", "md", "held", "-n", NS, "--wait=false")
     cleared = md_cluster.kubectl(
         "patch",

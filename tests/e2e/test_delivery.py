@@ -354,7 +354,9 @@ def plugins(cluster: harness.ClusterInfo, operator: gpustack.Operator) -> Iterat
     started: dict[str, Plugin] = {}
     try:
         started["disk"] = _plugin(cluster, f"dl-disk-{SUFFIX}", tmpfs_mib=192)
-        started["small"] = _plugin(cluster, f"dl-small-{SUFFIX}", tmpfs_mib=96)
+        # No grace: a model is collectable as soon as its last Pod unpublishes it.
+        no_grace = ("--unreferenced-grace", "0")
+        started["small"] = _plugin(cluster, f"dl-small-{SUFFIX}", tmpfs_mib=96, extra=lambda _: no_grace)
         yield started
     finally:
         for plugin in started.values():
@@ -625,11 +627,15 @@ def test_collection_removes_the_oldest_unreferenced_model_and_never_a_referenced
         hub.commit(f"org/{name}", {"w.safetensors": write_random(tmp_path / name, 30 << 20, seed=len(names))})
         apply_artifact(cluster, name, f"org/{name}")
         names[name] = wait_resolved(cluster, name)
-    plugin.mount_until_done(names["gc-a"], "gc-pod-a")
-    plugin.unpublish("gc-pod-a")  # unreferenced from now on
-    time.sleep(2)  # past the (shortened) grace
-    plugin.mount_until_done(names["gc-b"], "gc-pod-b")  # does not fit beside A: A is collected
     digest = {n: o["status"]["resolved"]["manifestDigest"] for n, o in names.items()}
+    plugin.mount_until_done(names["gc-a"], "gc-pod-a")
+    plugin.unpublish("gc-pod-a")  # unreferenced from now on, and this plugin keeps no grace
+    harness.wait_for(
+        lambda: model_entry(cluster, plugin.node, digest["gc-a"]).get("referenced") is False,
+        timeout=60,
+        what="A published as unreferenced",
+    )
+    plugin.mount_until_done(names["gc-b"], "gc-pod-b")  # does not fit beside A: A is collected
     harness.wait_for(
         lambda: not model_entry(cluster, plugin.node, digest["gc-a"]),
         timeout=60,
