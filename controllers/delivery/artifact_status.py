@@ -232,6 +232,15 @@ def simple_resolution(
     return Step(out, None)
 
 
+def held_digests(store: Mapping[str, Any]) -> list[str]:
+    """The digests a NodeModelStore's status lists (an informer index: the stores holding one)."""
+    models = (store.get("status") or {}).get("models")
+    if not isinstance(models, list):
+        return []
+    found = {m.get("digest") for m in models if isinstance(m, dict)}
+    return sorted(d for d in found if isinstance(d, str) and d)
+
+
 def nodes_summary(stores: Sequence[Mapping[str, Any]], digest: str) -> Obj | None:
     """``status.nodes`` from the NodeModelStores listing ``digest`` (§2.1): counts by state and the
     mean progress of downloading nodes rounded down to a multiple of 5 (absent when none)."""

@@ -75,7 +75,8 @@ class ModelArtifactReconciler(Controller):
         self.claims = self.informer("PersistentVolumeClaim")
         self.deployments = manager.informer("ModelDeployment", indexes={"namespace": _namespace_index})
         self.instances = manager.informer("Instance", indexes={"namespace": _namespace_index})
-        self.stores = self.informer("NodeModelStore")
+        # Each artifact's status.nodes reads only the stores that list its digest, not every node's.
+        self.stores = manager.informer("NodeModelStore", indexes={"held-digest": st.held_digests})
         self.config_maps = self.informer("ConfigMap", constants.SYSTEM_NAMESPACE)
         self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self._lock = threading.Lock()
@@ -114,13 +115,10 @@ class ModelArtifactReconciler(Controller):
             ]
 
         def store(event: str, obj: Obj, old: Obj | None) -> list[tuple[str, str]]:
-            digests = {
-                m.get("digest") for s in (obj, old or {}) for m in (s.get("status") or {}).get("models") or []
-            }
+            digests = {*st.held_digests(obj), *st.held_digests(old or {})}
             return [
                 (changes.namespace_of(a), changes.name_of(a))
-                for digest in digests
-                if digest
+                for digest in sorted(digests)
                 for a in self.artifacts.by_index("digest", digest)
             ]
 
@@ -316,7 +314,7 @@ class ModelArtifactReconciler(Controller):
         digest = _digest(obj)
         if not digest:
             return status
-        nodes = st.nodes_summary(self.stores.list(), digest)
+        nodes = st.nodes_summary(self.stores.by_index("held-digest", digest), digest)
         current = status.get("nodes")
         if nodes == current:
             return status
@@ -340,7 +338,13 @@ class ModelArtifactReconciler(Controller):
         generation = int(obj["metadata"].get("generation") or 0)
         status = st.with_ready(self._with_nodes(obj, step.status, now), generation, now)
         if status != (obj.get("status") or {}):
-            body = {"status": {**status, "nodes": status.get("nodes")}}
+            # A merge patch: a count the new summary drops (downloadingPercent once nothing
+            # downloads) is removed by name, or the stored one would linger.
+            nodes = status.get("nodes")
+            if nodes is not None:
+                stored = (obj.get("status") or {}).get("nodes") or {}
+                nodes = {**{k: None for k in stored if k not in nodes}, **nodes}
+            body = {"status": {**status, "nodes": nodes}}
             self.client.patch(
                 "ModelArtifact",
                 obj["metadata"]["name"],

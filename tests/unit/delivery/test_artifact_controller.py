@@ -259,6 +259,27 @@ def test_node_counts_follow_the_node_stores(world: World) -> None:
         "failed": 0,
         "downloadingPercent": 35,
     }
+    # A store that drops the digest leaves the count (the stores are read by the digests they
+    # list), and one that lists only other models never enters it.
+    world.server.put(
+        {
+            "apiVersion": GROUP,
+            "kind": "NodeModelStore",
+            "metadata": {"name": "n2"},
+            "spec": {},
+            "status": {"models": [{"digest": "sha256:" + "1" * 64, "state": "Ready"}]},
+        }
+    )
+    assert wait(lambda: (world.get("qwen")["status"].get("nodes") or {}).get("downloading") == 0)
+    assert world.get("qwen")["status"]["nodes"] == {"ready": 1, "downloading": 0, "failed": 0}
+
+
+def test_held_digests_index_each_listed_model_once_and_ignore_malformed_entries() -> None:
+    store = {
+        "status": {"models": [{"digest": "b"}, {"digest": "a"}, {"digest": "b"}, {"state": "Ready"}, "x"]}
+    }
+    assert st.held_digests(store) == ["a", "b"]
+    assert st.held_digests({"status": {"models": "nope"}}) == [] == st.held_digests({})
 
 
 def test_finalizer_holds_deletion_while_a_deployment_references_it(world: World) -> None:
