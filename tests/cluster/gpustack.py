@@ -110,6 +110,23 @@ def uninstall_webhooks(info: harness.ClusterInfo) -> None:
     )
 
 
+def take_pools_down(info: harness.ClusterInfo, timeout: float = 90, what: str = "e2e teardown") -> None:
+    """A teardown step, once a module's managed nodes are removed and with the controllers still
+    running: wait for the pools' ResourceFlavors to go, delete every InstanceType and wait for the
+    controllers to tear each down. A step that times out prints what it waited for and goes on."""
+
+    def quietly(predicate, waited_for: str) -> None:
+        try:
+            harness.wait_for(predicate, timeout=timeout, what=waited_for)
+        except TimeoutError as error:
+            print(f"{what}: {error}")
+
+    flavors = ("get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type")
+    quietly(lambda: not info.kubectl_json(*flavors)["items"], "the pools' flavors gone")
+    info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
+    quietly(lambda: not info.kubectl_json("get", "instancetypes")["items"], "InstanceTypes gone")
+
+
 def _pid(op: Operator) -> int | None:
     try:
         pid = int(op.pid_file.read_text().strip())

@@ -64,13 +64,6 @@ def _active(cluster, names) -> bool:
     )
 
 
-def _quietly(predicate, what: str) -> None:
-    try:
-        harness.wait_for(predicate, timeout=WAIT, what=what)
-    except TimeoutError as error:
-        print(f"e2e md admission teardown: {error}")
-
-
 @pytest.fixture(scope="module")
 def md_cluster(cluster):
     op = gpustack.install(cluster)
@@ -87,16 +80,7 @@ def md_cluster(cluster):
     finally:
         cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=90s", check=False)
         nodes.remove_node(cluster, NODE)
-        _quietly(
-            lambda: (
-                not cluster.kubectl_json(
-                    "get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type"
-                )["items"]
-            ),
-            "flavors gone",
-        )
-        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
-        _quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
+        gpustack.take_pools_down(cluster, WAIT, "e2e md admission teardown")
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "devices", NODE, "--ignore-not-found", check=False)

@@ -11,7 +11,6 @@ down with the nodes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 
@@ -81,23 +80,7 @@ def example_cluster(cluster):
         gpustack.start_worker(cluster, op, "--no-leader-election")  # the controllers take their pools down
         for node in started:
             nodes.remove_node(cluster, node)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: (
-                    not cluster.kubectl_json(
-                        "get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type"
-                    )["items"]
-                ),
-                timeout=WAIT,
-                what="the examples' flavors gone",
-            )
-        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
-        with contextlib.suppress(TimeoutError):
-            harness.wait_for(
-                lambda: not cluster.kubectl_json("get", "instancetypes")["items"],
-                timeout=WAIT,
-                what="types gone",
-            )
+        gpustack.take_pools_down(cluster, WAIT, "e2e examples teardown")
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         for name in NODES:

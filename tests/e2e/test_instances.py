@@ -136,13 +136,6 @@ def create_node(cluster: harness.ClusterInfo) -> nodes.Node:
     return nodes.start_node(cluster, NODE, "a10g-4.yaml", slot=SLOT, real=False)
 
 
-def _quietly(predicate, what: str) -> None:
-    try:
-        harness.wait_for(predicate, timeout=90, what=what)
-    except TimeoutError as error:
-        print(f"e2e instances teardown: {error}")
-
-
 @pytest.fixture(scope="module")
 def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
     foreign = [
@@ -174,14 +167,7 @@ def worker(cluster: harness.ClusterInfo) -> Iterator[gpustack.Operator]:
             cluster.kubectl("delete", "instances", "--all", "-n", ns, "--timeout=60s", check=False)
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
         nodes.remove_node(cluster, NODE)
-        _quietly(
-            lambda: (
-                not get(cluster, "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type")["items"]
-            ),
-            "flavors gone",
-        )
-        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
-        _quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
+        gpustack.take_pools_down(cluster, what="e2e instances teardown")
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "devices", NODE, "--ignore-not-found", check=False)

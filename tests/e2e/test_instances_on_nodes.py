@@ -216,13 +216,6 @@ def check_allocations(cluster: harness.ClusterInfo, obj: dict, pod: dict, mode: 
 # --- the module's cluster -------------------------------------------------------------------------
 
 
-def _quietly(predicate, what: str) -> None:
-    try:
-        harness.wait_for(predicate, timeout=90, what=what)
-    except TimeoutError as error:
-        print(f"e2e instances on nodes teardown: {error}")
-
-
 @pytest.fixture(scope="module")
 def h100(cluster: harness.ClusterInfo) -> Iterator[nodes.Node]:
     foreign = [
@@ -286,16 +279,7 @@ def h100(cluster: harness.ClusterInfo) -> Iterator[nodes.Node]:
                 "--ignore-not-found",
                 check=False,
             )
-        _quietly(
-            lambda: (
-                not cluster.kubectl_json(
-                    "get", "resourceflavors.kueue.x-k8s.io", "-l", "resource.gpustack.ai/type"
-                )["items"]
-            ),
-            "flavors gone",
-        )
-        cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
-        _quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")
+        gpustack.take_pools_down(cluster, what="e2e instances on nodes teardown")
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         with contextlib.suppress(harness.ClusterError):
