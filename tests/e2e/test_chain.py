@@ -174,8 +174,14 @@ def test_whole_cards_on_sliced_cards_wait_for_free_cards(cluster, chain):
         lambda: held_back(cluster, "whole"), timeout=90, what="the whole-card Workload held back"
     )
     assert any(why in held for why in ("nvidia.com/gpu", "whole", "PodSet", "excluded: affinity")), held
-    labels = cluster.kubectl_json("get", "node", NODE)["metadata"]["labels"]
-    assert labels[constants.label_fit_exclusive_free_cards(A10G_GROUP)] == "0"
+    # The fit-label controller follows the ledger on its own event: the label reaches 0 (a held
+    # Workload does not say it already has).
+    free = constants.label_fit_exclusive_free_cards(A10G_GROUP)
+    harness.wait_for(
+        lambda: cluster.kubectl_json("get", "node", NODE)["metadata"]["labels"].get(free) == "0",
+        timeout=60,
+        what=f"{free}=0 on {NODE}",
+    )
     assert bound(cluster, "whole") is None
     for i in range(4):  # the slices go: their cards are free again
         cluster.kubectl("delete", "pod", f"s60-{i}", "-n", NS, "--wait=true")
