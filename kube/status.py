@@ -31,3 +31,10 @@ def apply_status(
         body["metadata"]["namespace"] = meta["namespace"]
     client.apply(body, field_manager=manager, subresource="status")
     return True
+
+
+def replacing(current: Obj, desired: Obj) -> Obj:
+    """The top level of a merge patch that turns ``current`` into ``desired``: every key of
+    ``desired``, and each key only ``current`` has as null (a merge patch never removes a key it
+    does not name, so a stale one would stay)."""
+    return {**{k: None for k in current if k not in desired}, **desired}

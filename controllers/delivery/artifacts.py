@@ -29,6 +29,7 @@ from controllers.delivery import hub_settings
 from controllers.settings import SettingsReader
 from kube import changes
 from kube.manager import Controller, Manager, Watch
+from kube.status import replacing
 from modelhub import huggingface as hf
 from modelhub.errors import HubError
 
@@ -343,7 +344,7 @@ class ModelArtifactReconciler(Controller):
             nodes = status.get("nodes")
             if nodes is not None:
                 stored = (obj.get("status") or {}).get("nodes") or {}
-                nodes = {**{k: None for k in stored if k not in nodes}, **nodes}
+                nodes = replacing(stored, nodes)
             body = {"status": {**status, "nodes": nodes}}
             self.client.patch(
                 "ModelArtifact",

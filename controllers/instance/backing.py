@@ -21,6 +21,7 @@ from kube.client import ApiError
 from kube.events import NORMAL, WARNING
 from kube.informer import Informer
 from kube.manager import Controller, Manager, Watch
+from kube.status import replacing
 
 log = logging.getLogger("controllers.instance.backing")
 
@@ -160,7 +161,7 @@ class PersistentVolumeReconciler(_Backing):
         status = cp.volume_status(live)
         current = owner.get("status") or {}
         if status != current:
-            body = {**{k: None for k in current if k not in status}, **status}
+            body = replacing(current, status)
             self.client.patch(
                 self.kind,
                 changes.name_of(owner),

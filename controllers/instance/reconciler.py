@@ -40,6 +40,7 @@ from kube import changes
 from kube.client import ApiError
 from kube.events import NORMAL, WARNING
 from kube.manager import Controller, Manager, Watch
+from kube.status import replacing
 
 log = logging.getLogger("controllers.instance")
 
@@ -375,7 +376,7 @@ class InstanceReconciler(Controller):
         status = self._with_ready(instance, status)
         if not st.changed(live, status):
             return False
-        body = {**{k: None for k in live if k not in st.normal(status)}, **st.normal(status)}
+        body = replacing(live, st.normal(status))
         try:
             self.client.patch(
                 "Instance",
