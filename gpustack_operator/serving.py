@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 
+from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
 from webhooks import documents, server
 from webhooks.connections import ConnectionLimits
 from webhooks.lookups import FileLookups, Lookups

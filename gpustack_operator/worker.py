@@ -31,7 +31,6 @@ from typing import Any
 
 from gpustack_operator import serving
 from gpustack_operator.serving import StartupError
-from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
 
 log = logging.getLogger("worker")
 
