@@ -14,7 +14,8 @@ digits the author wrote, never its binary expansion).  Anything else raises ``Va
 what was wrong.
 
 Compiled by Cython (pure-Python mode): the character loop runs on C ``Py_UCS4`` values, and a
-mantissa of up to 18 digits is accumulated in a C ``long long``.
+mantissa of up to 18 digits is accumulated, scaled and reduced in a C ``long long`` while the result
+fits (``_exact_small``; Python integers beyond).
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ from math import gcd
 import cython
 
 # Bounds that keep a hostile value from costing more than a well-formed one.
-_MAX_DIGITS = 1000
-_MAX_EXPONENT = 1000
-_FAST_DIGITS = 18  # a C long long holds any 18-digit decimal
+# C constants when compiled, so the character loops compare C integers.
+_MAX_DIGITS = cython.declare(cython.Py_ssize_t, 1000)
+_MAX_EXPONENT = cython.declare(cython.long, 1000)
+_FAST_DIGITS = cython.declare(cython.Py_ssize_t, 18)  # a C long long holds any 18-digit decimal
+# 10**0 .. 10**18, and the largest magnitude the C arithmetic of _exact_small keeps (2**62 - 1).
+_POW10 = cython.declare(tuple, tuple(10**k for k in range(19)))
+_SMALL_LIMIT = cython.declare(cython.longlong, (1 << 62) - 1)
 
 
 def _garbage(value: object, why: str) -> ValueError:
@@ -82,6 +87,8 @@ def _binary_si(ch: cython.Py_UCS4) -> cython.int:
     return 0
 
 
+@cython.boundscheck(False)  # every index is checked against n just before it is read
+@cython.wraparound(False)
 @cython.cfunc
 @cython.locals(
     n=cython.Py_ssize_t,
@@ -147,13 +154,17 @@ def _parse_text(s: str) -> tuple:
                 raise _garbage(s, f"unknown suffix {s[i:]!r} (binary suffixes are Ki, Mi, Gi, Ti, Pi, Ei)")
         else:
             exp10 = _decimal_suffix(s, i, n)
-    if ndigits <= _FAST_DIGITS:
-        num = mant
-    else:
+    if ndigits > _FAST_DIGITS:
         num = int(s[int_start:int_end] + s[frac_start:frac_end])
+    elif cython.compiled:  # C integers (interpreted, Python's own: _exact)
+        return _exact_small(mant, frac_end - frac_start, exp10, exp2, negative)
+    else:
+        num = mant
     return _exact(num, frac_end - frac_start, exp10, exp2, negative)
 
 
+@cython.boundscheck(False)  # the caller has i < n; every later index is checked against n
+@cython.wraparound(False)
 @cython.cfunc
 @cython.exceptval(check=True)
 @cython.locals(
@@ -194,6 +205,56 @@ def _decimal_suffix(s: str, i: cython.Py_ssize_t, n: cython.Py_ssize_t) -> cytho
 
 
 @cython.cfunc
+@cython.locals(
+    e=cython.long,
+    p=cython.longlong,
+    num=cython.longlong,
+    den=cython.longlong,
+    a=cython.longlong,
+    b=cython.longlong,
+)
+def _exact_small(
+    mant: cython.longlong,
+    frac: cython.Py_ssize_t,
+    exp10: cython.long,
+    exp2: cython.int,
+    negative: cython.bint,
+) -> tuple:
+    """``_exact`` for a mantissa of at most 18 digits: the same reduced fraction, computed in C
+    ``long long`` while every intermediate stays below 2**62, else handed to ``_exact``.  Compiled
+    only: the interpreted twin takes ``_exact``, and the differential tests compare the two."""
+    if mant == 0:
+        return (0, 1)
+    e = exp10 - frac  # num × 10^e × 2^exp2: the same value as num × 10^exp10 / 10^frac
+    if e > 18 or e < -18 or exp2 >= 62:
+        return _exact(mant, frac, exp10, exp2, negative)
+    num = mant
+    den = 1
+    if e > 0:
+        p = _POW10[e]
+        if num > _SMALL_LIMIT // p:
+            return _exact(mant, frac, exp10, exp2, negative)
+        num = num * p
+    elif e < 0:
+        den = _POW10[-e]
+    if exp2:
+        if num > (_SMALL_LIMIT >> exp2):
+            return _exact(mant, frac, exp10, exp2, negative)
+        num = num << exp2
+    if den != 1:  # den is 10^-e: divide both by their greatest common divisor (Euclid)
+        a = num
+        b = den
+        while b:
+            a, b = b, a % b
+        if a != 1:
+            num = num // a
+            den = den // a
+    if negative:
+        num = -num
+    return (num, den)
+
+
+@cython.cfunc
 @cython.locals(den=object, g=object)
 def _exact(
     num: int, frac: cython.Py_ssize_t, exp10: cython.long, exp2: cython.int, negative: cython.bint
@@ -220,6 +281,7 @@ def _exact(
     return (num, den)
 
 
+@cython.ccall  # compiled, whole() calls it in C
 def parse(value: object) -> tuple[int, int]:
     """The exact value of a quantity as a reduced fraction ``(numerator, denominator)``.
 

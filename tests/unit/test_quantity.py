@@ -108,6 +108,27 @@ def test_garbage_is_refused_with_a_reason(q, value: object, why: str) -> None:
     assert why in str(error.value)
 
 
+# Where the compiled module leaves C integers for Python's (a mantissa of 18 digits, a result near
+# 2**62, an exponent of ±18): both twins must give the exact reduced fraction on either side.
+EDGES = [
+    "999999999999999999", "9999999999999999999", "0.000000000000000001", "-0.00000000000000000001",
+    "4611686018427387903", "4611686018427387904", "461168601842738790k", "4611686018427387.9k",
+    "3Ei", "4Ei", "-4Ei", "3.999999999999999999Ei", "1e18", "1e19", "1e-18", "1e-19", "123456789e10",
+    "0.5Gi", "1.5Gi", "-2.50e-3", "0e999", "-0", "-0.0m", "12345678901234567.8n", "4.611686018427387903E",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", EDGES)
+def test_twins_agree_where_c_integers_end(text: str) -> None:
+    scale = {"Ei": Fraction(2**60), "Gi": Fraction(2**30), "k": Fraction(10**3), "m": Fraction(1, 10**3),
+             "n": Fraction(1, 10**9), "E": Fraction(10**18)}  # fmt: skip
+    suffix = next((s for s in scale if text.endswith(s) and not text[: -len(s)].endswith(("e", "E"))), "")
+    exact = Fraction(Decimal(text[: len(text) - len(suffix)])) * scale.get(suffix, 1)
+    expected = (exact.numerator, exact.denominator)
+    assert quantity.parse(text) == interpreted.parse(text) == expected
+    assert quantity.whole(text) == interpreted.whole(text)
+
+
 @BOTH
 def test_whole(q) -> None:
     assert q.whole("1") == 1
