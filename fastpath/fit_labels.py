@@ -25,6 +25,13 @@ from api.constants import (
 from api.naming import is_qualified_name
 from fastpath.cards import Card, NodeLedger, Profile
 
+# The label keys of the groups and (group, profile) pairs seen so far: a key is spelled, and its
+# validity judged, once per process rather than per node and pass (a bounded memo, dropped whole
+# when full).
+_KEYS_LIMIT = cython.declare(cython.Py_ssize_t, 4096)
+_GROUP_KEYS = cython.declare(dict, {})  # group -> (sliced, shared, exclusive) label keys
+_PROFILE_KEYS = cython.declare(dict, {})  # (group, profile) -> the label key, None when not valid
+
 
 @cython.ccall
 @cython.locals(i=cython.Py_ssize_t, largest=cython.longlong, rem=cython.longlong, tokens=cython.longlong)
@@ -116,29 +123,62 @@ def shared_free_cards(node: NodeLedger, group: str) -> int | None:
     return None if value < 0 else value
 
 
+@cython.cfunc
+def _group_keys(group: str) -> tuple:
+    """The sliced, shared and exclusive label keys of ``group``."""
+    keys = _GROUP_KEYS.get(group)
+    if keys is None:
+        if len(_GROUP_KEYS) >= _KEYS_LIMIT:
+            _GROUP_KEYS.clear()
+        keys = (
+            label_fit_sliced_max_free_units(group),
+            label_fit_shared_free_cards(group),
+            label_fit_exclusive_free_cards(group),
+        )
+        _GROUP_KEYS[group] = keys
+    return keys
+
+
+@cython.cfunc
+def _profile_key(group: str, profile: str) -> object:
+    """The partitioned label key of ``profile`` in ``group``, or None when it is not a valid label key."""
+    at = (group, profile)
+    key = _PROFILE_KEYS.get(at, _PROFILE_KEYS)
+    if key is _PROFILE_KEYS:
+        if len(_PROFILE_KEYS) >= _KEYS_LIMIT:
+            _PROFILE_KEYS.clear()
+        key = label_fit_partitioned_free_instances(group, profile)
+        if not is_qualified_name(key):
+            key = None
+        _PROFILE_KEYS[at] = key
+    return key
+
+
 @cython.ccall
 @cython.locals(value=cython.longlong)
 def fit_labels(node: NodeLedger) -> dict:
     """The per-card fit labels of a node (§6.6), per accelerator group; a label is absent when its
     group has no card of that population."""
     card: Card
+    keys: tuple
     labels: dict = {}
     groups: list = []
     for card in node.cards:
         if card.group not in groups:
             groups.append(card.group)
     for group in groups:
+        keys = _group_keys(group)
         value = _sliced_max_free_units(node, group)
         if value >= 0:
-            labels[label_fit_sliced_max_free_units(group)] = str(value)
+            labels[keys[0]] = str(value)
         value = _free_cards(node, group, False)
         if value >= 0:
-            labels[label_fit_shared_free_cards(group)] = str(value)
+            labels[keys[1]] = str(value)
         value = _free_cards(node, group, True)
         if value >= 0:
-            labels[label_fit_exclusive_free_cards(group)] = str(value)
+            labels[keys[2]] = str(value)
         for profile, free in partitioned_free_instances(node, group).items():
-            key = label_fit_partitioned_free_instances(group, profile)
-            if is_qualified_name(key):
+            key = _profile_key(group, profile)
+            if key is not None:
                 labels[key] = str(free)
     return labels
