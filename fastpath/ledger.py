@@ -102,6 +102,7 @@ def _str(value: object) -> str:
     return value if type(value) is str else ""
 
 
+@cython.ccall
 def accelerator_key(group: dict, label_keys: list | None = None) -> str:
     """The ``<aKey>`` of a Devices spec group: the longest of the Devices' own
     ``acceleratable.feature.gpustack.ai/<aKey>`` label keys that is the group id or a prefix of it
@@ -114,6 +115,7 @@ def accelerator_key(group: dict, label_keys: list | None = None) -> str:
     return best or gid
 
 
+@cython.cfunc
 def _label_keys(devices: dict) -> list:
     prefix = "acceleratable.feature.gpustack.ai/"
     labels = _dict(_dict(devices.get("metadata")).get("labels"))
@@ -131,16 +133,20 @@ def group_keys(devices: dict) -> list:
     return out
 
 
+@cython.cfunc
+@cython.locals(start=cython.longlong, length=cython.longlong, count=cython.longlong)
 def _profiles_of(manufacturer: str, raw: list) -> list:
-    profiles = []
-    for entry in raw:
-        entry = _dict(entry)
+    entry: dict
+    placement: dict
+    profiles: list = []
+    for item in raw:
+        entry = _dict(item)
         vendor = _str(entry.get("name"))
         if not vendor or not set(vendor) <= _PROFILE_CHARS:
             continue  # +me, +gfx and other names that cannot be a key segment are not inventory
-        slots = []
-        for placement in _list(entry.get("placements")):
-            placement = _dict(placement)
+        slots: list = []
+        for spot in _list(entry.get("placements")):
+            placement = _dict(spot)
             start = _int(placement.get("start")) if "start" in placement else -1
             length = _int(placement.get("length"))
             if start >= 0 and length > 0 and start + length <= 64:
@@ -182,13 +188,14 @@ def _sorted_by_index(accelerators: list) -> list:
 @cython.cfunc
 def _rows_by_group(status_groups: object) -> dict:
     """``status.groups`` indexed: (group id, manufacturer) → card id → row."""
+    group: dict
     rows_by_group: dict = {}
-    for group in _list(status_groups):
-        group = _dict(group)
+    for item in _list(status_groups):
+        group = _dict(item)
         group_rows: dict = {}
         for row in _list(group.get("accelerators")):
             if type(row) is dict:
-                group_rows[row.get("id")] = row
+                group_rows[cython.cast(dict, row).get("id")] = row
         rows_by_group[(group.get("id"), group.get("manufacturer"))] = group_rows
     return rows_by_group
 
@@ -225,6 +232,10 @@ def node_ledger(
     ``<aKey>``) when given.  ``status_groups`` replaces ``status.groups`` (gate 3 rebuilds it from
     the node's Pods)."""
     card: Card
+    group: dict
+    accelerator: dict
+    status: dict
+    row: dict | None
     name = _str(_dict(devices.get("metadata")).get("name"))
     if status_groups is None:
         status_groups = _dict(devices.get("status")).get("groups")
@@ -233,8 +244,8 @@ def node_ledger(
     cards: list = []
     last_raw: list | None = None
     last_profiles: list = _EMPTY_LIST
-    for group in _list(_dict(devices.get("spec")).get("groups")):
-        group = _dict(group)
+    for item in _list(_dict(devices.get("spec")).get("groups")):
+        group = _dict(item)
         if label_keys is None:
             label_keys = _label_keys(devices)
         akey = accelerator_key(group, label_keys)
@@ -243,7 +254,7 @@ def node_ledger(
         manufacturer = _str(group.get("manufacturer"))
         memory = _int(group.get("memory"))
         group_rows = rows_by_group.get((group.get("id"), manufacturer), _EMPTY_DICT)
-        for accelerator in _sorted_by_index(_list(group.get("accelerators"))):
+        for accelerator in _sorted_by_index(_list(group.get("accelerators"))):  # dicts only
             status = _dict(accelerator.get("status"))
             card = _card(name, akey, manufacturer, memory, accelerator, status)
             raw_profiles = _list(_dict(status.get("physicalSliced")).get("profiles"))
@@ -282,14 +293,17 @@ def build_ledger(
     return Ledger(nodes)
 
 
-def _apply_profiles(card: Card, row: dict) -> None:
-    index = {}
+@cython.cfunc
+def _apply_profiles(card: Card, row: dict) -> cython.void:
+    entry: dict
+    profile: Profile
+    index: dict = {}
     for i, profile in enumerate(card.profiles):
         index[profile.vendor] = i
         index[profile.name] = i
     allocated: dict = {}
-    for entry in _list(row.get("allocatedProfiles")):
-        entry = _dict(entry)
+    for item in _list(row.get("allocatedProfiles")):
+        entry = _dict(item)
         at = index.get(entry.get("name"))
         count = _int(entry.get("count"))
         if at is not None and count > 0:
@@ -297,8 +311,8 @@ def _apply_profiles(card: Card, row: dict) -> None:
     reported = None
     if "remainingProfiles" in row:
         reported = {}
-        for entry in _list(row.get("remainingProfiles")):
-            entry = _dict(entry)
+        for item in _list(row.get("remainingProfiles")):
+            entry = _dict(item)
             at = index.get(entry.get("name"))
             if at is not None:
                 reported[at] = _int(entry.get("count"))
