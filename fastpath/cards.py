@@ -98,13 +98,16 @@ class Profile:
     def __init__(
         self, name: str, vendor: str, memory_mib: cython.longlong, count: cython.int, slots: list
     ) -> None:
-        ordered = sorted(slots, key=lambda slot: (slot[0] + slot[1], slot[0]))
+        if cython.compiled and _set_placements_in_order(self, slots):
+            pass  # compiled, the common case: already in order, masks made in C
+        else:
+            ordered = sorted(slots, key=lambda slot: (slot[0] + slot[1], slot[0]))
+            self.masks = [((1 << length) - 1) << start for start, length in ordered]
+            self.starts = [start for start, _length in ordered]
         self.name = name
         self.vendor = vendor
         self.memory_mib = memory_mib
         self.count = count
-        self.masks = [((1 << length) - 1) << start for start, length in ordered]
-        self.starts = [start for start, _length in ordered]
 
     @cython.boundscheck(False)  # indices are checked against lengths just above
     @cython.wraparound(False)
@@ -132,6 +135,57 @@ class Profile:
 
     def __repr__(self) -> str:
         return f"Profile({self.name!r}, count={self.count}, placements={len(self.masks)})"
+
+
+@cython.boundscheck(False)  # indices are checked against lengths just above
+@cython.wraparound(False)
+@cython.cfunc
+@cython.locals(
+    i=cython.Py_ssize_t,
+    n=cython.Py_ssize_t,
+    start=cython.longlong,
+    length=cython.longlong,
+    end=cython.longlong,
+    last_end=cython.longlong,
+    last_start=cython.longlong,
+    ones=cython.ulonglong,
+)
+def _set_placements_in_order(profile: Profile, slots: object) -> cython.bint:
+    """Compiled only: when ``slots`` is a list of ``(start, length)`` pairs of ints inside 64 memory
+    slices already in (end, start) order — which sorting keeps as it is — set ``profile``'s masks
+    and starts from them with C integers and return True; otherwise set nothing and return False
+    (``Profile`` then sorts and computes them with Python integers)."""
+    if type(slots) is not list:
+        return False
+    items: list = slots
+    n = len(items)
+    masks: list = []
+    starts: list = []
+    last_end = -1
+    last_start = -1
+    for i in range(n):
+        slot = items[i]
+        if type(slot) is not tuple or len(slot) != 2:
+            return False
+        first = cython.cast(tuple, slot)[0]
+        second = cython.cast(tuple, slot)[1]
+        if type(first) is not int or type(second) is not int:
+            return False
+        if first < 0 or first > 64 or second < 1 or second > 64:  # Python comparisons: any int
+            return False
+        start = first
+        length = second
+        end = start + length
+        if end > 64 or end < last_end or (end == last_end and start < last_start):
+            return False
+        last_end = end
+        last_start = start
+        ones = ((cython.cast(cython.ulonglong, 1) << (length - 1)) << 1) - 1  # length 64: all ones
+        masks.append(ones << start)
+        starts.append(first)
+    profile.masks = masks
+    profile.starts = starts
+    return True
 
 
 @cython.final

@@ -476,3 +476,41 @@ def test_compiled_and_interpreted_agree(obj: dict, demands: list) -> None:
         assert a.as_tuple() == b.as_tuple()
     assert fit.fit_labels(a) == interpreted.fit_labels(b)
     assert fit.partition_capacity(a) == interpreted.partition_capacity(b)
+
+
+# A profile's placements as Devices objects give them (in order), as callers may (any order, ties,
+# the whole 64-slice width), and as nothing should (bools, huge ints, lists): compiled, in-order
+# int pairs take a C path; every input must give the interpreted twin's masks and starts.
+_SLOTS = st.lists(
+    st.one_of(
+        st.tuples(st.integers(0, 63), st.integers(1, 8)),
+        st.tuples(st.integers(0, 63), st.integers(1, 64)),
+        st.tuples(st.sampled_from([0, 1, 2**70, -1, True]), st.sampled_from([1, 64, 2**66, True])),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SLOTS, st.booleans())
+def test_profile_placements_agree(slots: list, in_order: bool) -> None:
+    if in_order:
+        slots = sorted(slots, key=lambda slot: (slot[0] + slot[1], slot[0]))
+
+    def made(f) -> object:
+        try:
+            profile = f.Profile("p", "p", 1, 1, slots)
+        except Exception as error:  # the twins must fail alike too
+            return type(error)
+        return (profile.masks, profile.starts, [type(start) for start in profile.starts])
+
+    assert made(fit) == made(interpreted)
+
+
+def test_profile_placements_in_order_and_at_the_edges() -> None:
+    slots = [(0, 1), (0, 2), (1, 1), (2, 2), (0, 64)]  # by end, then start
+    for f in (fit, interpreted):
+        profile = f.Profile("p", "p", 1, 1, slots)
+        assert profile.masks == [1, 3, 2, 12, 2**64 - 1]
+        assert profile.starts == [0, 0, 1, 2, 0]
+        assert f.Profile("p", "p", 1, 1, [(2, 2), (0, 2)]).starts == [0, 2]  # sorted by end
