@@ -134,6 +134,23 @@ def group_keys(devices: dict) -> list:
 
 
 @cython.cfunc
+@cython.locals(ch=cython.Py_UCS4)
+def _profile_chars(name: str) -> cython.bint:
+    """Compiled: ``set(name) <= _PROFILE_CHARS`` without building the set."""
+    for ch in name:
+        if not (
+            ("a" <= ch <= "z")
+            or ("A" <= ch <= "Z")
+            or ("0" <= ch <= "9")
+            or ch == "."
+            or ch == "-"
+            or ch == "_"
+        ):
+            return False
+    return True
+
+
+@cython.cfunc
 @cython.locals(start=cython.longlong, length=cython.longlong, count=cython.longlong)
 def _profiles_of(manufacturer: str, raw: list) -> list:
     entry: dict
@@ -142,7 +159,7 @@ def _profiles_of(manufacturer: str, raw: list) -> list:
     for item in raw:
         entry = _dict(item)
         vendor = _str(entry.get("name"))
-        if not vendor or not set(vendor) <= _PROFILE_CHARS:
+        if not vendor or not (_profile_chars(vendor) if cython.compiled else set(vendor) <= _PROFILE_CHARS):
             continue  # +me, +gfx and other names that cannot be a key segment are not inventory
         slots: list = []
         for spot in _list(entry.get("placements")):

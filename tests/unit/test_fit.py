@@ -514,3 +514,14 @@ def test_profile_placements_in_order_and_at_the_edges() -> None:
         assert profile.masks == [1, 3, 2, 12, 2**64 - 1]
         assert profile.starts == [0, 0, 1, 2, 0]
         assert f.Profile("p", "p", 1, 1, [(2, 2), (0, 2)]).starts == [0, 2]  # sorted by end
+
+
+def test_profile_names_that_can_be_a_key_segment_agree() -> None:
+    # Compiled, the character test runs in C; interpreted, it is a set inclusion: every character
+    # of the Latin-1 and a few wider ranges must be judged alike (the others never make inventory).
+    chars = [chr(c) for c in (*range(0x250), 0x2010, 0x3000, 0xFF10, 0x1F600)]
+    raw = [{"name": f"1g{c}x", "count": 1, "placements": [{"start": 0, "length": 1}]} for c in chars]
+    obj = devices("n", H100, [accelerator(0, profiles=raw)])
+    names = [[p.name for p in f.node_ledger(obj).cards[0].profiles] for f in (fit, interpreted)]
+    assert names[0] == names[1]
+    assert len(names[0]) == 26 + 26 + 10 + 3
