@@ -89,6 +89,7 @@ def _free_cards(node: NodeLedger, group: str, exclusive: cython.bint) -> cython.
     return count if seen else -1
 
 
+@cython.ccall
 @cython.locals(i=cython.Py_ssize_t)
 def partitioned_free_instances(node: NodeLedger, group: str) -> dict:
     """Free placements per profile over ``group``'s healthy partitioned cards, every published

@@ -100,13 +100,25 @@ class Views:
         )
 
 
+@cython.final
+@cython.cclass
+class _ProfileSums:
+    """One published profile's remaining and allocated instances over the pool so far."""
+
+    remaining = cython.declare(cython.longlong)
+    allocated = cython.declare(cython.longlong)
+
+    def __init__(self) -> None:
+        self.remaining = 0
+        self.allocated = 0
+
+
 @cython.cfunc
 @cython.locals(top=cython.int, best=cython.longlong, rem=cython.longlong, i=cython.Py_ssize_t)
-def _add_partitioned(
-    out: Views, card: Card, remaining_by_name: dict, allocated_by_name: dict, order: list
-) -> cython.void:
+def _add_partitioned(out: Views, card: Card, by_name: dict, order: list) -> cython.void:
     """A partitioned card: capacity its largest profile count, remaining its largest free count."""
     profile: Profile
+    sums: _ProfileSums
     top = 0
     best = 0
     for i in range(len(card.profiles)):
@@ -114,15 +126,16 @@ def _add_partitioned(
         if profile.count > top:
             top = profile.count
         name = profile.name
-        if name not in remaining_by_name:
+        found = by_name.get(name)
+        if found is None:
             order.append(name)
-            remaining_by_name[name] = 0
-            allocated_by_name[name] = 0
+            found = by_name[name] = _ProfileSums()
+        sums = found
         rem = card.free_instances(i) if card.healthy else 0
         if rem > best:
             best = rem
-        remaining_by_name[name] += rem
-        allocated_by_name[name] += card.allocated_profiles[i]
+        sums.remaining += rem
+        sums.allocated += card.allocated_profiles[i]
     out.pt_capacity += top
     out.pt_remaining += best
     if best > 0:
@@ -136,16 +149,14 @@ def _add_partitioned(
     percent=cython.longlong,
     free_cores=cython.longlong,
 )
-def _add_node(
-    out: Views, node: NodeLedger, remaining_by_name: dict, allocated_by_name: dict, order: list
-) -> cython.void:
+def _add_node(out: Views, node: NodeLedger, by_name: dict, order: list) -> cython.void:
     """One node's cards and cores."""
     card: Card
     node_free = 0
     node_share_cards = 0
     for card in node.cards:
         if card.partitioned:
-            _add_partitioned(out, card, remaining_by_name, allocated_by_name, order)
+            _add_partitioned(out, card, by_name, order)
             continue
         out.ex_capacity += 1
         out.sh_capacity += SHARES_PER_CARD
@@ -179,12 +190,19 @@ def _add_node(
 @cython.ccall
 def views(ledger: Ledger) -> Views:
     """Project the ledger into the four views and the CPU view (§7)."""
+    sums: _ProfileSums
     out: Views = Views()
-    remaining_by_name: dict = {}
-    allocated_by_name: dict = {}
+    by_name: dict = {}  # published profile -> _ProfileSums
     order: list = []
     for node in ledger.nodes:
-        _add_node(out, node, remaining_by_name, allocated_by_name, order)
-    out.remaining_profiles = [(name, remaining_by_name[name]) for name in order]
-    out.allocated_profiles = [(name, allocated_by_name[name]) for name in order if allocated_by_name[name]]
+        _add_node(out, node, by_name, order)
+    remaining: list = []
+    allocated: list = []
+    for name in order:
+        sums = by_name[name]
+        remaining.append((name, sums.remaining))
+        if sums.allocated:
+            allocated.append((name, sums.allocated))
+    out.remaining_profiles = remaining
+    out.allocated_profiles = allocated
     return out
