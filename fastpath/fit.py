@@ -127,7 +127,9 @@ def _fullest_share_card(cards: list, manufacturer: str, taken: list) -> cython.P
     best_used=cython.int,
     used=cython.int,
 )
-def _pack_partition_card(cards: list, manufacturer: str, profile: str) -> tuple:
+def _pack_partition_card(
+    cards: list, manufacturer: str, profile: str
+) -> tuple[cython.Py_ssize_t, cython.Py_ssize_t]:  # compiled, a C struct
     """(card position, profile position) of the most occupied partitioned card with a free legal
     placement of ``profile`` (ties: the earlier card), or (-1, -1)."""
     n = len(cards)
