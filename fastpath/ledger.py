@@ -253,6 +253,7 @@ def node_ledger(
     accelerator: dict
     status: dict
     row: dict | None
+    group_rows: dict  # card id -> row (_rows_by_group)
     name = _str(_dict(devices.get("metadata")).get("name"))
     if status_groups is None:
         status_groups = _dict(devices.get("status")).get("groups")
