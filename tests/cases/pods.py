@@ -13,6 +13,8 @@ from typing import Any
 
 from api.naming import local_queue_name
 from fastpath import quantity
+from nodeplugins.devicemanager.devices import accelerator_group
+from nodeplugins.devicemanager.simulation import profile
 from tests.webhooks import objects
 
 NAMESPACE = "gate1"
@@ -25,7 +27,7 @@ def _type(
     memory: str,
     *,
     logical: int = 0,
-    profiles: list[tuple[str, int]] = (),
+    profiles: list[tuple[str, int, int]] = (),
     observed: bool = True,
 ) -> dict[str, Any]:
     return objects.instance_type(
@@ -37,28 +39,54 @@ def _type(
         manufacturer=manufacturer if observed else None,
         memory=memory,
         logical=logical,
-        profiles=objects.profile_list(profiles),
+        profiles=[{"name": n, "count": count, "memoryMib": mib} for n, mib, count in profiles],
         capacity="8" if group else "0",
     )
 
 
+def _simulated(name: str, product: str, *, logical: int = 0, partitioned: bool = False) -> dict[str, Any]:
+    """A pool of simulated ``product`` cards: group, manufacturer, VRAM and partition profiles are the
+    simulated hardware's (``products.yaml``), as the controllers derive them from its ``Devices``."""
+    sim = profile.catalog()[product]
+    return _type(
+        name,
+        accelerator_group(sim.manufacturer, sim.name),
+        sim.manufacturer,
+        f"{sim.memory_mib}Mi",
+        logical=logical,
+        profiles=[(p.name, p.memory_mib, p.count) for p in sim.profiles] if partitioned else [],
+    )
+
+
+# The hardware behind each pool: tests/e2e/test_admission_pods.py starts one kwok node of it, and the
+# controllers write each type's status from what that node's device manager publishes.
+HARDWARE: dict[str, tuple[str, int, bool]] = {  # type name -> (simulated product, cards, partitioned)
+    "e2e-nvidia-a10g": ("NVIDIA A10G", 4, False),
+    "e2e-nvidia-h100": ("NVIDIA H100 80GB HBM3", 2, True),
+    "e2e-ascend-910b": ("Ascend 910B", 4, False),
+    "e2e-hygon-k100": ("K100_AI", 2, True),
+    "e2e-thead-ppu": ("PPU-ZW810E", 2, True),
+    "e2e-amd-mi300x": ("AMD Instinct MI300X", 4, False),
+    "e2e-mthreads-s4000": ("MTT S4000", 4, False),
+    "e2e-cambricon-mlu370": ("MLU370-X8", 4, False),
+    "e2e-metax-c500": ("MXC500", 4, False),
+    "e2e-iluvatar-bi150": ("Iluvatar BI-V150", 4, False),
+}
+LOGICAL = {  # offline only: the logical slice count the hand-written status claims
+    "e2e-nvidia-a10g": 512,
+    "e2e-ascend-910b": 252,
+    "e2e-amd-mi300x": 64,
+    "e2e-mthreads-s4000": 64,
+    "e2e-cambricon-mlu370": 64,
+    "e2e-metax-c500": 64,
+    "e2e-iluvatar-bi150": 64,
+}
 INSTANCE_TYPES = [
-    _type("e2e-nvidia-a10g", "nvidia-a10g", "nvidia", "24Gi", logical=512),
-    _type(
-        "e2e-nvidia-h100",
-        "nvidia-h100-80gb-hbm3",
-        "nvidia",
-        "81920Mi",
-        profiles=[("1g.10gb", 9856), ("2g.20gb", 19968), ("3g.40gb", 40192), ("7g.80gb", 80896)],
+    *(
+        _simulated(name, product, logical=LOGICAL.get(name, 0), partitioned=partitioned)
+        for name, (product, _cards, partitioned) in HARDWARE.items()
     ),
-    _type("e2e-ascend-910b", "ascend-910b", "ascend", "64Gi", logical=252),
-    _type("e2e-hygon-k100", "hygon-k100", "hygon", "64Gi", profiles=[("2g.15gb", 15360), ("4g.32gb", 32768)]),
-    _type("e2e-thead-ppu", "thead-ppu", "thead", "96Gi", profiles=[("4g48gb", 49152), ("2g24gb", 24576)]),
-    _type("e2e-amd-mi300x", "amd-mi300x", "amd", "192Gi", logical=64),
-    _type("e2e-mthreads-s4000", "mthreads-s4000", "mthreads", "48Gi", logical=64),
-    _type("e2e-cambricon-mlu370", "cambricon-mlu370", "cambricon", "48Gi", logical=64),
-    _type("e2e-metax-c500", "metax-c500", "metax", "64Gi", logical=64),
-    _type("e2e-iluvatar-bi150", "iluvatar-bi150", "iluvatar", "64Gi", logical=64),
+    # No node carries a T4: the type is never observed, and a budget in MiB cannot be folded.
     _type("e2e-nvidia-t4", "nvidia-tesla-t4", "nvidia", "16Gi", observed=False),
 ]
 QUEUES = {
