@@ -2,8 +2,8 @@
 # make test: four lanes at once, and the run fails if any of them fails (docs/testing.md).
 #
 #   lint        ruff, ruff format --check, mypy
-#   e2e0, e2e1  tests/e2e split in two by measured time (scripts/e2e-lanes.py), each against its own
-#               local control plane (tests/cluster), one module after another
+#   e2e0..e2e2  tests/e2e split in three by measured time (scripts/e2e-lanes.py), each against its
+#               own local control plane (tests/cluster), one module after another
 #   parallel    everything else on two pytest-xdist workers, a module to a worker (the store tests'
 #               fixed ports differ per worker: tests/cluster/ports.py, tests/mooncake/conftest.py)
 #
@@ -29,10 +29,10 @@ export GPUSTACK_TEST_NO_SKIP=${GPUSTACK_TEST_NO_SKIP:-1}
 lanes=${TEST_LANES:-lint e2e parallel}
 started=$(date +%s)
 e2e_lanes=()
-case ${E2E_LANES:-2} in
-1 | 2) ;;
+case ${E2E_LANES:=3} in
+1 | 2 | 3) ;;
 *)
-  echo "E2E_LANES must be 1 or 2 (tests/cluster/ports.py has ports for two e2e lanes)" >&2
+  echo "E2E_LANES must be 1, 2 or 3 (tests/cluster/ports.py has ports for three e2e lanes)" >&2
   exit 2
   ;;
 esac
@@ -57,9 +57,9 @@ for lane in $lanes; do
     run_lane lint bash -c '.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null && .venv/bin/mypy'
     ;;
   e2e)
-    # E2E_LANES lanes (default 2), each with its own control plane, ports and state dir.
-    for ((i = 0; i < ${E2E_LANES:-2}; i++)); do
-      mapfile -t modules < <(.venv/bin/python scripts/e2e-lanes.py "${E2E_LANES:-2}" "$i")
+    # E2E_LANES lanes (default 3), each with its own control plane, ports and state dir.
+    for ((i = 0; i < E2E_LANES; i++)); do
+      mapfile -t modules < <(.venv/bin/python scripts/e2e-lanes.py "$E2E_LANES" "$i")
       [ ${#modules[@]} -gt 0 ] || continue
       run_lane "e2e$i" env GPUSTACK_E2E_SHARD="$i" .venv/bin/python -m pytest -q -m e2e "${modules[@]}" \
         --durations=15 --junitxml="$OUT/e2e$i.xml"

@@ -70,8 +70,9 @@ MOUNT_POINTS = (Path("/var/lib/kubelet"), RUN_CONTAINERD, SIM_PATH, MODELS_PATH,
 
 def network_id(kubelet_port: int) -> int:
     """The node's subnet number (172.31.<id>.0/30, 10.244.<id>.0/24): from its port slot, so nodes
-    of ``make dev`` and of the two e2e lanes never share one."""
-    for offset, name in ((0, "dev-nodes"), (40, "e2e-nodes"), (80, "e2e1-nodes")):
+    of ``make dev`` and of the e2e lanes never share one."""
+    for i, name in enumerate(ports.node_ranges()):
+        offset = 40 * i
         span = ports.RANGES[name]
         if span.first <= kubelet_port <= span.last:
             return 10 + offset + (kubelet_port - span.first) // ports.NODE_PORTS

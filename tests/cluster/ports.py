@@ -70,6 +70,13 @@ RANGES: dict[str, Range] = {
     "e2e1-kwok-dm": Range(28173, 28204, "e2e lane 2: publish-only device managers of kwok nodes"),
     "e2e1-second-cluster": Range(28205, 28215, "e2e lane 2: the gateway test's second control plane"),
     "e2e1-store": Range(28216, 28235, "e2e lane 2: Mooncake stores"),
+    # The third e2e lane (GPUSTACK_E2E_SHARD=2).
+    "e2e2-host": Range(28240, 28245, "e2e lane 3: the process node's Service stand-in and its Pods' ports"),
+    "e2e2-control-plane": Range(28246, 28256, "e2e lane 3: etcd .. nfd-master, in CONTROL_PLANE order"),
+    "e2e2-nodes": Range(28257, 28352, "e2e lane 3: real kubelet nodes, three ports per slot (32 slots)"),
+    "e2e2-kwok-dm": Range(28353, 28384, "e2e lane 3: publish-only device managers of kwok nodes"),
+    "e2e2-second-cluster": Range(28385, 28395, "e2e lane 3: the gateway test's second control plane"),
+    "e2e2-store": Range(28396, 28415, "e2e lane 3: Mooncake stores"),
     # The parallel lane.
     "store-tests": Range(27950, 28049, "tests/mooncake: masters, members, an etcd; 50 per xdist worker"),
     "bench-store": Range(28050, 28053, "loadtests/bench_kvcache: its master and member"),
@@ -89,12 +96,22 @@ def port(name: str, offset: int = 0) -> int:
     return RANGES[name].port(offset)
 
 
+E2E_LANES = 3  # the e2e lanes this table has ports for (scripts/test.sh runs at most as many)
+
+
 def e2e_prefix(shard: int | None = None) -> str:
-    """The e2e lane's range names: ``e2e-*`` for the first lane, ``e2e1-*`` for the second
-    (``GPUSTACK_E2E_SHARD``, set by scripts/test.sh)."""
+    """The e2e lane's range names: ``e2e-*`` for the first lane, ``e2e1-*`` for the second,
+    ``e2e2-*`` for the third (``GPUSTACK_E2E_SHARD``, set by scripts/test.sh)."""
     if shard is None:
         shard = int(os.environ.get("GPUSTACK_E2E_SHARD", "0") or 0)
+    if not 0 <= shard < E2E_LANES:
+        raise ValueError(f"GPUSTACK_E2E_SHARD={shard}: this table has ports for e2e lanes 0-{E2E_LANES - 1}")
     return "e2e" if shard == 0 else f"e2e{shard}"
+
+
+def node_ranges() -> list[str]:
+    """Every range of real kubelet node slots: ``make dev``'s, then each e2e lane's."""
+    return ["dev-nodes", *(f"{e2e_prefix(shard)}-nodes" for shard in range(E2E_LANES))]
 
 
 def e2e(kind: str, offset: int = 0) -> int:

@@ -22,7 +22,7 @@ VALUES = yaml.safe_load((REPO / "charts" / "gpustack-operator" / "values.yaml").
 
 def node_ports() -> list[int]:
     out = []
-    for name in ("dev-nodes", "e2e-nodes", "e2e1-nodes"):
+    for name in ports.node_ranges():
         span = ports.RANGES[name]
         out += list(range(span.first, span.last + 1, ports.NODE_PORTS))
     return out

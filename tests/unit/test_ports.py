@@ -23,22 +23,28 @@ def test_every_range_is_below_the_ephemeral_range_and_well_formed() -> None:
 
 
 def test_control_plane_blocks_fill_their_ranges_in_order() -> None:
-    for name in (
-        "dev-control-plane",
-        "e2e-control-plane",
-        "e2e-second-cluster",
-        "e2e1-control-plane",
-        "e2e1-second-cluster",
-    ):
+    lanes = [ports.e2e_prefix(shard) for shard in range(ports.E2E_LANES)]
+    for name in ["dev-control-plane"] + [
+        f"{p}-{kind}" for p in lanes for kind in ("control-plane", "second-cluster")
+    ]:
         block = ports.block(name)
         assert list(block) == list(ports.CONTROL_PLANE)
         assert block["ETCD"] == ports.RANGES[name].first and block["NFD"] == ports.RANGES[name].last
 
 
 def test_node_ranges_hold_whole_slots() -> None:
-    for name in ("dev-nodes", "e2e-nodes", "e2e1-nodes"):
+    for name in ports.node_ranges():
         span = ports.RANGES[name]
         assert (span.last - span.first + 1) % ports.NODE_PORTS == 0, name
+
+
+def test_every_e2e_lane_has_every_kind_of_range() -> None:
+    kinds = {"host", "control-plane", "nodes", "kwok-dm", "second-cluster", "store"}
+    for shard in range(ports.E2E_LANES):
+        prefix = ports.e2e_prefix(shard)
+        assert {kind for kind in kinds if f"{prefix}-{kind}" in ports.RANGES} == kinds, prefix
+    with pytest.raises(ValueError, match="lanes 0-"):
+        ports.e2e_prefix(ports.E2E_LANES)
 
 
 def test_a_port_outside_its_range_is_refused() -> None:
