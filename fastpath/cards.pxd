@@ -24,6 +24,11 @@ cdef class Demand:
     cdef int code  # the family as a C code (fastpath/codes.pxd)
 
 
+cdef Demand new_demand(
+    str family, int code, str manufacturer, str base, long long count, long long units, str profile
+)
+
+
 @cython.final
 cdef class Profile:
     cdef readonly str name

@@ -85,6 +85,29 @@ class Demand:
         )
 
 
+@cython.cfunc
+def new_demand(
+    family: str,
+    code: cython.int,
+    manufacturer: str,
+    base: str,
+    count: cython.longlong,
+    units: cython.longlong,
+    profile: str,
+) -> Demand:
+    """``Demand(family, manufacturer, base, count, units, profile)`` for a compiled caller that knows
+    the family's code (``FAMILY_CODES[family]``): built in C, without parsing arguments."""
+    demand: Demand = Demand.__new__(Demand)
+    demand.family = family
+    demand.manufacturer = manufacturer
+    demand.base = base
+    demand.count = count
+    demand.units = units
+    demand.profile = profile
+    demand.code = code
+    return demand
+
+
 # --- Cards ------------------------------------------------------------------------------------------------
 
 
