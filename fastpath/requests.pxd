@@ -1,5 +1,6 @@
-# The compiled view of fastpath/requests.py's imports: the family codes, the key classifier and
-# the whole-number reader it shares with fastpath.quantity.
+# The compiled view of fastpath/requests.py's imports: the family codes, the key classifier, the
+# whole-number reader it shares with fastpath.quantity, and the Demand it builds in C.
+from fastpath.cards cimport new_demand
 from fastpath.codes cimport (
     DEVICE_MODE_EXCLUSIVE,
     DEVICE_MODE_PARTITIONED,

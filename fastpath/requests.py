@@ -26,6 +26,7 @@ if not cython.compiled:  # compiled, these come from the .pxd files requests.pxd
         DEVICE_MODE_SLICED,
         DEVICE_MODE_VISIBILITY,
     )
+    from fastpath.cards import new_demand
     from fastpath.keys import (
         ROLE_MEMORY_MIB,
         ROLE_MEMORY_PERCENT,
@@ -77,6 +78,7 @@ _FAMILY_NAMES = cython.declare(tuple, FAMILY_NAMES)
 _ROLE_NAMES = cython.declare(tuple, ROLE_NAMES)
 _SHARE = cython.declare(cython.longlong, UNITS_PER_SHARE)
 _PERCENT = cython.declare(cython.longlong, UNITS_PER_PERCENT)
+_NO_KEYS = cython.declare(dict, {})  # stands in for an absent limits or requests map: never written
 
 
 # --- Values -------------------------------------------------------------------------------------------
@@ -143,27 +145,7 @@ class ContainerFacts:
     mfr = cython.declare(cython.int, visibility="readonly")  # index of the first manufacturer
 
     def __init__(self, name: str, field: str, index: cython.int, group: cython.int) -> None:
-        self.name = name
-        self.field = field
-        self.index = index
-        self.group = group
-        self.families = 0
-        self.manufacturer = ""
-        self.mfr = -1
-        self.keys = []
-        self.has_limits = False
-        self.has_requests = False
-        self.exclusive = _ABSENT
-        self.shared = _ABSENT
-        self.sliced = _ABSENT
-        self.sliced_units = _ABSENT
-        self.cores_percentage = _ABSENT
-        self.memory_percentage = _ABSENT
-        self.memory_mib = _ABSENT
-        self.partitioned = _ABSENT
-        self.partitioned_units = _ABSENT
-        self.profiles = []
-        self.visibility = _ABSENT
+        _init_container(self, name, field, index, group)
 
     @property
     def base(self) -> str:
@@ -221,6 +203,41 @@ class ContainerFacts:
 
 
 @cython.cfunc
+def _init_container(
+    cf: ContainerFacts, name: str, field: str, index: cython.int, group: cython.int
+) -> cython.void:
+    cf.name = name
+    cf.field = field
+    cf.index = index
+    cf.group = group
+    cf.families = 0
+    cf.manufacturer = ""
+    cf.mfr = -1
+    cf.keys = []
+    cf.has_limits = False
+    cf.has_requests = False
+    cf.exclusive = _ABSENT
+    cf.shared = _ABSENT
+    cf.sliced = _ABSENT
+    cf.sliced_units = _ABSENT
+    cf.cores_percentage = _ABSENT
+    cf.memory_percentage = _ABSENT
+    cf.memory_mib = _ABSENT
+    cf.partitioned = _ABSENT
+    cf.partitioned_units = _ABSENT
+    cf.profiles = []
+    cf.visibility = _ABSENT
+
+
+@cython.cfunc
+def _new_container(container: dict, field: str, index: cython.int, group: cython.int) -> ContainerFacts:
+    """``ContainerFacts(name, field, index, group)`` built without a Python call."""
+    cf: ContainerFacts = ContainerFacts.__new__(ContainerFacts)
+    _init_container(cf, _name_of(container), field, index, group)
+    return cf
+
+
+@cython.cfunc
 @cython.locals(code=cython.int, family=cython.int, role=cython.int, m=cython.int, count=cython.longlong)
 def _record(cf: ContainerFacts, key: str, code: cython.int, value: object, source: str) -> cython.void:
     family = code & 15
@@ -270,44 +287,45 @@ def _record(cf: ContainerFacts, key: str, code: cython.int, value: object, sourc
 
 
 @cython.cfunc
-@cython.locals(code=cython.int)
-def _scan_container(container: object, field: str, index: cython.int, group: cython.int) -> object:
-    """The facts of one container, or ``None`` when it names no accelerator or visibility key."""
-    if type(container) is not dict:
-        return None
+@cython.locals(code=cython.int, has_limits=cython.bint, has_requests=cython.bint)
+def _scan_container(container: dict, field: str, index: cython.int, group: cython.int) -> object:
+    """The facts of one container (a dict), or ``None`` when it names no accelerator or visibility key.
+
+    The maps are typed ``dict`` once their type is checked, so that compiled, each lookup and walk
+    is a C dict operation rather than a method call; an absent map reads as the empty ``_NO_KEYS``.
+    """
     resources = container.get("resources")
     if type(resources) is not dict:
         return None
-    limits = resources.get("limits")
-    requests = resources.get("requests")
+    res: dict = resources
+    limits = res.get("limits")
+    requests = res.get("requests")
+    lim: dict = limits if type(limits) is dict else _NO_KEYS
+    req: dict = requests if type(requests) is dict else _NO_KEYS
+    has_limits = lim is not _NO_KEYS
+    has_requests = req is not _NO_KEYS
     cf: ContainerFacts | None = None
-    if type(limits) is dict:
-        for key in limits:
-            if type(key) is not str:
-                continue
-            code = classify_code(key)
-            if code == 0:
-                continue
-            if cf is None:
-                cf = ContainerFacts(_name_of(container), field, index, group)
-            _record(cf, key, code, limits[key], "limits")
-    else:
-        limits = None
-    if type(requests) is dict:
-        for key in requests:
-            if type(key) is not str or (limits is not None and key in limits):
-                continue
-            code = classify_code(key)
-            if code == 0:
-                continue
-            if cf is None:
-                cf = ContainerFacts(_name_of(container), field, index, group)
-            _record(cf, key, code, requests[key], "requests")
-    else:
-        requests = None
+    for key in lim:
+        if type(key) is not str:
+            continue
+        code = classify_code(key)
+        if code == 0:
+            continue
+        if cf is None:
+            cf = _new_container(container, field, index, group)
+        _record(cf, key, code, lim[key], "limits")
+    for key in req:
+        if type(key) is not str or key in lim:
+            continue
+        code = classify_code(key)
+        if code == 0:
+            continue
+        if cf is None:
+            cf = _new_container(container, field, index, group)
+        _record(cf, key, code, req[key], "requests")
     if cf is not None:
-        cf.has_limits = limits is not None
-        cf.has_requests = requests is not None
+        cf.has_limits = has_limits
+        cf.has_requests = has_requests
     return cf
 
 
@@ -334,16 +352,7 @@ class PodFacts:
     needs_vram = cython.declare(cython.bint, visibility="readonly")  # a fold needs the card VRAM
 
     def __init__(self) -> None:
-        self.containers = []
-        self.families = 0
-        self.init_families = 0
-        self.app_families = 0
-        self.sidecar_families = 0
-        self.claimants = 0
-        self.profiles = []
-        self.shared_max = _ABSENT
-        self.sliced_units_max = _ABSENT
-        self.needs_vram = False
+        _init_pod(self)
 
     @property
     def any_accelerator(self) -> bool:
@@ -357,7 +366,7 @@ class PodFacts:
         return [_FAMILY_NAMES[f] for f in _ACCELERATOR_FAMILIES if mask & (1 << f)]
 
     @cython.ccall
-    def demand(self, card_vram_mib: cython.longlong = 0) -> object:
+    def demand(self, card_vram_mib: cython.longlong = 0) -> Demand | None:
         """The Pod's accelerator demand, or ``None`` when it asks for none.
 
         With several families (a Pod rule 1 refuses) the first in canonical order is summarised.
@@ -418,7 +427,7 @@ class PodFacts:
             base = manufacturer_base(m)
         else:
             base = ""
-        return Demand(_FAMILY_NAMES[family], manufacturer, base, count, units, profile)
+        return new_demand(_FAMILY_NAMES[family], family, manufacturer, base, count, units, profile)
 
     @cython.ccall
     def slice_units(self, card_vram_mib: cython.longlong = 0) -> cython.longlong:
@@ -447,6 +456,20 @@ class PodFacts:
             self.sliced_units_max,
             self.needs_vram,
         )
+
+
+@cython.cfunc
+def _init_pod(facts: PodFacts) -> cython.void:
+    facts.containers = []
+    facts.families = 0
+    facts.init_families = 0
+    facts.app_families = 0
+    facts.sidecar_families = 0
+    facts.claimants = 0
+    facts.profiles = []
+    facts.shared_max = _ABSENT
+    facts.sliced_units_max = _ABSENT
+    facts.needs_vram = False
 
 
 @cython.cfunc
@@ -491,22 +514,28 @@ def _add(facts: PodFacts, cf: ContainerFacts) -> cython.void:
 @cython.locals(i=cython.int, group=cython.int)
 def scan_pod(spec: object) -> PodFacts:
     """Collect the accelerator facts of a Pod spec (or a PodSet template's spec) in one pass."""
-    facts: PodFacts = PodFacts()
+    facts: PodFacts = PodFacts.__new__(PodFacts)
+    _init_pod(facts)
     if type(spec) is not dict:
         return facts
-    init = spec.get("initContainers")
+    pod: dict = spec
+    init = pod.get("initContainers")
     if type(init) is list:
         for i, container in enumerate(init):
-            group = _GROUP_INIT
-            if type(container) is dict and container.get("restartPolicy") == "Always":
-                group = _GROUP_SIDECAR
-            cf = _scan_container(container, "initContainers", i, group)
+            if type(container) is not dict:
+                continue
+            c: dict = container
+            group = _GROUP_SIDECAR if c.get("restartPolicy") == "Always" else _GROUP_INIT
+            cf = _scan_container(c, "initContainers", i, group)
             if cf is not None:
                 _add(facts, cf)
-    app = spec.get("containers")
+    app = pod.get("containers")
     if type(app) is list:
         for i, container in enumerate(app):
-            cf = _scan_container(container, "containers", i, _GROUP_APP)
+            if type(container) is not dict:
+                continue
+            c = container
+            cf = _scan_container(c, "containers", i, _GROUP_APP)
             if cf is not None:
                 _add(facts, cf)
     return facts
