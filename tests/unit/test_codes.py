@@ -106,6 +106,29 @@ def test_a_compiled_grant_puts_the_card_in_the_mode_of_its_family(family: str) -
     assert node.cards[0].mode == constants.FAMILY_CODES[family]
 
 
+_FAMILY_LIMITS = {
+    "exclusive": {NVIDIA.base: "1"},
+    "shared": {NVIDIA.base + ".shared": "1"},
+    "sliced": {NVIDIA.base + ".sliced": "1", NVIDIA.base + ".sliced.memory-percentage": "10"},
+    "partitioned": {NVIDIA.base + ".partitioned": "1", NVIDIA.base + ".partitioned.mig-1g.10gb": "1"},
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_compiled_pod_demand_carries_the_code_of_its_family(family: str) -> None:
+    # PodFacts.demand builds its Demand in C (cards.new_demand) with the family's code: placing it
+    # must put the card in that family's mode, as a Demand built from the family's name does.
+    spec = {"containers": [{"name": "c", "resources": {"limits": _FAMILY_LIMITS[family]}}]}
+    demand = requests.scan_pod(spec).demand(15360)
+    assert demand is not None and demand.family == family
+    if family == "partitioned":
+        node = ledger.node_ledger(devices("h", H100, [accelerator(0, profiles=H100_PROFILES)]))
+    else:
+        node = ledger.node_ledger(devices("t", T4, [accelerator(0)]))
+    assert fit.place(node, demand) is not None
+    assert node.cards[0].mode == constants.FAMILY_CODES[family]
+
+
 @pytest.mark.parametrize("mode", range(len(constants.FAMILY_NAMES)))
 def test_the_compiled_ledger_reads_a_row_mode_as_written(mode: int) -> None:
     node = ledger.node_ledger(devices("t", T4, [accelerator(0)], [row(0, mode)]))

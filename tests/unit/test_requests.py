@@ -296,23 +296,30 @@ _VALUES = st.one_of(
     st.integers(-3, 200_000),
     st.none(),
 )
-_RESOURCE_MAP = st.dictionaries(st.sampled_from(KEYS), _VALUES, max_size=5)
+_RESOURCE_MAP = st.dictionaries(st.one_of(st.sampled_from(KEYS), st.just(7)), _VALUES, max_size=5)
+
+
+# What a malformed Pod puts where a container, its resources, a map or a name belongs.
+_NOT_A_MAP = st.sampled_from([None, "x", 1, [], [{"nvidia.com/gpu": "1"}]])
 
 
 @st.composite
-def pod_specs(draw) -> dict:
-    def one(i: int, init: bool) -> dict:
-        c: dict = {"name": f"c{i}"}
+def pod_specs(draw) -> object:
+    def one(i: int, init: bool) -> object:
+        if draw(st.integers(0, 9)) == 0:
+            return draw(_NOT_A_MAP)
+        c: dict = {"name": f"c{i}" if draw(st.integers(0, 9)) else draw(_NOT_A_MAP)}
         resources: dict = {}
-        if draw(st.booleans()):
-            resources["limits"] = draw(_RESOURCE_MAP)
-        if draw(st.booleans()):
-            resources["requests"] = draw(_RESOURCE_MAP)
-        c["resources"] = resources
+        for field in ("limits", "requests"):
+            if draw(st.booleans()):
+                resources[field] = draw(_RESOURCE_MAP) if draw(st.integers(0, 9)) else draw(_NOT_A_MAP)
+        c["resources"] = resources if draw(st.integers(0, 9)) else draw(_NOT_A_MAP)
         if init and draw(st.booleans()):
             c["restartPolicy"] = "Always"
         return c
 
+    if draw(st.integers(0, 19)) == 0:
+        return draw(_NOT_A_MAP)
     spec: dict = {"containers": [one(i, False) for i in range(draw(st.integers(0, 3)))]}
     if draw(st.booleans()):
         spec["initContainers"] = [one(i, True) for i in range(draw(st.integers(0, 2)))]
@@ -321,7 +328,7 @@ def pod_specs(draw) -> dict:
 
 @settings(max_examples=300, deadline=None)
 @given(pod_specs(), st.sampled_from([0, 15360, 24576, 81920]))
-def test_compiled_and_interpreted_agree(spec: dict, vram: int) -> None:
+def test_compiled_and_interpreted_agree(spec: object, vram: int) -> None:
     compiled_facts = requests.scan_pod(spec)
     interpreted_facts = interpreted.scan_pod(spec)
     assert compiled_facts.as_tuple() == interpreted_facts.as_tuple()
