@@ -71,14 +71,14 @@ _ROLE_NAMES = cython.declare(tuple, ROLE_NAMES)
 @cython.wraparound(False)
 @cython.cfunc
 @cython.inline
-@cython.locals(i=cython.Py_ssize_t, m=cython.Py_ssize_t)
+@cython.locals(i=cython.Py_ssize_t, ch=cython.Py_UCS4)
 def _starts_at(key: str, pos: cython.Py_ssize_t, lit: str) -> cython.bint:
-    """``key[pos:].startswith(lit)``, compared character by character."""
-    m = len(lit)
-    if pos + m > len(key):
+    """``key[pos:].startswith(lit)``, compared character by character (compiled, iterating ``lit``
+    reads its characters inline from its buffer)."""
+    if pos + len(lit) > len(key):
         return False
-    for i in range(m):  # noqa: SIM110 - a C loop, where all() would build a generator
-        if key[pos + i] != lit[i]:
+    for i, ch in enumerate(lit):  # noqa: SIM110 - a C loop, where all() would build a generator
+        if key[pos + i] != ch:
             return False
     return True
 
