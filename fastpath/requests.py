@@ -49,7 +49,10 @@ GROUP_NAMES = ("init", "app", "sidecar")
 # A count that is absent, or not a non-negative whole number.
 ABSENT = -1
 INVALID = -2
-_HUGE = cython.declare(cython.longlong, 1 << 62)  # larger whole values are clamped: no rule tells them apart
+# Larger whole values are clamped here, and so are the sums of counts (``PodFacts.demand``): no rule
+# tells them apart, and compiled, a sum of two clamped counts would wrap a C ``long long``.
+COUNT_CAP = 1 << 62
+_HUGE = cython.declare(cython.longlong, COUNT_CAP)
 
 _SLICING_MASK = cython.declare(cython.int, (1 << DEVICE_MODE_SLICED) | (1 << DEVICE_MODE_PARTITIONED))
 _ACCELERATOR_MASK = cython.declare(
@@ -74,6 +77,7 @@ _GROUP_SIDECAR = cython.declare(cython.int, GROUP_SIDECAR)
 _ABSENT = cython.declare(cython.longlong, ABSENT)
 _INVALID = cython.declare(cython.longlong, INVALID)
 _M = cython.declare(cython.longlong, UNITS_PER_CARD)
+_MIB_EXACT = cython.declare(cython.longlong, ((1 << 63) - 1) // UNITS_PER_CARD)  # mib × M fits a long long
 _FAMILY_NAMES = cython.declare(tuple, FAMILY_NAMES)
 _ROLE_NAMES = cython.declare(tuple, ROLE_NAMES)
 _SHARE = cython.declare(cython.longlong, UNITS_PER_SHARE)
@@ -87,7 +91,7 @@ _NO_KEYS = cython.declare(dict, {})  # stands in for an absent limits or request
 @cython.cfunc
 @cython.locals(fast=cython.longlong)
 def _count(value: object) -> cython.longlong:
-    """A non-negative whole value as a C integer (clamped at 2**62), or ``INVALID``."""
+    """A non-negative whole value as a C integer (clamped at ``COUNT_CAP``), or ``INVALID``."""
     if type(value) is str:
         fast = small_whole(value)
         if fast >= 0:
@@ -370,7 +374,8 @@ class PodFacts:
         """The Pod's accelerator demand, or ``None`` when it asks for none.
 
         With several families (a Pod rule 1 refuses) the first in canonical order is summarised.
-        Exclusive counts ``max(Σ init, Σ app + sidecars)`` cards; shared counts the largest
+        Exclusive counts ``max(Σ init, Σ app + sidecars)`` cards, each sum saturating at
+        ``COUNT_CAP`` as a single count does; shared counts the largest
         container's N; a slice or partition is one instance whose units are the largest any
         container carries (``.units`` when folded, else derived from the memory budget).
         """
@@ -400,9 +405,9 @@ class PodFacts:
             if family == DEVICE_MODE_EXCLUSIVE:
                 if cf.exclusive > 0:
                     if cf.group == _GROUP_INIT:
-                        init_sum += cf.exclusive
+                        init_sum = _capped_sum(init_sum, cf.exclusive)
                     else:
-                        app_sum += cf.exclusive
+                        app_sum = _capped_sum(app_sum, cf.exclusive)
             elif family == DEVICE_MODE_SHARED:
                 if cf.shared > count:
                     count = cf.shared
@@ -473,6 +478,17 @@ def _init_pod(facts: PodFacts) -> cython.void:
 
 
 @cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def _capped_sum(total: cython.longlong, count: cython.longlong) -> cython.longlong:
+    """``min(total + count, COUNT_CAP)`` for ``0 <= total, count <= COUNT_CAP``, without forming a
+    sum past the cap (two clamped counts add up to 2**63, one past a C ``long long``)."""
+    if count >= _HUGE - total:
+        return _HUGE
+    return total + count
+
+
+@cython.cfunc
 def _slice_units(cf: ContainerFacts, card_vram_mib: cython.longlong) -> cython.longlong:
     """A container's slice units: the folded ``.units``, else what the fold would write."""
     if cf.sliced_units >= 0:
@@ -480,7 +496,10 @@ def _slice_units(cf: ContainerFacts, card_vram_mib: cython.longlong) -> cython.l
     if 0 < cf.memory_percentage <= 100:
         return cf.memory_percentage * _PERCENT
     if card_vram_mib > 0 and 0 < cf.memory_mib <= card_vram_mib:
-        return (cf.memory_mib * _M) // card_vram_mib
+        if cf.memory_mib <= _MIB_EXACT:
+            return (cf.memory_mib * _M) // card_vram_mib
+        # The product would pass a C long long: fold it with Python integers (the quotient is <= M).
+        return (cython.cast(object, cf.memory_mib) * _M) // card_vram_mib
     return 0
 
 

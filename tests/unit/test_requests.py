@@ -281,6 +281,43 @@ def test_visibility_alone_is_no_demand(r) -> None:
     assert len(facts.containers) == 1 and not facts.any_accelerator and facts.demand() is None
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("value", [str(1 << 62), "4611686018427387903", "1e30", 1 << 62, 1 << 80])
+@pytest.mark.parametrize("field", ["containers", "initContainers"])
+def test_exclusive_sums_saturate_at_the_count_cap_in_both_twins(n: int, value: object, field: str) -> None:
+    """Σ of whole-card counts stays at ``COUNT_CAP`` like a single count: compiled, two clamped
+    counts once wrapped a C long long (a demand of 0 cards) while the interpreted twin kept 2^63."""
+    spec = {field: [container(f"c{i}", {"nvidia.com/gpu": value}) for i in range(n)]}
+    for r in (requests, interpreted):
+        assert r.COUNT_CAP == 1 << 62
+        demand = r.scan_pod(spec).demand()
+        single = min(10**30 if value == "1e30" else int(value), r.COUNT_CAP)
+        assert demand.count == min(n * single, r.COUNT_CAP), (r, n, value)
+    a, b = requests.scan_pod(spec).demand(), interpreted.scan_pod(spec).demand()
+    assert a.as_tuple() == b.as_tuple()
+
+
+@BOTH
+def test_exclusive_sums_below_the_cap_are_exact(r) -> None:
+    spec = {"containers": [container(f"c{i}", {"nvidia.com/gpu": str((1 << 60) + i)}) for i in range(3)]}
+    assert r.scan_pod(spec).demand().count == 3 * (1 << 60) + 3
+
+
+@BOTH
+@pytest.mark.parametrize("vram", [1 << 43, 1 << 61, (1 << 63) - 1])
+def test_mib_fold_on_a_huge_card_does_not_wrap(r, vram: int) -> None:
+    """``mib × M`` passes a C long long once mib > 2^63 / M: the fold stays exact (≤ M)."""
+    for mib in (vram // 4, vram // 2, min(vram, 1 << 62)):  # a larger budget reads as 2^62 MiB
+        spec = {
+            "containers": [
+                container("a", {"nvidia.com/gpu.sliced": "1", "nvidia.com/gpu.sliced.memory-mib": str(mib)})
+            ]
+        }
+        facts = r.scan_pod(spec)
+        want = mib * 1_600_000 // vram
+        assert facts.demand(vram).units == want == facts.slice_units(vram) == r.slice_units_for_mib(mib, vram)
+
+
 def test_folds() -> None:
     assert requests.slice_units_for_percentage(50) == 800_000
     assert requests.slice_units_for_mib(6144, 24576) == 400_000
@@ -295,6 +332,9 @@ _VALUES = st.one_of(
     ),
     st.integers(-3, 200_000),
     st.none(),
+    # Counts at and past the cap, and MiB budgets whose fold passes a C long long on a huge card.
+    st.sampled_from(["4611686018427387903", "4611686018427387904", "1e30", 1 << 62, 1 << 80]),
+    st.sampled_from(["5764607523034", "2305843009213693952", "9223372036854775807"]),
 )
 _RESOURCE_MAP = st.dictionaries(st.one_of(st.sampled_from(KEYS), st.just(7)), _VALUES, max_size=5)
 
@@ -327,7 +367,7 @@ def pod_specs(draw) -> object:
 
 
 @settings(max_examples=300, deadline=None)
-@given(pod_specs(), st.sampled_from([0, 15360, 24576, 81920]))
+@given(pod_specs(), st.sampled_from([0, 15360, 24576, 81920, 1 << 61, (1 << 63) - 1]))
 def test_compiled_and_interpreted_agree(spec: object, vram: int) -> None:
     compiled_facts = requests.scan_pod(spec)
     interpreted_facts = interpreted.scan_pod(spec)
