@@ -358,6 +358,7 @@ def rules(facts: Any, vram_mib: int = 0) -> list[FieldError]:
             _slice_rules(cf, vram_mib, errors)
         if cf.families & _PARTITIONED_BIT:
             _partition_rules(cf, errors)
+    _card_count_bound(facts, errors)
     # Rule 4 — one profile shape per Pod.
     if len(facts.profiles) > 1:
         errors.append(
@@ -378,6 +379,36 @@ def rules(facts: Any, vram_mib: int = 0) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _card_count_bound(facts: Any, errors: list[FieldError]) -> None:
+    """Whole cards stay countable: the init group's sum, and the app containers' with their
+    sidecars' (the two sums of ``demand = max(Σinit, Σapp)``), must stay below
+    ``requests.COUNT_CAP`` (2**62), where the scheduler's counts saturate; the refusal names the key
+    that brings its group's sum there."""
+    sums = [0, 0]  # init group, the rest
+    for cf in facts.containers:
+        if cf.exclusive <= 0:
+            continue
+        group = 0 if cf.group == requests.GROUP_INIT else 1
+        if sums[group] >= requests.COUNT_CAP:
+            continue  # this group was refused at an earlier container
+        sums[group] += cf.exclusive
+        if sums[group] < requests.COUNT_CAP:
+            continue
+        for entry in cf.keys:
+            if entry.family == "exclusive" and entry.manufacturer == cf.manufacturer:
+                what = "init containers" if group == 0 else "app containers and sidecars"
+                errors.append(
+                    invalid(
+                        f"{cf.resources_path}.{entry.source}[{entry.key}]",
+                        entry.value,
+                        f"with it the whole cards the Pod's {what} ask for add up to 2^62 "
+                        f"({requests.COUNT_CAP}) or more, which the scheduler cannot count; a Pod runs "
+                        "on one node: ask for at most the cards one node carries",
+                    )
+                )
+                break
 
 
 def _claim_source(cf: Any) -> str:

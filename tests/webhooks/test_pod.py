@@ -10,6 +10,7 @@ import pytest
 
 from api.fielderrors import FORBIDDEN, INVALID, NOT_FOUND, NOT_SUPPORTED, REQUIRED
 from api.manufacturers import BY_NAME, MANUFACTURERS
+from webhooks import chain
 from webhooks import patch as jsonpatch
 from webhooks import pod as gate
 from webhooks.decision import Decision
@@ -720,6 +721,52 @@ def test_rule7_native_sidecar_may_not_claim() -> None:
         pod(container("main", {"mthreads.com/gpu": "1"}), init=[container("init", {"cpu": "1"}), claiming])
     )
     assert causes(decision) == [("spec.initContainers[1].resources.limits", FORBIDDEN)]
+
+
+CAP = 1 << 62  # fastpath.requests.COUNT_CAP: whole-card counts and their sums saturate there
+
+
+def test_whole_cards_summing_to_the_cap_are_refused_on_the_key_that_reaches_it() -> None:
+    # Three containers of 2^62 cards: compiled, the app group's sum once wrapped a C long long (to a
+    # demand of 0 cards) while the interpreted twin summed 3 × 2^62; gate 1 admitted the Pod either way.
+    huge = {"nvidia.com/gpu": str(CAP)}
+    for obj in (
+        pod(container("a", huge), container("b", huge), container("c", huge)),
+        pod(container("a", {"nvidia.com/gpu": "1e30"}), container("b", {"nvidia.com/gpu": "1"})),
+    ):
+        decision = validate(obj)
+        assert causes(decision) == [("spec.containers[0].resources.limits[nvidia.com/gpu]", INVALID)]
+        assert f"add up to 2^62 ({CAP}) or more" in decision.message
+    # Below the cap alone, the key that brings the sum there is named (here read from requests).
+    decision = validate(
+        pod(
+            container("a", {"nvidia.com/gpu": str(CAP - 1)}),
+            container("b", None, {"nvidia.com/gpu": "1"}),
+        )
+    )
+    assert causes(decision) == [("spec.containers[1].resources.requests[nvidia.com/gpu]", INVALID)]
+    assert validate(
+        pod(container("a", {"nvidia.com/gpu": str(CAP - 2)}), container("b", {"nvidia.com/gpu": "1"}))
+    ).allowed
+    # The init group sums on its own (rule 1 refuses it beside app claims; alone it is the demand).
+    decision = validate(
+        pod(container("main", {"cpu": "1"}), init=[container("i0", huge), container("i1", huge)])
+    )
+    assert causes(decision) == [("spec.initContainers[0].resources.limits[nvidia.com/gpu]", INVALID)]
+    assert "init containers" in decision.message
+
+
+def test_whole_cards_at_the_cap_through_the_offline_chain() -> None:
+    """What ``admit`` answers: a refusal naming the key, not an admission nor an internal error."""
+    huge = {"nvidia.com/gpu": str(CAP)}
+    for n in (2, 3, 4):
+        obj = pod(*(container(f"c{i}", huge) for i in range(n)))
+        outcome = asyncio.run(chain.run(obj, FileLookups(POOLS)))
+        assert not outcome.allowed and outcome.code == 422, outcome.message
+        assert [(c.path, c.reason) for c in outcome.causes] == [
+            ("spec.containers[0].resources.limits[nvidia.com/gpu]", INVALID)
+        ]
+        assert 'Invalid value: "4611686018427387904"' in outcome.message
 
 
 def test_rdma_keys_accompany_any_family() -> None:
