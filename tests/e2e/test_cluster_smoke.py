@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 
 import harness
@@ -131,3 +132,51 @@ def test_kueue_admits_pod_onto_fake_gpu_node(cluster: harness.ClusterInfo) -> No
             "delete", "resourceflavor.kueue.x-k8s.io", rf, "--ignore-not-found", "--wait=false", check=False
         )
         harness.delete_fake_node(cluster, node)
+
+
+def test_in_process_delete_answers_as_kubectl_does(cluster: harness.ClusterInfo) -> None:
+    """tests/cluster/restget.py answers plain deletes without forking kubectl: the same exit codes
+    and messages as a forked kubectl for a missing object, a finalizer that holds the object past
+    ``--timeout``, and the wait until it is gone."""
+    name = f"restget-{uuid.uuid4().hex[:6]}"
+    missing = ("delete", "configmap", name, "-n", "default")
+    answered = cluster.kubectl(*missing, check=False)
+    assert cluster.reader is not None and cluster.reader.answer(missing) is not None
+    forked = subprocess.run(
+        [str(cluster.kubectl_path), "--kubeconfig", str(cluster.kubeconfig), *missing],
+        capture_output=True,
+        text=True,
+        env=cluster.env(),
+        timeout=60,
+    )
+    assert (answered.returncode, answered.stderr.strip()) == (forked.returncode, forked.stderr.strip())
+    assert answered.returncode == 1 and "NotFound" in answered.stderr
+    assert cluster.kubectl(*missing, "--ignore-not-found").returncode == 0
+
+    held = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "finalizers": ["example.com/hold"]},
+    }
+    cluster.apply(held)
+    timed_out = cluster.kubectl(*missing, "--timeout=1s", check=False)
+    assert timed_out.returncode == 1 and "timed out waiting" in timed_out.stderr
+    assert cluster.kubectl_json("get", "configmap", name, "-n", "default")["metadata"].get(
+        "deletionTimestamp"
+    )
+    cluster.kubectl(
+        "patch",
+        "configmap",
+        name,
+        "-n",
+        "default",
+        "--type=merge",
+        "-p",
+        json.dumps({"metadata": {"finalizers": []}}),
+    )
+    cluster.apply({**held, "metadata": {"name": name, "namespace": "default"}})  # a new object, a new uid
+    done = cluster.kubectl(*missing, "--wait=true")
+    assert done.returncode == 0 and f'configmap "{name}" deleted' in done.stdout
+    assert (
+        cluster.kubectl("get", "configmap", name, "-n", "default", "-o", "json", check=False).returncode == 1
+    )

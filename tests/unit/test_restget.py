@@ -72,3 +72,46 @@ def test_paths_follow_scope() -> None:
     assert pods.path(None, None) == "/api/v1/pods"
     assert nodes.path("ignored", "n") == "/api/v1/nodes/n"
     assert flavors.path(None, None) == "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"
+
+
+@pytest.mark.parametrize(
+    ("args", "deletion"),
+    [
+        (("delete", "pod", "p"), restget.Deletion("pod", ("p",))),
+        (
+            ("delete", "pods", "a", "b", "-n", "ns", "--ignore-not-found", "--wait=false"),
+            restget.Deletion("pods", ("a", "b"), namespace="ns", ignore_not_found=True, wait=False),
+        ),
+        (
+            ("delete", "instancetype", "t", "--wait=true", "--timeout=1m30s"),
+            restget.Deletion("instancetype", ("t",), timeout=90.0),
+        ),
+        (
+            ("delete", "ns", "x", "--namespace=y", "--timeout=0"),
+            restget.Deletion("ns", ("x",), namespace="y"),
+        ),
+    ],
+)
+def test_the_delete_command_lines_it_answers(args: tuple[str, ...], deletion: restget.Deletion) -> None:
+    assert restget.parse_delete(args) == deletion
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("delete", "pods", "--all", "-n", "ns"),
+        ("delete", "pods", "-l", "a=b"),
+        ("delete", "-f", "manifest.yaml"),
+        ("delete", "pod/p"),
+        ("delete", "pods,services", "p"),
+        ("delete", "pod", "p", "--grace-period=0", "--force"),
+        ("delete", "pod", "p", "--as=alice"),
+        ("delete", "pod", "p", "--timeout=soon"),
+        ("delete", "pod", "p", "--wait=maybe"),
+        ("delete", "pod"),
+        ("delete", "--raw", "/api/v1/namespaces/ns/events"),
+    ],
+)
+def test_every_other_delete_forks_kubectl(args: tuple[str, ...]) -> None:
+    assert restget.parse_delete(args) is None
+    assert restget.parse(args) is None
