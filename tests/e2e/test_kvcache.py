@@ -132,14 +132,15 @@ def test_seed_examples_render_the_managed_store(cluster, worker) -> None:
     assert {e["name"]: e["address"] for e in backend["status"]["endpoints"]}[
         "Client"
     ] == "mooncake-dram-leader.gpustack-system.svc:50051"
-    shared = wait(  # the binding's domain joins the status in a later pass than the phase
+    shared = wait(  # the binding's domain and the backend's endpoint join the status in later passes
         lambda: (
             (p := get(cluster, "kvcachepool", "shared-dram"))
             and phase(p)
             and p["status"].get("domains")
+            and p["status"].get("clientEndpoint")
             and p
         ),
-        "the pool's status with the binding's domain",
+        "the pool's status with the binding's domain and the backend's client endpoint",
     )
     assert shared["status"]["clientEndpoint"] == "mooncake-dram-leader.gpustack-system.svc:50051"
     assert shared["status"]["domains"][0]["binding"] == {"namespace": "team-a", "name": "qwen-cache"}
