@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -652,6 +653,22 @@ def remove_node(info: harness.ClusterInfo, which: Node | str) -> None:
         stop_node(found)
     info.kubectl("delete", "node", name, "--ignore-not-found", check=False)
     info.kubectl("delete", "nodefeature", name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+
+
+def take_down(
+    info: harness.ClusterInfo, op: gpustack.Operator, names: Iterable[str], timeout: float, what: str
+) -> None:
+    """The end of a module that ran its own nodes and a whole worker, with the worker still running:
+    the nodes removed, the pools taken down by the controllers (``gpustack.take_pools_down``), the
+    worker stopped and its webhook configurations deleted, then the nodes' ``Devices``."""
+    names = list(names)
+    for name in names:
+        remove_node(info, name)
+    gpustack.take_pools_down(info, timeout, what)
+    gpustack.stop_worker(op)
+    gpustack.uninstall_webhooks(info)
+    for name in names:
+        info.kubectl("delete", "devices", name, "--ignore-not-found", check=False)
 
 
 def cards_profile(product: str, count: int, *, unhealthy: int = 0, manufacturer: str = "nvidia") -> str:

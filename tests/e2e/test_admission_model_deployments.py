@@ -79,11 +79,7 @@ def md_cluster(cluster):
         yield cluster
     finally:
         cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=90s", check=False)
-        nodes.remove_node(cluster, NODE)
-        gpustack.take_pools_down(cluster, WAIT, "e2e md admission teardown")
-        gpustack.stop_worker(op)
-        gpustack.uninstall_webhooks(cluster)
-        cluster.kubectl("delete", "devices", NODE, "--ignore-not-found", check=False)
+        nodes.take_down(cluster, op, [NODE], WAIT, "e2e md admission teardown")
 
 
 def apply(cluster, obj, *extra):

@@ -81,13 +81,7 @@ def pools(cluster, tmp_path_factory):
         cluster.kubectl(
             "delete", "namespace", pods.NAMESPACE, "--ignore-not-found", "--timeout=90s", check=False
         )
-        for node in NODES:
-            nodes.remove_node(cluster, node)
-        gpustack.take_pools_down(cluster, WAIT, "e2e gate 1 teardown")
-        gpustack.stop_worker(op)
-        gpustack.uninstall_webhooks(cluster)
-        for node in NODES:
-            cluster.kubectl("delete", "devices", node, "--ignore-not-found", check=False)
+        nodes.take_down(cluster, op, NODES, WAIT, "e2e gate 1 teardown")
 
 
 def test_the_offline_types_describe_what_the_controllers_published(pools):

@@ -64,10 +64,9 @@ def example_cluster(cluster):
     if foreign:
         pytest.fail(f"e2e examples: managed nodes {[n['metadata']['name'] for n in foreign]} are left over")
     op = gpustack.install(cluster)
-    started = []
     try:
         for name, (profile, slot) in NODES.items():
-            started.append(nodes.start_node(cluster, name, profile, slot=slot, real=False))
+            nodes.start_node(cluster, name, profile, slot=slot, real=False)
         gpustack.start_worker(cluster, op, "--no-leader-election")
         harness.wait_for(lambda: _types_active(cluster), timeout=WAIT, what=f"{', '.join(TYPES)} Active")
         gpustack.stop_worker(op)
@@ -78,13 +77,7 @@ def example_cluster(cluster):
         cluster.kubectl("delete", "-f", str(EXAMPLES), "--ignore-not-found", "--timeout=60s", check=False)
         gpustack.stop_worker(op)
         gpustack.start_worker(cluster, op, "--no-leader-election")  # the controllers take their pools down
-        for node in started:
-            nodes.remove_node(cluster, node)
-        gpustack.take_pools_down(cluster, WAIT, "e2e examples teardown")
-        gpustack.stop_worker(op)
-        gpustack.uninstall_webhooks(cluster)
-        for name in NODES:
-            cluster.kubectl("delete", "devices", name, "--ignore-not-found", check=False)
+        nodes.take_down(cluster, op, NODES, WAIT, "e2e examples teardown")
 
 
 def test_every_example_applies(cluster, example_cluster):
