@@ -255,9 +255,9 @@ def parser() -> argparse.ArgumentParser:
         "--webhooks-only) run the controllers behind a Lease.  With --objects DIR the webhooks read "
         "cluster objects from YAML files instead of the apiserver (local development and load tests).",
     )
-    from gpustack_operator import worker as worker_module
+    from gpustack_operator import worker_flags
 
-    worker_module.add_arguments(worker)
+    worker_flags.add_arguments(worker)
     worker.set_defaults(func=_worker)
 
     admit = sub.add_parser(
@@ -383,9 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser().print_help(sys.stderr)
         return EXIT_USAGE
     if getattr(args, "command", "") in ("worker", "w"):
-        from gpustack_operator import worker
+        from gpustack_operator import worker_flags
 
-        worker.finish_arguments(args, parser())
+        worker_flags.finish_arguments(args, parser())
     from gpustack_operator import logs
 
     # worker-gateway also takes the GPUStack server's --v=N spelling of the verbosity.

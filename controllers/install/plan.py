@@ -29,14 +29,6 @@ from webhooks import configurations
 
 FIELD_MANAGER = constants.FIELD_MANAGER
 PART_OF = {constants.LABEL_PART_OF: "gpustack-operator"}
-APPLICATIONS = (
-    "kueue",
-    "node-feature-discovery",
-    "csi-driver-nfs",
-    "csi-driver-s3",
-    "device-manager",
-    "model-manager",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +110,3 @@ def admission_checks() -> list[tuple[Obj, str]]:
         (node_devices.admission_check(), node_devices.FIELD_MANAGER),
         (joint.admission_check(), joint.FIELD_MANAGER),
     ]
-
-
-def enabled_applications(disabled: Iterable[str]) -> list[str]:
-    """The applications ``--disable-applications`` leaves the worker to install (none with ``*``)."""
-    names = set(disabled)
-    if "*" in names:
-        return []
-    return [app for app in APPLICATIONS if app not in names]
-
-
-def unknown_applications(disabled: Iterable[str]) -> list[str]:
-    return sorted(set(disabled) - {"*", *APPLICATIONS})

@@ -13,7 +13,7 @@ import pytest
 
 from api import constants, crds
 from api import settings as registry
-from controllers.install import cleanup, plan, prepare
+from controllers.install import applications, cleanup, plan, prepare
 from controllers.install.ensurers import AbsenceEnsurer
 from kube.client import Client
 from tests.kube_fake import FakeApiServer
@@ -242,9 +242,9 @@ def test_setting_status_echoes_the_value_or_the_default() -> None:
 
 
 def test_applications_check() -> None:
-    assert plan.enabled_applications(["*"]) == []
-    assert plan.enabled_applications(["kueue"])[0] == "node-feature-discovery"
-    assert plan.unknown_applications(["*", "kueue", "dns"]) == ["dns"]
+    assert applications.enabled_applications(["*"]) == []
+    assert applications.enabled_applications(["kueue"])[0] == "node-feature-discovery"
+    assert applications.unknown_applications(["*", "kueue", "dns"]) == ["dns"]
 
 
 def test_webhook_endpoint_by_url() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpustack_operator import serving, worker
+from gpustack_operator import serving, worker_flags
 from kube.client import Client
 from kube.metrics_auth import MetricsAuthorizer, bearer
 from tests.net import serve_tls
@@ -117,7 +117,7 @@ def test_without_the_flag_metrics_are_open(tmp_path) -> None:
 
 def test_the_flag_and_its_spellings() -> None:
     parser = argparse.ArgumentParser()
-    worker.add_arguments(parser)
+    worker_flags.add_arguments(parser)
     assert parser.parse_args([]).metrics_auth is False
     assert parser.parse_args(["--metrics-auth"]).metrics_auth is True
     assert parser.parse_args(["--metrics-auth=true"]).metrics_auth is True
@@ -127,7 +127,7 @@ def test_the_flag_and_its_spellings() -> None:
 
 def test_the_flag_needs_a_cluster(tmp_path, capsys) -> None:
     parser = argparse.ArgumentParser()
-    worker.add_arguments(parser)
+    worker_flags.add_arguments(parser)
     args = parser.parse_args(["--objects", str(tmp_path), "--webhooks-only", "--insecure", "--metrics-auth"])
     assert serving.run_files(args) == 2
     assert "--metrics-auth" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_operator import cli, worker
+from gpustack_operator import cli, worker, worker_flags
 
 
 def _run(capsys, monkeypatch, argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -64,7 +64,7 @@ def test_flags_of_d1() -> None:
     args = cli.parser().parse_args(
         ["w", "--kube-leader-election=false", "--kube-leader-lease=20s", "--informer-cache-resync-period=30m"]
     )
-    worker.finish_arguments(args, cli.parser())
+    worker_flags.finish_arguments(args, cli.parser())
     assert args.kube_leader_election is False and args.kube_leader_lease == 20.0
     assert args.informer_cache_resync_period == 1800.0 and args.disable_applications == ["*"]
     assert args.vendor_ids[0] == "10de" and len(args.manufacturer) == 9
