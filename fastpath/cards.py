@@ -121,9 +121,8 @@ class Profile:
     def __init__(
         self, name: str, vendor: str, memory_mib: cython.longlong, count: cython.int, slots: list
     ) -> None:
-        if cython.compiled and _set_placements_in_order(self, slots):
-            pass  # compiled, the common case: already in order, masks made in C
-        else:
+        # Compiled, the common case (placements already in order) has its masks made in C.
+        if not (cython.compiled and _set_placements_in_order(self, slots)):
             ordered = sorted(slots, key=lambda slot: (slot[0] + slot[1], slot[0]))
             self.masks = [((1 << length) - 1) << start for start, length in ordered]
             self.starts = [start for start, _length in ordered]

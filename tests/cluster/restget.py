@@ -294,9 +294,9 @@ class Reader:
                 else:
                     err.append(_error(status, answer))
             if deletion.wait:
-                limit = deadline
-                if deletion.timeout is not None:
-                    limit = min(limit, time.monotonic() + deletion.timeout)
+                limit, own = deadline, False  # own: --timeout ends the wait before the caller's limit
+                if deletion.timeout is not None and time.monotonic() + deletion.timeout < deadline:
+                    limit, own = time.monotonic() + deletion.timeout, True
                 while pending:
                     path, uid = pending[0]
                     status, answer = self._request(path, timeout)
@@ -306,7 +306,7 @@ class Reader:
                         pending.pop(0)
                         continue
                     if time.monotonic() >= limit:
-                        if limit == deadline:  # the caller's own limit: as a forked kubectl's would
+                        if not own:  # the caller's own limit: as a forked kubectl's would
                             raise subprocess.TimeoutExpired(argv, timeout)
                         err.append(
                             f"error: timed out waiting for the condition on {resource.plural}/{path.rsplit('/', 1)[1]}"
