@@ -6,7 +6,7 @@ module fixture's start and stop are counted in the module's first and last test.
     .venv/bin/python scripts/test-durations.py [.dev/test/e2e0.xml ...] [--top 30]
     .venv/bin/python scripts/test-durations.py --weights    # tests/e2e/durations.json from .dev/test/e2e*.xml
 
-The weights file is what scripts/e2e-lanes.py splits the e2e modules by.
+The weights file is the order the e2e lanes take modules in (tests/cluster/lanequeue.py: longest first).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 # make test: four lanes at once, and the run fails if any of them fails (docs/testing.md).
 #
 #   lint        ruff, ruff format --check, mypy
-#   e2e0..e2e2  tests/e2e split in three by measured time (scripts/e2e-lanes.py), each against its
-#               own local control plane (tests/cluster), one module after another
+#   e2e0..e2e2  tests/e2e in three lanes, each against its own local control plane (tests/cluster),
+#               each taking the longest module not yet taken until none is left (lanequeue.py)
 #   parallel    everything else on two pytest-xdist workers, a module to a worker (the store tests'
 #               fixed ports differ per worker: tests/cluster/ports.py, tests/mooncake/conftest.py)
 #
@@ -57,12 +57,12 @@ for lane in $lanes; do
     run_lane lint bash -c '.venv/bin/ruff check . && .venv/bin/ruff format --check . >/dev/null && .venv/bin/mypy'
     ;;
   e2e)
-    # E2E_LANES lanes (default 3), each with its own control plane, ports and state dir.
+    # E2E_LANES lanes (default 3), each with its own control plane, ports and state dir, taking
+    # modules from one queue, longest first, until none is left (tests/cluster/lanequeue.py).
+    rm -rf "$OUT/e2e-queue"
     for ((i = 0; i < E2E_LANES; i++)); do
-      mapfile -t modules < <(.venv/bin/python scripts/e2e-lanes.py "$E2E_LANES" "$i")
-      [ ${#modules[@]} -gt 0 ] || continue
-      run_lane "e2e$i" env GPUSTACK_E2E_SHARD="$i" .venv/bin/python -m pytest -q -m e2e "${modules[@]}" \
-        --durations=15 --junitxml="$OUT/e2e$i.xml"
+      run_lane "e2e$i" env GPUSTACK_E2E_SHARD="$i" GPUSTACK_E2E_QUEUE="$OUT/e2e-queue" \
+        .venv/bin/python -m pytest -q -m e2e tests/e2e --durations=15 --junitxml="$OUT/e2e$i.xml"
       e2e_lanes+=("e2e$i")
     done
     ;;

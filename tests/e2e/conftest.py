@@ -10,6 +10,8 @@ Environment:
   GPUSTACK_CLUSTER_DIR   state dir (default .dev/e2e; `make dev` uses .dev/cluster)
   GPUSTACK_*_PORT        the e2e ranges of tests/cluster/ports.py unless exported
   GPUSTACK_CLUSTER_KEEP  =1 leaves a cluster this run started running
+  GPUSTACK_E2E_QUEUE     a directory the lanes of one run share: each runs the modules it takes
+                         from it (tests/cluster/lanequeue.py), not all it collected
 """
 
 from __future__ import annotations
@@ -42,11 +44,20 @@ os.environ.setdefault(
 
 import gpustack  # noqa: E402  (tests/cluster/gpustack.py)
 import harness  # noqa: E402
+import lanequeue  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; repeated so this dir works on its own.
     config.addinivalue_line("markers", "e2e: drives a real local control plane (tests/cluster)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """With GPUSTACK_E2E_QUEUE set (scripts/test.sh), run the modules this lane takes from the
+    queue the lanes share (tests/cluster/lanequeue.py); else pytest's own loop."""
+    queue = os.environ.get(lanequeue.ENV)
+    return lanequeue.run(session, queue) if queue else None
 
 
 @pytest.fixture(scope="session")
