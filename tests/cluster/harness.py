@@ -161,6 +161,10 @@ class ClusterInfo:
                     f"kubectl {' '.join(args)} failed ({answered.returncode}): {answered.stderr}"
                 )
             return answered
+        trace = os.environ.get("GPUSTACK_TEST_KUBECTL_TRACE")
+        if trace:  # which calls still fork (docs/testing.md): one line each, the verb first
+            with open(trace, "a") as out:
+                out.write(" ".join(args).replace("\n", " ")[:300] + ("  <stdin>" if input else "") + "\n")
         proc = subprocess.run(
             [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args],
             input=input,
