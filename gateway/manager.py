@@ -244,6 +244,11 @@ class Manager:
         deadline = loop.time() + self.settings.sync_wait
         while any(not informer.synced() for _, informer in reading.sources) and loop.time() < deadline:
             await asyncio.sleep(0.05)
+        # An informer hands each event of its listing to this loop (call_soon_threadsafe) before it
+        # says it is synced, but this task can resume in the loop's batch that was already running
+        # when those deliveries were queued: yield once, so they are published before the caller
+        # subscribes, not replayed to it as ADDED lines (a loaded machine did that).
+        await asyncio.sleep(0)
         for claim, informer in reading.sources:
             if not informer.synced():
                 reading.warnings.append(f"cluster {claim.cluster!r}: its {kind.plural} are not listed yet")

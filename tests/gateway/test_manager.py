@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from gateway import manager as manager_module
 from gateway import readiness
 from gateway.events import DELETED, Bus
 from gateway.kinds import KINDS
@@ -381,6 +382,43 @@ def test_a_cluster_name_that_cannot_travel_in_a_path_is_refused():
             with pytest.raises(SourceError) as error:
                 await m.subscribe(bad, "", [])
             assert error.value.status == 400
+        await m.close()
+
+    run(test)
+
+
+def test_a_listing_delivered_late_reaches_the_bus_before_prepare_returns(upstream, monkeypatch):
+    """The informer queues its listing's events for the loop before it says it is synced; the loop
+    may resume ``prepare`` first. Those deliveries must still be published before ``prepare``
+    returns, so a watcher subscribing right after is not sent the listing as ADDED lines."""
+    a = upstream.cluster("a")
+    a.put(instance_type("existing"))
+
+    class LateInformer(manager_module.Informer):
+        raced = False
+
+        def synced(self) -> bool:
+            done = super().synced()
+            if done and not LateInformer.raced:
+                # What the informer's thread did last, as the loop first sees it synced: one
+                # delivery queued on the loop that has not run yet.
+                LateInformer.raced = True
+                self._notify("ADDED", self.list()[0], None)
+            return done
+
+    monkeypatch.setattr(manager_module, "Informer", LateInformer)
+
+    async def test() -> None:
+        m, bus = manager(upstream)
+        await m.subscribe("a", "", [])
+        await until(lambda: m.clusters() == {"a": "registered"}, what="registration")
+        reading = await m.prepare(IT, ["a"])
+        subscription = bus.subscribe("InstanceType", 16)  # as a new watch does, no await between
+        assert LateInformer.raced
+        assert [o["metadata"]["name"] for _, o in reading.pairs()] == ["existing"]
+        await asyncio.sleep(0)  # anything queued before the subscription has run now
+        assert subscription.pending() == 0
+        subscription.close()
         await m.close()
 
     run(test)
