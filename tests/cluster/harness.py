@@ -152,9 +152,9 @@ class ClusterInfo:
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess:
-        """kubectl ``args``; a ``get ... -o json`` and a plain ``delete`` are answered in-process
-        (tests/cluster/restget.py)."""
-        answered = self.reader.answer(args, timeout) if input is None and self.reader is not None else None
+        """kubectl ``args``; a ``get ... -o json``, a plain ``delete`` and the create or apply of one
+        new object are answered in-process (tests/cluster/restget.py)."""
+        answered = self.reader.answer(args, timeout, input) if self.reader is not None else None
         if answered is not None:
             if check and answered.returncode != 0:
                 raise ClusterError(

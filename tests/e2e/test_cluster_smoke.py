@@ -180,3 +180,82 @@ def test_in_process_delete_answers_as_kubectl_does(cluster: harness.ClusterInfo)
     assert (
         cluster.kubectl("get", "configmap", name, "-n", "default", "-o", "json", check=False).returncode == 1
     )
+
+
+def test_in_process_create_and_apply_write_as_kubectl_does(cluster: harness.ClusterInfo) -> None:
+    """tests/cluster/restget.py writes one new object without forking kubectl: the same output, the
+    same field managers and the same last-applied annotation as a forked kubectl's write of a twin;
+    a refused write is handed to kubectl, whose error the caller gets."""
+    tag = uuid.uuid4().hex[:6]
+
+    def config_map(name: str) -> dict:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "<v>"}}
+
+    def forked(*args: str, text: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(cluster.kubectl_path), "--kubeconfig", str(cluster.kubeconfig), *args],
+            input=text,
+            capture_output=True,
+            text=True,
+            env=cluster.env(),
+            timeout=60,
+        )
+
+    def stored(name: str) -> dict:
+        status, body = cluster.reader._request(f"/api/v1/namespaces/default/configmaps/{name}", 30)
+        assert status == 200
+        return json.loads(body)["metadata"]
+
+    assert cluster.reader is not None
+    try:
+        for verb in ("create", "apply"):
+            ours, theirs = f"rg-{verb}-{tag}", f"rg-{verb}-k-{tag}"
+            args = (verb, "-f", "-", "-n", "default")
+            assert cluster.reader.answer(args, 30, json.dumps(config_map(ours))) is not None
+            kubectl_said = forked(*args, text=json.dumps(config_map(theirs)))
+            assert kubectl_said.returncode == 0
+            assert kubectl_said.stdout.replace(theirs, ours) == f"configmap/{ours} created\n"
+            mine, kubectls = stored(ours), stored(theirs)
+            assert [m["manager"] for m in mine["managedFields"]] == [
+                m["manager"] for m in kubectls["managedFields"]
+            ]
+            assert (mine.get("annotations") or {}) == {
+                k: v.replace(theirs, ours) for k, v in (kubectls.get("annotations") or {}).items()
+            }
+        # The forked kubectl patches what the in-process apply created, from its annotation.
+        changed = {**config_map(f"rg-apply-{tag}"), "data": {"k": "w"}}
+        patched = cluster.kubectl("apply", "-f", "-", "-n", "default", input=json.dumps(changed))
+        assert patched.stdout == f"configmap/rg-apply-{tag} configured\n"
+
+        dry = cluster.kubectl(
+            "create",
+            "--dry-run=server",
+            "-f",
+            "-",
+            "-n",
+            "default",
+            input=json.dumps(config_map(f"rg-dry-{tag}")),
+        )
+        assert dry.stdout == f"configmap/rg-dry-{tag} created (server dry run)\n"
+        assert (
+            cluster.kubectl(
+                "get", "configmap", f"rg-dry-{tag}", "-n", "default", "-o", "json", check=False
+            ).returncode
+            == 1
+        )
+
+        again = cluster.kubectl(
+            "create",
+            "-f",
+            "-",
+            "-n",
+            "default",
+            input=json.dumps(config_map(f"rg-create-{tag}")),
+            check=False,
+        )
+        assert again.returncode == 1
+        assert f'configmaps "rg-create-{tag}" already exists' in again.stderr
+        assert again.stderr.startswith('Error from server (AlreadyExists): error when creating "STDIN"')
+    finally:
+        for name in ("create", "create-k", "apply", "apply-k"):
+            cluster.kubectl("delete", "configmap", f"rg-{name}-{tag}", "-n", "default", "--ignore-not-found")
