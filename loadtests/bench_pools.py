@@ -17,7 +17,11 @@ publish, which no test may do.
   from the last write to ``0/0 0/0 50/400N 0/0``;
 - ``single``: one card freed on one node; from that write to the view moving.
 
-It also reports how long every node took to carry its counting keys.  Prints one JSON object per
+It also reports how long every node took to carry its counting keys, and this process's peak memory
+(``memory``: the controllers and their informers; with ``--writers`` the writing is done elsewhere).
+``--writers P`` writes the inventory from P processes of ``--threads`` threads each instead of
+threads of this process, so that writing 10,000 nodes neither takes the controllers' interpreter
+nor counts in their memory.  Prints one JSON object per
 figure; asserts nothing.  A wait that runs out prints what it waited for and what it last saw.  ``--keep`` leaves the nodes and objects behind; otherwise they are
 deleted (nodes first, so no type is authored again) before the controllers stop.
 """
@@ -27,11 +31,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import multiprocessing
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +124,39 @@ def create_node_and_ledger(client: Client, name: str) -> None:
     write_status(client, devices)
 
 
+def _write(client: Client, name: str, phase: str) -> None:
+    if phase == "build":
+        create_node_and_ledger(client, name)
+    else:  # "burst": every card holding a 50 % slice
+        write_status(client, ledger(name, 50))
+
+
+def _write_chunk(kubeconfig: str, names: list[str], threads: int, phase: str) -> int:
+    """One writer process's share (``--writers``): its own client and threads."""
+    client = Client(load_api_client(kubeconfig), timeout=30.0)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda name: _write(client, name, phase), names))
+    return len(names)
+
+
+def write_inventory(
+    client: Client, kubeconfig: str, names: list[str], phase: str, threads: int, writers: int
+) -> None:
+    """Write ``phase``'s objects for every node: from this process's threads, or from ``writers``
+    processes (spawned: this one already runs the controllers' threads)."""
+    if writers <= 1:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda name: _write(client, name, phase), names))
+        return
+    chunks = [names[i::writers] for i in range(writers)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(writers, mp_context=context) as pool:
+        written = sum(
+            pool.map(_write_chunk, [kubeconfig] * writers, chunks, [threads] * writers, [phase] * writers)
+        )
+    assert written == len(names)
+
+
 def wait(
     what: str,
     observe: Callable[[], Any],
@@ -154,9 +193,9 @@ def nominal(client: Client) -> int:
     total = 0
     for group in groups:
         for flavor in group.get("flavors") or []:
-            for resource in flavor.get("resources") or []:
-                if str(resource.get("name", "")).startswith("credits.gpustack.ai/"):
-                    total += int(harness.parse_quantity(resource["nominalQuota"]))
+            for quota in flavor.get("resources") or []:
+                if str(quota.get("name", "")).startswith("credits.gpustack.ai/"):
+                    total += int(harness.parse_quantity(quota["nominalQuota"]))
     return total
 
 
@@ -243,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--threads", type=int, default=8, help="concurrent writers (default 8)")
+    parser.add_argument(
+        "--writers",
+        type=int,
+        default=1,
+        help="writer processes of --threads threads each (default 1: this one)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase (default 900)")
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or "")
     parser.add_argument("--keep", action="store_true", help="leave nodes and objects behind")
@@ -270,10 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         started = time.monotonic()
-        with ThreadPoolExecutor(args.threads) as pool:
-            list(pool.map(lambda name: create_node_and_ledger(client, name), names))
+        write_inventory(client, kubeconfig, names, "build", args.threads, args.writers)
         last_write = time.monotonic()
-        emit(phase="build", wrote_nodes_and_ledgers_s=round(last_write - started, 3))
+        emit(phase="build", wrote_nodes_and_ledgers_s=round(last_write - started, 3), writers=args.writers)
         want = f"{CARDS}/{CARDS * n} {CARDS}/{10 * CARDS * n} 100/{100 * CARDS * n} 0/0"
         to_status = wait(
             "the InstanceType's accelerator summary", lambda: summary(client), want, args.timeout
@@ -300,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         started = time.monotonic()
-        with ThreadPoolExecutor(args.threads) as pool:
-            list(pool.map(lambda name: write_status(client, ledger(name, 50)), names))
+        write_inventory(client, kubeconfig, names, "burst", args.threads, args.writers)
         last_write = time.monotonic()
         want = f"0/0 0/0 50/{50 * CARDS * n} 0/0"
         to_status = wait("the summary after the burst", lambda: summary(client), want, args.timeout)
@@ -325,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
             expect=want,
             status_converged_after_write_s=round(to_status, 3) if to_status is not None else None,
         )
+        # ru_maxrss is KiB on Linux: the peak of the controllers, their informers and this script.
+        emit(phase="memory", max_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
         if manager is not None:
             emit(phase="reconciles", **reconcile_figures())
         else:

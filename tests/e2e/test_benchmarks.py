@@ -39,11 +39,15 @@ def _run(cluster: harness.ClusterInfo, module: str, *args: str) -> list[dict]:
 
 
 def test_bench_pools_converges_at_three_nodes(cluster: harness.ClusterInfo) -> None:
-    lines = _run(cluster, "bench_pools", "--nodes", "3", "--threads", "2", "--timeout", "180")
+    # Two writer processes: the path the 10,000-node figures take (docs/performance.md).
+    lines = _run(
+        cluster, "bench_pools", "--nodes", "3", "--threads", "2", "--writers", "2", "--timeout", "180"
+    )
     assert [line for line in lines if line["phase"] == "timeout"] == []
     phases = [line["phase"] for line in lines]
-    for phase in ("setup", "controllers", "build", "burst", "single", "reconciles", "cleanup"):
+    for phase in ("setup", "controllers", "build", "burst", "single", "memory", "reconciles", "cleanup"):
         assert phase in phases, phases
+    assert next(line for line in lines if line["phase"] == "memory")["max_rss_mib"] > 0
     build = {k: v for line in lines if line["phase"] == "build" for k, v in line.items()}
     for field in (
         "status_converged_after_last_write_s",
