@@ -52,6 +52,7 @@ class InstanceTypeReconciler(Controller):
         self.devices = self.informer("Devices")
         self.queues = self.informer("ClusterQueue")
         self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
+        self.node_facts = render.NodeFactsMemo()
 
     def watches(self) -> list[Watch]:
         def types(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -186,9 +187,9 @@ class InstanceTypeReconciler(Controller):
         aware = self.settings.enabled(AWARE_CPU)
         mixed = self.settings.enabled(MIXED_ON_NODE)
         nodes = {render.name_of(n): n for n in self.nodes.list()}
-        groups = render.flavor_groups(nodes.values(), mixed_on_node=mixed)
+        groups = self.node_facts.groups(nodes.values(), mixed_on_node=mixed)
         names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware, mixed_on_node=mixed)
-        facts = [render.node_facts(nodes[n]) for n in names if n in nodes]
+        facts = [self.node_facts.facts(nodes[n]) for n in names if n in nodes]
         devices = {n: d for n in names if (d := self.devices.get(n)) is not None}
         return render_status(instance_type, self.queues.get(render.name_of(instance_type)), facts, devices)
 

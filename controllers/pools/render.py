@@ -214,13 +214,66 @@ def flavor_groups(
 ) -> dict[str, FlavorGroup]:
     """Managed, profiled nodes grouped by flavor, by flavor name.  With ``mixed_on_node`` false an
     accelerated node serves only its accelerator pools and CPU flavors take ``cpu-only`` nodes."""
+    return _groups_of((node_facts(n) for n in nodes), mixed_on_node=mixed_on_node)
+
+
+class NodeFactsMemo:
+    """:func:`node_facts` and :func:`flavor_groups` kept between one reconcile and the next: a
+    Node's facts are read again only when its ``resourceVersion`` moved (and kept as the same object
+    when they read the same), and the groups are rebuilt only when some Node's facts changed, came
+    or went.  At 10,000 nodes the two cost about 330 ms of CPU per InstanceType reconcile when
+    recomputed; kept, a few milliseconds.  One reconciler's, one worker (not thread-safe)."""
+
+    __slots__ = ("_facts", "_groups", "_last")
+
+    def __init__(self) -> None:
+        self._facts: dict[str, tuple[str, NodeFacts]] = {}  # name -> (resourceVersion, facts)
+        self._last: tuple[bool, list[NodeFacts]] | None = None  # what the groups were built from
+        self._groups: dict[str, FlavorGroup] = {}
+
+    def facts(self, node: Mapping[str, Any]) -> NodeFacts:
+        name = name_of(node)
+        version = (node.get("metadata") or {}).get("resourceVersion")
+        known = self._facts.get(name)
+        if known is not None and version and known[0] == version:
+            return known[1]
+        facts = node_facts(node)
+        if known is not None and known[1] == facts:
+            facts = known[1]
+        if isinstance(version, str) and version:
+            self._facts[name] = (version, facts)
+        return facts
+
+    def groups(
+        self, nodes: Iterable[Mapping[str, Any]], *, mixed_on_node: bool = True
+    ) -> dict[str, FlavorGroup]:
+        """:func:`flavor_groups` of ``nodes``; the caller must not change what it returns."""
+        facts = [self.facts(n) for n in nodes]
+        if len(self._facts) > len(facts):  # Nodes gone: forget them
+            present = {f.name for f in facts}
+            for name in [n for n in self._facts if n not in present]:
+                del self._facts[name]
+        last = self._last
+        if (
+            last is not None
+            and last[0] == mixed_on_node
+            and len(last[1]) == len(facts)
+            and all(a is b for a, b in zip(last[1], facts, strict=True))
+        ):
+            return self._groups
+        self._groups = _groups_of(facts, mixed_on_node=mixed_on_node)
+        self._last = (mixed_on_node, facts)
+        return self._groups
+
+
+def _groups_of(facts: Iterable[NodeFacts], *, mixed_on_node: bool) -> dict[str, FlavorGroup]:
     groups: dict[str, FlavorGroup] = {}
-    for facts in sorted((node_facts(n) for n in nodes), key=lambda f: f.name):
-        for key in node_flavor_keys(facts, mixed_on_node=mixed_on_node):
+    for one in sorted(facts, key=lambda f: f.name):
+        for key in node_flavor_keys(one, mixed_on_node=mixed_on_node):
             group = groups.get(key.name)
             if group is None:
-                group = groups[key.name] = FlavorGroup(key, first=facts)
-            group.nodes.append(facts.name)
+                group = groups[key.name] = FlavorGroup(key, first=one)
+            group.nodes.append(one.name)
     return groups
 
 

@@ -79,6 +79,7 @@ class ResourceFlavorReconciler(Controller):
         self.sources = self.informer("TopologySource")
         self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self._reported: set[tuple[str, str]] = set()
+        self.node_facts = render.NodeFactsMemo()
 
     def watches(self) -> list[Watch]:
         def nodes(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -125,7 +126,7 @@ class ResourceFlavorReconciler(Controller):
     def reconcile(self, key: Hashable) -> float | None:
         mixed = self.settings.enabled(MIXED_ON_NODE)
         aware = self.settings.enabled(AWARE_CPU)
-        groups = render.flavor_groups(self.nodes.list(), mixed_on_node=mixed)
+        groups = self.node_facts.groups(self.nodes.list(), mixed_on_node=mixed)
         desired = {
             name: render.render_flavor(group, aware_cpu=aware, mixed_on_node=mixed)
             for name, group in groups.items()

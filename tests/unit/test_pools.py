@@ -270,3 +270,46 @@ def test_held_by_kueue_and_when_a_nudge_is_due() -> None:
     nudged = {"metadata": {**topo["metadata"], **pools_render.nudge_patch(1000.0)["metadata"]}}
     assert not pools_render.nudge_due(nudged, 1000.0 + pools_render.KUEUE_NUDGE_SECONDS - 1)
     assert pools_render.nudge_due(nudged, 1000.0 + pools_render.KUEUE_NUDGE_SECONDS)
+
+
+def _versioned(nodes: list[dict], version: str = "1") -> list[dict]:
+    for n in nodes:
+        n.setdefault("metadata", {})["resourceVersion"] = version
+    return nodes
+
+
+def _shape(groups: dict) -> dict:
+    return {name: (g.key, g.first, list(g.nodes)) for name, g in groups.items()}
+
+
+def test_the_facts_memo_groups_as_flavor_groups_does_and_reuses_what_did_not_change() -> None:
+    memo = render.NodeFactsMemo()
+    nodes = _versioned(cluster())
+    first = memo.groups(nodes)
+    assert _shape(first) == _shape(render.flavor_groups(nodes))
+    assert memo.groups(nodes) is first  # nothing moved: the same groups, not rebuilt
+
+    # A new resourceVersion with the same facts (a status write): still the same groups.
+    assert memo.groups(_versioned(cluster(), "2")) is first
+
+    # A node relabelled, one added, one gone, the other setting: each rebuilt, as flavor_groups says.
+    relabelled = _versioned([node("h100-b", H100, 8), node("h100-a", H100, 4), node("a10g-a", A10G, 4)], "3")
+    for changed in (
+        relabelled,
+        [*relabelled, *_versioned([node("t4-a", T4, 1)], "4")],
+        relabelled[:2],
+    ):
+        for mixed in (True, False):
+            got = memo.groups(changed, mixed_on_node=mixed)
+            assert _shape(got) == _shape(render.flavor_groups(changed, mixed_on_node=mixed))
+    assert sorted(memo._facts) == ["h100-a", "h100-b"]  # the removed nodes are forgotten
+
+
+def test_the_facts_memo_reads_again_a_node_without_a_resource_version() -> None:
+    memo = render.NodeFactsMemo()
+    plain = node("a10g-a", A10G, 4)
+    plain["metadata"].pop("resourceVersion", None)
+    assert memo.facts(plain) == render.node_facts(plain)
+    relabelled = node("a10g-a", A10G, 2)
+    relabelled["metadata"].pop("resourceVersion", None)
+    assert memo.facts(relabelled) == render.node_facts(relabelled)
