@@ -21,7 +21,7 @@ from controllers.pools import render
 from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
 from fastpath import views
 from fastpath.cards import Ledger, NodeLedger
-from fastpath.ledger import accelerator_key, build_ledger
+from fastpath.ledger import accelerator_key, build_ledger, node_ledger
 
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -180,13 +180,48 @@ def pool_nodes(
     return sorted(names)
 
 
+class NodeLedgerMemo:
+    """Each pool node's ledger of one accelerator group kept between reconciles, by its ``Devices``
+    resourceVersion and the node's cores: a pool is rebuilt only where a ``Devices`` moved (all of
+    them: about 104 ms of CPU at 10,000 nodes × 8 cards).  The kept ledgers are shared, so nothing
+    may change them (the views only read them).  One reconciler's, one worker (not thread-safe)."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], tuple[str, int, NodeLedger]] = {}
+
+    def ledger(self, name: str, devices: Mapping[str, Any], group: str, cores: int) -> NodeLedger:
+        """:func:`fastpath.ledger.build_ledger`'s ledger of one node."""
+        version = (devices.get("metadata") or {}).get("resourceVersion")
+        kept = self._kept.get((name, group))
+        if kept is not None and version and kept[0] == version and kept[1] == cores:
+            return kept[2]
+        built = node_ledger(dict(devices), group)
+        built.cores = cores
+        if isinstance(version, str) and version:
+            self._kept[(name, group)] = (version, cores, built)
+        return built
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Forget the nodes not named (gone from every pool this memo serves)."""
+        present = set(names)
+        for key in [k for k in self._kept if k[0] not in present]:
+            del self._kept[key]
+
+
 def render_status(
     instance_type: Mapping[str, Any],
     queue: Mapping[str, Any] | None,
     nodes: Iterable[render.NodeFacts],
     devices: Mapping[str, Mapping[str, Any]],
+    node_ledgers: NodeLedgerMemo | None = None,
 ) -> Obj:
-    """The whole ``status`` of an InstanceType from its pool's nodes (facts) and their Devices."""
+    """The whole ``status`` of an InstanceType from its pool's nodes (facts) and their Devices;
+    ``node_ledgers``: the node ledgers earlier reconciles built (the status is the same without)."""
     spec = instance_type.get("spec") or {}
     name = render.name_of(instance_type)
     accelerated = bool(spec.get("acceleratable"))
@@ -194,8 +229,17 @@ def render_status(
     facts = sorted(nodes, key=lambda f: f.name)
     cores = {f.name: f.cores for f in facts}
     if accelerated:
-        ledgers = [devices[f.name] for f in facts if f.name in devices]
-        ledger = build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
+        if node_ledgers is not None:
+            ledger = Ledger(
+                [
+                    node_ledgers.ledger(f.name, devices[f.name], group, f.cores)
+                    for f in facts
+                    if f.name in devices
+                ]
+            )
+        else:
+            ledgers = [devices[f.name] for f in facts if f.name in devices]
+            ledger = build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
     else:
         ledger = Ledger([NodeLedger(f.name, [], f.cores) for f in facts])
     pool_views = views.views(ledger)

@@ -21,7 +21,7 @@ from typing import Any
 
 from api import API_VERSION, constants
 from controllers.pools import render
-from controllers.pools.instance_type_status import pool_nodes, render_status, status_changed
+from controllers.pools.instance_type_status import NodeLedgerMemo, pool_nodes, render_status, status_changed
 from controllers.settings import AWARE_CPU, DERIVED_FROM_NODE, MIXED_ON_NODE, SettingsReader
 from kube import changes
 from kube.client import ApiError
@@ -53,6 +53,7 @@ class InstanceTypeReconciler(Controller):
         self.queues = self.informer("ClusterQueue")
         self.settings = SettingsReader(self.informer("Setting", constants.SYSTEM_NAMESPACE))
         self.node_facts = render.NodeFactsMemo()
+        self.node_ledgers = NodeLedgerMemo()
 
     def watches(self) -> list[Watch]:
         def types(event: str, obj: dict, old: dict | None) -> list[str]:
@@ -191,7 +192,10 @@ class InstanceTypeReconciler(Controller):
         names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware, mixed_on_node=mixed)
         facts = [self.node_facts.facts(nodes[n]) for n in names if n in nodes]
         devices = {n: d for n in names if (d := self.devices.get(n)) is not None}
-        return render_status(instance_type, self.queues.get(render.name_of(instance_type)), facts, devices)
+        if len(self.node_ledgers) > 2 * len(nodes) + 64:  # nodes gone
+            self.node_ledgers.keep_only(nodes)
+        queue = self.queues.get(render.name_of(instance_type))
+        return render_status(instance_type, queue, facts, devices, self.node_ledgers)
 
     def write_status(self, instance_type: dict) -> None:
         status = self.desired_status(instance_type)

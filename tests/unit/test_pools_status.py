@@ -7,7 +7,13 @@ import copy
 
 from api import constants
 from controllers.pools import render
-from controllers.pools.instance_type_status import phase_of, pool_nodes, render_status, status_changed
+from controllers.pools.instance_type_status import (
+    NodeLedgerMemo,
+    phase_of,
+    pool_nodes,
+    render_status,
+    status_changed,
+)
 from controllers.pools.queue_plan import QueueSettings, plan_queue
 from tests.unit.pools_fixtures import A10G, H100, HOSTNAME, T4, M, devices, node, partition_example, sliced
 
@@ -265,3 +271,48 @@ def test_a_node_whose_profile_changed_still_counts_before_its_new_flavor_exists(
     # Once created, the new flavor carries b; the old one, retiring, no longer does.
     flavors = [render.render_flavor(g) for g in groups.values()]
     assert pool_nodes(it, groups, flavors, aware_cpu=False) == ["a", "b"]
+
+
+def test_kept_node_ledgers_give_the_status_built_afresh_through_ledger_changes() -> None:
+    memo = NodeLedgerMemo()
+    facts = [render.node_facts(node(n, H100, 8, cores=c)) for n, c in (("h100-a", 64), ("h100-b", 32))]
+    it = instance_type(H100_POOL, "nvidia-h100-80gb-hbm3")
+    ledgers = {n: sliced(devices(n, H100, 8), 50) for n in ("h100-a", "h100-b")}
+    for n, obj in ledgers.items():
+        obj["metadata"]["resourceVersion"] = f"{n}-1"
+
+    def both() -> tuple[dict, dict]:
+        return (
+            render_status(it, active_queue(H100_POOL), facts, ledgers, memo),
+            render_status(it, active_queue(H100_POOL), facts, ledgers),
+        )
+
+    kept, fresh = both()
+    assert kept == fresh and kept["acceleratorSummary"] == "0/0 0/0 50/800 0/0"
+    built = {
+        n: memo.ledger(n, ledgers[n], "nvidia-h100-80gb-hbm3", f.cores)
+        for n, f in zip(ledgers, facts, strict=True)
+    }
+    kept, fresh = both()
+    assert kept == fresh  # unchanged Devices: the very ledgers kept
+    assert all(
+        memo.ledger(n, ledgers[n], "nvidia-h100-80gb-hbm3", f.cores) is built[n]
+        for n, f in zip(ledgers, facts, strict=True)
+    )
+
+    # A card freed on one node (a new resourceVersion): that node rebuilt, the status moves.
+    ledgers["h100-a"] = copy.deepcopy(ledgers["h100-a"])
+    ledgers["h100-a"]["status"]["groups"][0]["accelerators"][0].update(
+        mode=0, allocated=0, remaining=M, allocatedSlices=0
+    )
+    ledgers["h100-a"]["metadata"]["resourceVersion"] = "h100-a-2"
+    kept, fresh = both()
+    assert kept == fresh and kept["acceleratorSummary"] == "1/1 1/10 100/850 0/0"
+
+    # The node's cores change (its facts): the kept ledger is not reused with the old ones.
+    facts = [render.node_facts(node("h100-a", H100, 8, cores=16)), facts[1]]
+    kept, fresh = both()
+    assert kept == fresh and kept["cpu"]["capacity"] == "48"
+
+    memo.keep_only(["h100-b"])
+    assert len(memo) == 1
