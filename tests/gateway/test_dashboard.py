@@ -163,9 +163,15 @@ def test_deployments_and_instances_across_clusters(upstream, gateway):
     fill(upstream.clusters["west"], 1)
     subscribe(gateway, "east", "west")
     client = page(gateway)
+    # Each kind of each cluster is listed on its own: wait for everything the test reads.
     doc = wait(
-        lambda: (d := client.get("/api/workloads").json())["deployments"].__len__() == 2 and d,
-        what="both clusters' deployments",
+        lambda: (
+            (d := client.get("/api/workloads").json())
+            and len(d["deployments"]) == 2
+            and len(d["instances"]) == 2
+            and d
+        ),
+        what="both clusters' deployments and instances",
     )
     assert [(d["cluster"], d["name"], d["phase"]) for d in doc["deployments"]] == [
         ("east", "qwen", "Ready"),
