@@ -35,6 +35,14 @@ POOL = "gpustack--nvidia-h100-80gb-hbm3-linux-amd64"
 GROUP = "nvidia-h100-80gb-hbm3"
 NS = "gate5"
 BASE = "nvidia.com/gpu"
+# The resources the node's plugins register, each published by the kubelet when it registers.
+PLUGIN_RESOURCES = (
+    BASE,
+    f"{BASE}.shared",
+    f"{BASE}.sliced",
+    f"{BASE}.partitioned",
+    "device.gpustack.ai/nvidia.visibility",
+)
 FABRIC_UUID = "5b0e112233445566778899aabbccddef"
 
 
@@ -144,17 +152,19 @@ def marker_of(node: nodes.Node, pod_obj: dict, container: str = "main") -> Path:
 
 def test_discovery_reaches_the_node_through_nfd_and_the_ledger(cluster, gate5):
     # Two NodeFeatures reach the node through nfd-master, each in its own pass: the device
-    # manager's (the accelerator labels) and the worker's (managed).
+    # manager's (the accelerator labels) and the worker's (managed); the kubelet publishes the
+    # plugins' resources on its own schedule, so the wait covers what the test reads of each.
     node = harness.wait_for(
         lambda: (
             (labels := (n := cluster.kubectl_json("get", "node", H100))["metadata"]["labels"]).get(
                 f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"
             )
             and constants.LABEL_MANAGED in labels
+            and all(k in (n.get("status") or {}).get("capacity", {}) for k in PLUGIN_RESOURCES)
             and n
         ),
         timeout=90,
-        what="the device manager's and the worker's labels on the node",
+        what="the device manager's and the worker's labels, and the plugins' resources, on the node",
     )
     labels = node["metadata"]["labels"]
     assert labels[f"{constants.PREFIX_ACCELERATABLE}{GROUP}.count"] == "8"
