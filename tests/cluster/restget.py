@@ -52,6 +52,12 @@ class Resource:
     namespaced: bool
     kind: str
 
+    @property
+    def shown(self) -> str:
+        """How kubectl names the kind in its messages: ``configmap``, ``modeldeployment.<group>``."""
+        group = self.group_version.rpartition("/")[0]
+        return f"{self.kind.lower()}.{group}" if group else self.kind.lower()
+
     def path(self, namespace: str | None, name: str | None) -> str:
         base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
         if self.namespaced and namespace:
@@ -382,10 +388,10 @@ class Reader:
             return None
         if status not in (200, 201, 202):
             return None  # refused: kubectl words it
-        group = resource.group_version.rpartition("/")[0]
-        shown = f"{kind.lower()}.{group}" if group else kind.lower()
         done = " (server dry run)" if write.dry_run else ""
-        return subprocess.CompletedProcess(["kubectl", *args], 0, f"{shown}/{name} created{done}\n", "")
+        return subprocess.CompletedProcess(
+            ["kubectl", *args], 0, f"{resource.shown}/{name} created{done}\n", ""
+        )
 
     # --- delete -----------------------------------------------------------------------------------
     def delete(self, args: tuple[str, ...], timeout: float = 60) -> subprocess.CompletedProcess | None:
@@ -403,9 +409,7 @@ class Reader:
             if resource is None:
                 return None
             namespace = (deletion.namespace or self._namespace) if resource.namespaced else None
-            singular = resource.kind.lower()
-            group = resource.group_version.rpartition("/")[0]
-            shown = f"{singular}.{group}" if group else singular
+            shown = resource.shown
             body = json.dumps(
                 {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
             ).encode()
