@@ -17,7 +17,9 @@ publish, which no test may do.
   from the last write to ``0/0 0/0 50/400N 0/0``;
 - ``single``: one card freed on one node; from that write to the view moving.
 
-It also reports how long every node took to carry its counting keys, and this process's peak memory
+It also reports how long every node took to carry its counting keys (read from the controllers' Node
+cache when they run here), each controller's largest work-queue backlog during the writes and its
+backlog when they ended, and this process's peak memory
 (``memory``: the controllers and their informers; with ``--writers`` the writing is done elsewhere).
 ``--writers P`` writes the inventory from P processes of ``--threads`` threads each instead of
 threads of this process, so that writing 10,000 nodes neither takes the controllers' interpreter
@@ -35,6 +37,7 @@ import multiprocessing
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -211,14 +214,53 @@ def running_worker(client: Client) -> str | None:
     return holder if fresh else None
 
 
-def keyed_nodes(client: Client) -> int:
-    items, _ = client.list("Node", label_selector="type=kwok")
+def keyed_nodes(client: Client, manager: Manager | None) -> int:
+    """Nodes carrying their counting keys: from the controllers' own Node cache when they run here
+    (a list of 10,000 Nodes costs seconds, so polling the API server would time its own list), else
+    from the API server."""
+    items = manager.informer("Node").list() if manager else client.list("Node", label_selector="type=kwok")[0]
     return sum(
         1
         for n in items
         if n["metadata"]["name"].startswith(PREFIX)
         and "nvidia.com/gpu.sliced.units" in ((n.get("status") or {}).get("capacity") or {})
     )
+
+
+class DepthSampler:
+    """Every local controller's ready keys, sampled every ``interval`` s while writes go on: the
+    largest backlog each had, and the one it had when the writes ended."""
+
+    def __init__(self, manager: Manager | None, interval: float = 0.5) -> None:
+        self.controllers = manager.controllers if manager else []
+        self.interval = interval
+        self.peak: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="depth-sampler", daemon=True)
+
+    def __enter__(self) -> DepthSampler:
+        if self.controllers:
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        for c in self.controllers:
+            self.last[c.name] = depth = len(c.queue)
+            self.peak[c.name] = max(self.peak.get(c.name, 0), depth)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self.controllers:
+            self._thread.join()
+            self._sample()  # the backlog when the writes ended
+
+    def figures(self) -> dict[str, Any]:
+        return {name: {"peak": self.peak[name], "at_last_write": self.last[name]} for name in self.last}
 
 
 def reconcile_figures() -> dict[str, Any]:
@@ -315,9 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         started = time.monotonic()
-        write_inventory(client, kubeconfig, names, "build", args.threads, args.writers)
+        with DepthSampler(manager) as depths:
+            write_inventory(client, kubeconfig, names, "build", args.threads, args.writers)
         last_write = time.monotonic()
         emit(phase="build", wrote_nodes_and_ledgers_s=round(last_write - started, 3), writers=args.writers)
+        if manager is not None:
+            emit(phase="build", queue_depths=depths.figures())
         want = f"{CARDS}/{CARDS * n} {CARDS}/{10 * CARDS * n} 100/{100 * CARDS * n} 0/0"
         to_status = wait(
             "the InstanceType's accelerator summary", lambda: summary(client), want, args.timeout
@@ -334,7 +379,11 @@ def main(argv: list[str] | None = None) -> int:
             else None,
         )
         to_keys = wait(
-            "nodes carrying their counting keys", lambda: keyed_nodes(client), n, args.timeout, 0.5
+            "nodes carrying their counting keys",
+            lambda: keyed_nodes(client, manager),
+            n,
+            args.timeout,
+            0.1 if manager else 0.5,
         )
         emit(
             phase="build",

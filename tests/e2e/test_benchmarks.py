@@ -55,6 +55,17 @@ def test_bench_pools_converges_at_three_nodes(cluster: harness.ClusterInfo) -> N
         "node_keys_on_every_node_after_last_write_s",
     ):
         assert build[field] is not None, build
+    if next(line for line in lines if line["phase"] == "controllers")["source"] == "this process":
+        depths = build["queue_depths"]  # every local controller's backlog, sampled while writing
+        assert set(depths) == {
+            "resource-flavors",
+            "instance-types",
+            "cluster-queues",
+            "local-queues",
+            "node-capacity",
+            "devices-labels",
+        }, depths
+        assert all(d["peak"] >= d["at_last_write"] >= 0 for d in depths.values()), depths
 
 
 def test_bench_compares_with_kueue_s_own_webhooks(cluster: harness.ClusterInfo) -> None:
