@@ -341,11 +341,14 @@ def start_kubelet(info: harness.ClusterInfo, node: Node, bin_dir: Path) -> None:
     if _alive(node, "kubelet") is None:
         KUBELET_MOUNT.mkdir(parents=True, exist_ok=True)
         # --vmodule: the device manager's decisions (pre-allocated, running, to allocate, removed
-        # Pods) in the log; the only other manager.go files are DRA's and the object cache's.
+        # Pods) in the log; the only other manager.go files are DRA's and the object cache's. The
+        # runtime manager's actions per Pod sync, its kills and a sandbox it wants re-created (the
+        # kuberuntime files and util.go) say why a Pod's container stopped.
         script = (
             f'mount --bind "{node.root}" {KUBELET_MOUNT} && exec "{bin_dir / "kubelet"}" '
             f'--config="{node.directory / "kubelet.yaml"}" --kubeconfig="{node.directory / "kubeconfig"}" '
-            f"--hostname-override={node.name} --node-ip=127.0.0.1 --v=1 --vmodule=manager=3"
+            f"--hostname-override={node.name} --node-ip=127.0.0.1 --v=1 "
+            "--vmodule=manager=3,kuberuntime_manager=3,kuberuntime_container=3,util=2"
         )
         _launch(
             node, "kubelet", ["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=scratch

@@ -336,7 +336,9 @@ def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cl
         what="the device manager registering every plugin with the restarted kubelet",
     )
     harness.wait_for(lambda: harness.node_is_ready(cluster, H100), timeout=90, what="the node Ready again")
-    assert running(cluster, "before-restart") and cards_of(record_of(cluster, "before-restart")) == first
+    assert running(cluster, "before-restart") and cards_of(record_of(cluster, "before-restart")) == first, (
+        restart_story(node, ("before-restart", get(cluster, "before-restart")["metadata"]["uid"]))
+    )
     create(cluster, pod("after-restart", {BASE: "1"}, queue=gate5["entrance"]))
     harness.wait_for(lambda: running(cluster, "after-restart"), timeout=180, what="after-restart Running")
     before = get(cluster, "before-restart")
