@@ -11,9 +11,10 @@ Per Workload (one at a time: a verdict must see the ones written before it):
 1. skip unless it holds a reservation, is neither evicted nor finished, and is not ``Ready`` here —
    checked on the cache, then again on an uncached read whose ``resourceVersion`` makes the write
    conditional, so a verdict never lands between Kueue's two eviction writes;
-2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods with one
-   uncached list, and the other Workloads from the cache — plus every ``Ready`` this controller
-   wrote that the cache does not show yet;
+2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods uncached (one
+   list per node the Workload is assigned to, up to four nodes, else one list of every bound Pod:
+   :func:`pod_field_selectors`), and the other Workloads from the cache — plus every ``Ready`` this
+   controller wrote that the cache does not show yet;
 3. :func:`controllers.nodedevices.fit.decide` — with the node ledgers and flavor pools of the
    earlier verdicts (:class:`controllers.nodedevices.fit.DecisionCache`), each reused only while the
    resourceVersions it was built from are unchanged — answers ``Ready`` or ``Retry`` (with
@@ -100,15 +101,25 @@ def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int,
     return admission_checks.entry_apply(workload, entry)
 
 
-def pod_field_selector(workload: Obj) -> str:
-    """The one Pod list a verdict needs: the single node every accelerator PodSet is assigned to,
-    else every bound Pod (the flavor's pool, or several nodes)."""
+# Up to this many assigned nodes are listed one by one; past it one list of every bound Pod is
+# cheaper than the round trips.
+NODE_LISTS = 4
+EVERY_BOUND_POD = "spec.nodeName!="
+
+
+def pod_field_selectors(workload: Obj) -> list[str]:
+    """The uncached Pod lists a verdict needs: one per node the accelerator PodSets are assigned to
+    (up to ``NODE_LISTS`` nodes), else one of every bound Pod (the flavor's whole pool, or more
+    nodes).  Every node whose ledger the verdict reads has all its Pods listed afresh; a list of
+    every bound Pod would cost each verdict a read of the whole fleet's Pods."""
     nodes: set[str] = set()
     for ps in fit.podset_demands(workload):
         if ps.nodes is None:
-            return "spec.nodeName!="
+            return [EVERY_BOUND_POD]
         nodes.update(ps.nodes)
-    return f"spec.nodeName={nodes.pop()}" if len(nodes) == 1 else "spec.nodeName!="
+    if not nodes or len(nodes) > NODE_LISTS:
+        return [EVERY_BOUND_POD]
+    return [f"spec.nodeName={node}" for node in sorted(nodes)]
 
 
 class NodeDevicesCheck(Controller):
@@ -219,8 +230,11 @@ class NodeDevicesCheck(Controller):
         return float(self.retry_after_seconds) if verdict.state == fit.RETRY else None
 
     def judge(self, workload: Obj) -> fit.Verdict:
-        """Gather the objects and decide (the bound Pods with one uncached list)."""
-        pods, _ = self.client.list("Pod", field_selector=pod_field_selector(workload), timeout=60)
+        """Gather the objects and decide (the bound Pods of the nodes it reads, uncached)."""
+        pods: list[Obj] = []
+        for selector in pod_field_selectors(workload):
+            listed, _ = self.client.list("Pod", field_selector=selector, timeout=60)
+            pods.extend(listed)
         with self._decide_lock:
             return fit.decide(
                 workload,

@@ -235,6 +235,27 @@ def test_placements_and_inflight_charges_fall_on_copies_never_on_the_cached_ledg
     assert world.judge(pool_workload(cards=8)).ready  # the promise gone: n3 is whole again
 
 
+def test_an_inflight_workload_is_read_again_when_its_resource_version_moves() -> None:
+    world = World()
+    fill(world, "n1", "n2")
+
+    def promise(cards: int, *, admitted: bool = True) -> dict:
+        return stamped(
+            workload(
+                "inflight",
+                pod_sets=[pod_set(limits=gpu(cards))],
+                assignments=[base.tas(n3=1)],
+                admitted=admitted,
+            )
+        )
+
+    for _ in range(2):  # the second decision reads the promise from the cache, on fresh copies
+        assert not world.judge(pool_workload(), others=[promise(5)]).ready
+    assert world.judge(pool_workload(), others=[promise(4)]).ready  # rewritten: four cards promised
+    assert world.judge(pool_workload(), others=[promise(5, admitted=False)]).ready  # no longer inflight
+    assert not world.judge(pool_workload(), others=[promise(5)]).ready  # inflight again
+
+
 def test_held_pods_are_counted_only_for_the_workloads_asked_about() -> None:
     pods = [
         record_pod("a", "n1", [allocation.accelerator_entry(card("n1", 0), 0, 1)], workload_name="wa"),

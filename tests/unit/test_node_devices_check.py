@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api import constants
+from api import allocation, constants
 from api.objects import Obj
 from controllers.nodedevices import check, fit
 from kube.client import ApiError
@@ -270,12 +270,35 @@ def test_check_status_patch_keeps_the_transition_time_while_the_state_holds() ->
     assert check.check_status_patch(wl, fit.Verdict("Retry", "same"), retry_after=30, now="NOW") is None
 
 
-def test_pod_field_selector_lists_one_node_when_it_can() -> None:
-    assert check.pod_field_selector(four_cards()) == "spec.nodeName=n1"
+def test_pod_field_selectors_list_the_assigned_nodes_one_by_one_when_they_are_few() -> None:
+    assert check.pod_field_selectors(four_cards()) == ["spec.nodeName=n1"]
     two = workload(pod_sets=[pod_set(count=2, limits=gpu(1))], assignments=[tas(count=2, n1=1, n2=1)])
-    assert check.pod_field_selector(two) == "spec.nodeName!="
+    assert check.pod_field_selectors(two) == ["spec.nodeName=n1", "spec.nodeName=n2"]
+    many = {f"n{i}": 1 for i in range(check.NODE_LISTS + 1)}
+    spread = workload(
+        pod_sets=[pod_set(count=len(many), limits=gpu(1))], assignments=[tas(count=len(many), **many)]
+    )
+    assert check.pod_field_selectors(spread) == ["spec.nodeName!="]
     pool = workload(pod_sets=[pod_set(limits=gpu(1))], assignments=[assignment()])
-    assert check.pod_field_selector(pool) == "spec.nodeName!="
+    assert check.pod_field_selectors(pool) == ["spec.nodeName!="]
+
+
+def test_a_workload_on_two_nodes_lists_each_one_and_counts_the_pods_bound_there(env) -> None:
+    client, controller, observe = env
+    for obj in (node("n2"), devices("n2"), devices("n1")):  # every card free on both nodes
+        observe(client.put(obj))
+    for i in range(8):  # ...but n2's Pods hold all its cards; the ledger status has not caught up
+        entry = allocation.accelerator_entry(
+            objects.card("n2", i), i, constants.DEVICE_MODE_EXCLUSIVE, objects.M
+        )
+        client.put(objects.record_pod(f"holder-{i}", "n2", [entry]))
+    wl = workload("spread", [pod_set(count=2, limits=gpu(1))], [tas(count=2, n1=1, n2=1)])
+    observe(client.put(wl))
+    client.lists.clear()
+    controller.reconcile((NS, "spread"))
+    assert client.lists == [("Pod", "spec.nodeName=n1"), ("Pod", "spec.nodeName=n2")]
+    verdict = client.applied[-1][0]["status"]["admissionChecks"][0]
+    assert verdict["state"] == "Retry" and "n2" in verdict["message"], verdict
 
 
 def test_registered_in_the_worker() -> None:
