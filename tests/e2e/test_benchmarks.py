@@ -106,12 +106,22 @@ def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.
         "300",
     )
     figures = {line["figure"]: line for line in lines}
-    assert set(figures) == {"ready", "cpu_per_reconcile_ms", "reconcile_cpu_ms", "converged"}, lines
+    assert set(figures) == {
+        "ready",
+        "cpu_per_reconcile_ms",
+        "reconcile_cpu_ms",
+        "per_controller",
+        "converged",
+    }, lines
     assert figures["ready"]["deployments"] == 2 and figures["ready"]["seconds"] is not None
     assert figures["cpu_per_reconcile_ms"]["reconciles"] > 0
     own = figures["reconcile_cpu_ms"]
     assert own["reconciles"] == figures["cpu_per_reconcile_ms"]["reconciles"] and own["cpu_seconds"] > 0, own
     assert isinstance(own["api_lists"], int)
+    # Every controller that reconciled, timed alike: the ModelDeployment one's row is the figure above.
+    per = figures["per_controller"]["controllers"]
+    assert per["model-deployment"]["reconciles"] == own["reconciles"], per
+    assert "node-devices-check" in per and all(row["reconciles"] > 0 for row in per.values()), per
     assert figures["converged"]["objects"] > 0 and "changed" in figures["converged"]
     assert figures["converged"]["api_lists"] == 0, figures["converged"]  # a converged pass reads the cache
 
