@@ -467,8 +467,8 @@ def decide(
     """Judge ``workload`` (which :func:`needs_verdict`) per card.
 
     ``flavors``: ResourceFlavors by name; ``nodes``: the observed Nodes by name; ``devices``:
-    ``Devices`` by node name; ``pods``: the Pods bound to nodes, read uncached (every Pod of each node whose ledger is read); ``others``:
-    other Workloads — those :func:`is_inflight` are charged first; ``cache``: what the previous
+    ``Devices`` by node name; ``pods``: the Pods bound to nodes, read uncached (every Pod of each
+    node whose ledger is read); ``others``: other Workloads — those :func:`is_inflight` are charged first; ``cache``: what the previous
     decisions built (the verdict is the same without it).
     """
     pod_sets = podset_demands(workload)
@@ -494,11 +494,7 @@ def decide(
             continue
         if uid and other_meta.get("uid") == uid:
             continue
-        if cache is None:
-            if is_inflight(other):
-                inflight.append((other, None))
-            continue
-        promised, demands = cache.other(other)
+        promised, demands = cache.other(other) if cache is not None else (is_inflight(other), None)
         if promised:
             inflight.append((other, demands))
     # Only the judged Workload's and the inflight ones' Pods are ever looked up as held.

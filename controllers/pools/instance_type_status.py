@@ -21,7 +21,7 @@ from controllers.pools import render
 from controllers.pools.queue_plan import STOP_DRAIN, STOP_HOLD
 from fastpath import views
 from fastpath.cards import Ledger, NodeLedger
-from fastpath.ledger import accelerator_key, build_ledger, node_ledger
+from fastpath.ledger import accelerator_key, node_ledger
 
 
 def phase_of(instance_type: Mapping[str, Any], queue: Mapping[str, Any] | None) -> tuple[str, str]:
@@ -227,19 +227,11 @@ def render_status(
     accelerated = bool(spec.get("acceleratable"))
     group = (spec.get("acceleratorGroup") or "") if accelerated else ""
     facts = sorted(nodes, key=lambda f: f.name)
-    cores = {f.name: f.cores for f in facts}
     if accelerated:
-        if node_ledgers is not None:
-            ledger = Ledger(
-                [
-                    node_ledgers.ledger(f.name, devices[f.name], group, f.cores)
-                    for f in facts
-                    if f.name in devices
-                ]
-            )
-        else:
-            ledgers = [devices[f.name] for f in facts if f.name in devices]
-            ledger = build_ledger([dict(d) for d in ledgers], group, node_cores=cores)
+        memo = node_ledgers if node_ledgers is not None else NodeLedgerMemo()
+        ledger = Ledger(
+            [memo.ledger(f.name, devices[f.name], group, f.cores) for f in facts if f.name in devices]
+        )
     else:
         ledger = Ledger([NodeLedger(f.name, [], f.cores) for f in facts])
     pool_views = views.views(ledger)
