@@ -310,6 +310,8 @@ def test_a_pod_no_node_can_ever_host_is_held_with_the_largest_shape(cluster, poo
     assert (
         "the most a node offers is 8 whole cards" in message and "largest free now: 8 whole cards" in message
     )
-    assert gated_with_message(client, big)
+    # The event comes from our report controller as soon as the Workload holds no reservation;
+    # Kueue's own QuotaReserved=False message on it may land a moment later, so wait for it.
+    harness.wait_for(lambda: gated_with_message(client, big), timeout=60, what="Kueue's pending message")
     assert retries(client) == []
     empty(cluster, client)
