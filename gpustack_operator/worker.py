@@ -73,9 +73,18 @@ def check_environment(env: dict[str, str] | None = None) -> dict[str, str]:
         raise StartupError(f"{error}; fix or unset the variable") from None
 
 
-def _stop_on_signals(stop: threading.Event) -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+def _exit_on_signals(worker: Worker) -> dict[int, Any]:
+    """SIGTERM and SIGINT end the process through ``run``'s ``finally`` (``Worker.shutdown``: the
+    controllers stop and the Lease is given up), wherever the main thread is.  Without this the
+    default action killed it outright: uvicorn handles the signal while it serves, then puts the
+    previous handler back and raises the signal again, so a worker stopped by a rolling update left
+    its Lease held and the next leader waited out the lease duration (15 s)."""
+
+    def leave(signum: int, _frame: object) -> None:
+        worker.stop.set()
+        raise SystemExit(worker.exit_code)
+
+    return {signum: signal.signal(signum, leave) for signum in (signal.SIGTERM, signal.SIGINT)}
 
 
 class Worker:
@@ -293,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
     except StartupError as error:
         print(f"gpustack-operator worker: {error}", file=sys.stderr)
         return 2
+    previous = _exit_on_signals(worker)
     try:
         return _run_cluster(args, worker)
     except StartupError as error:
@@ -300,13 +310,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         worker.shutdown()
+        for signum, handler in previous.items():  # run in-process (tests) leaves none of its own
+            signal.signal(signum, handler)
 
 
 def _run_cluster(args: argparse.Namespace, worker: Worker) -> int:
     from controllers.install import prepare
 
-    if args.controllers_only:
-        _stop_on_signals(worker.stop)
     worker.learn_identity()
     worker.build_prepare()
     assert worker.prepare is not None

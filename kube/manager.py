@@ -153,6 +153,7 @@ class Manager:
         self._stop = threading.Event()
         self._workers_stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._campaign: threading.Thread | None = None
         self._took_over = False
         SETTLED.set_function(lambda: 1.0 if self.settled() else 0.0)
         LEADER.set_function(lambda: 1.0 if self._took_over else 0.0)
@@ -250,8 +251,8 @@ class Manager:
             else:
                 self.elector.run(self._start_workers, self._stop_workers)
 
-        thread = threading.Thread(target=campaign, name="manager", daemon=True)
-        thread.start()
+        self._campaign = threading.Thread(target=campaign, name="manager", daemon=True)
+        self._campaign.start()
         if wait:
             deadline = time.monotonic() + sync_timeout
             while not self.synced() and time.monotonic() < deadline:
@@ -262,6 +263,10 @@ class Manager:
         self._stop.set()
         if self.elector is not None:
             self.elector.stop()
+        if self._campaign is not None and self._campaign is not threading.current_thread():
+            # The campaign ends by stopping the workers and giving the Lease up; a process that
+            # exits before that leaves its successor waiting out the lease duration (15 s).
+            self._campaign.join(timeout=self.elector.renew_deadline if self.elector else 5.0)
         self._stop_workers()
         for controller in self.controllers:
             controller.queue.shutdown()

@@ -27,7 +27,7 @@ NS = "chain"
 
 
 def _cleanup(cluster, node) -> None:
-    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
+    harness.delete_namespace(cluster, NS, timeout=180)
     if node is not None:
         nodes.stop_node(node)
     cluster.kubectl("delete", "node", NODE, "--ignore-not-found")
@@ -202,19 +202,19 @@ def test_a_restarted_worker_converges_without_duplicates(cluster, chain):
             out[("localqueues", item["metadata"]["name"])] = item["metadata"]["uid"]
         return out
 
+    def holder() -> str:
+        lease = cluster.kubectl_json(
+            "get", "lease", constants.LEADER_ELECTION_ID, "-n", constants.SYSTEM_NAMESPACE
+        )
+        return lease.get("spec", {}).get("holderIdentity") or ""
+
     before = snapshot()
+    assert holder()
     gpustack.stop_worker(op)
+    # SIGTERM ends the worker through its shutdown: the Lease is given up, so the next worker
+    # leads at once instead of waiting out the lease duration.
+    assert holder() == ""
     gpustack.start_worker(cluster, op)
-    harness.wait_for(
-        lambda: (
-            cluster.kubectl_json(
-                "get", "lease", constants.LEADER_ELECTION_ID, "-n", constants.SYSTEM_NAMESPACE
-            )
-            .get("spec", {})
-            .get("holderIdentity")
-        ),
-        timeout=60,
-        what="a leader",
-    )
+    harness.wait_for(holder, timeout=60, what="a leader")
     harness.wait_for(lambda: gpustack.controllers_settled(op), timeout=60, what="a full reconcile pass")
     assert snapshot() == before

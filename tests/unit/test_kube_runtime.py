@@ -283,7 +283,8 @@ def test_manager_reconciles_only_while_leading_and_hands_over(client: Client, se
     managers = []
     for identity in ("one", "two"):
         manager = Manager(client, identity=identity)
-        manager.elector.duration, manager.elector.renew_deadline, manager.elector.retry = 1.0, 0.6, 0.05
+        # A Lease held for 30 s: the follower takes over at once only because the leader gives it up.
+        manager.elector.duration, manager.elector.renew_deadline, manager.elector.retry = 30.0, 0.6, 0.05
         manager.add(_Echo)
         manager.start(sync_timeout=5)
         managers.append(manager)
@@ -294,6 +295,8 @@ def test_manager_reconciles_only_while_leading_and_hands_over(client: Client, se
         follower = next(m for m in managers if m is not leader)
         assert not follower.leading()
         leader.stop()
+        # stop() returns once the Lease is given up (the worker process exits right after it).
+        assert _lease(client)["holderIdentity"] != leader.elector.identity
         assert _wait(lambda: follower.leading(), timeout=2)
         server.put(_config_map("b", k="2"))
         assert _wait(lambda: (client.get("ConfigMap", "b-echo", "team-a") or {}).get("data") == {"k": "2"})
