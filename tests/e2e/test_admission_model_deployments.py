@@ -78,7 +78,7 @@ def md_cluster(cluster):
         )
         yield cluster
     finally:
-        cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--timeout=90s", check=False)
+        harness.delete_namespace(cluster, NS, timeout=90)
         nodes.take_down(cluster, op, [NODE], WAIT, "e2e md admission teardown")
 
 

@@ -78,9 +78,7 @@ def pools(cluster, tmp_path_factory):
         harness.wait_for(lambda: _observed(cluster), timeout=WAIT, what="every pool's InstanceType observed")
         yield live_types(cluster)
     finally:
-        cluster.kubectl(
-            "delete", "namespace", pods.NAMESPACE, "--ignore-not-found", "--timeout=90s", check=False
-        )
+        harness.delete_namespace(cluster, pods.NAMESPACE, timeout=90)
         nodes.take_down(cluster, op, NODES, WAIT, "e2e gate 1 teardown")
 
 

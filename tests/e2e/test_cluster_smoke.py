@@ -122,9 +122,7 @@ def test_kueue_admits_pod_onto_fake_gpu_node(cluster: harness.ClusterInfo) -> No
     finally:
         # Namespace first, and wait: Kueue keeps a ClusterQueue's resource-in-use
         # finalizer while a Workload still reserves quota in it.
-        cluster.kubectl(
-            "delete", "namespace", ns, "--ignore-not-found", "--timeout=60s", check=False, timeout=90
-        )
+        harness.delete_namespace(cluster, ns, timeout=60)
         cluster.kubectl(
             "delete", "clusterqueue.kueue.x-k8s.io", cq, "--ignore-not-found", "--wait=false", check=False
         )

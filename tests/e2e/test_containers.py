@@ -148,9 +148,7 @@ def installed():
     finally:
         # Each step whatever the one before did (a hung uninstall must not leave the node running).
         with contextlib.suppress(Exception):
-            cluster.kubectl(
-                "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120, check=False
-            )
+            harness.delete_namespace(cluster, NS, timeout=120)
         with contextlib.suppress(Exception):
             if chart.installed(cluster):
                 chart.helm(cluster, "uninstall", chart.RELEASE, "--namespace", SYSTEM, "--wait", check=False)
@@ -860,7 +858,7 @@ def test_helm_uninstall_removes_the_release_pods_and_kueue(installed) -> None:
     """`helm uninstall --wait` completes: its pre-delete hook emptied Kueue of the operator's pools
     while Kueue ran, so Kueue's CRDs go with the release instead of hanging Terminating."""
     cluster = installed
-    cluster.kubectl("delete", "namespace", NS, "--wait=true", timeout=120)
+    assert harness.delete_namespace(cluster, NS, timeout=120), f"namespace {NS} still there after 120 s"
     # The store's Pods run in the operator's namespace, owned by the cluster-scoped backend: a user
     # deletes the backend and its pools (their finalizers need the worker) before uninstalling.
     cluster.kubectl("delete", "kvcachepools,kvcachebackends", "--all", "--wait=true", timeout=180)

@@ -60,9 +60,7 @@ def gate5(cluster):
         entrance = wait_for_entrance(cluster, POOL, NS, timeout=120, what="the H100 InstanceType's entrance")
         yield {"op": op, "entrance": entrance, "h100": h100, "a10g": a10g}
     finally:
-        cluster.kubectl(
-            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180, check=False
-        )
+        harness.delete_namespace(cluster, NS, timeout=180)
         for node in started:
             nodes.stop_node(node)
             cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)

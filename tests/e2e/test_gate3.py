@@ -292,9 +292,7 @@ def test_gate3_holds_whole_cards_that_credits_let_through(
         assert any(x["type"] == "Admitted" and x["status"] == "True" for x in final["status"]["conditions"])
         assert _events(client, ns, name, check.REASON_READY)
     finally:
-        cluster.kubectl(
-            "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False
-        )
+        harness.delete_namespace(cluster, ns, timeout=90)
         for kind, obj in (("clusterqueue", cq), ("resourceflavor", rf), ("topology", topology)):
             cluster.kubectl(
                 "delete", f"{kind}.kueue.x-k8s.io", obj, "--ignore-not-found", "--wait=false", check=False

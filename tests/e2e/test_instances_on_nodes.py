@@ -264,9 +264,7 @@ def h100(cluster: harness.ClusterInfo) -> Iterator[nodes.Node]:
         yield node
     finally:
         cluster.kubectl("delete", "instances", "--all", "-n", NS, "--timeout=120s", check=False)
-        cluster.kubectl(
-            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180, check=False
-        )
+        harness.delete_namespace(cluster, NS, timeout=180)
         for node in started:
             nodes.stop_node(node)
             cluster.kubectl("delete", "node", node.name, "--ignore-not-found", check=False)

@@ -73,9 +73,7 @@ def pools(cluster, tmp_path_factory):
         }
         yield Client(load_api_client(str(cluster.kubeconfig))), entrances
     finally:
-        cluster.kubectl(
-            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=240, check=False
-        )
+        harness.delete_namespace(cluster, NS, timeout=240)
         for name in NODES:
             nodes.remove_node(cluster, name)
         gpustack.stop_worker(op)

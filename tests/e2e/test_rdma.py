@@ -105,9 +105,7 @@ def rdma(cluster):
             ensure_namespace(cluster, NS)
             yield {"node": node, "tree": tree, "verbs": verbs, "dev": directory / "dev", "links": links}
         finally:
-            cluster.kubectl(
-                "delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180, check=False
-            )
+            harness.delete_namespace(cluster, NS, timeout=180)
             if node is not None:
                 nodes.stop_node(node)
             cluster.kubectl("delete", "node", NODE, "--ignore-not-found", check=False)
