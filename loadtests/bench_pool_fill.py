@@ -145,16 +145,26 @@ def pod(name: str, queue: str, limits: dict[str, str]) -> dict:
     }
 
 
-def admitted(client: Client) -> int:
+def workloads_with(client: Client, condition: str, status: str) -> int:
+    """Workloads of the namespace whose ``condition`` has ``status``."""
     items, _ = client.list("Workload", NAMESPACE)
     return sum(
         1
         for w in items
         if any(
-            c.get("type") == "Admitted" and c.get("status") == "True"
+            c.get("type") == condition and c.get("status") == status
             for c in (w.get("status") or {}).get("conditions") or ()
         )
     )
+
+
+def admitted(client: Client) -> int:
+    return workloads_with(client, "Admitted", "True")
+
+
+def pending(client: Client) -> int:
+    """Workloads Kueue looked at and could not admit (``QuotaReserved`` False)."""
+    return workloads_with(client, "QuotaReserved", "False")
 
 
 def retries(client: Client) -> int:
@@ -222,7 +232,9 @@ def idle(
         ("share", {"nvidia.com/gpu.shared": "2"}),
     ):
         client.create(pod(f"waiting-{family}", queue, limits))
-    time.sleep(10)  # let the three reach their first verdict before the window opens
+    # The window opens once Kueue judged the three at least once (each Workload pending with
+    # QuotaReserved=False), so their first verdicts are not counted as the idle pool's.
+    harness.wait_for(lambda: pending(client) >= 3, timeout=60, what="a verdict on each waiting Pod")
     cpu = {k: cpu_seconds(p) for k, p in pids.items()}
     attempts, gate3 = metrics.attempts(), retries(client)
     time.sleep(seconds)
