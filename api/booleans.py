@@ -1,5 +1,6 @@
 """One boolean parser for every reader: Settings (webhooks and controllers alike) and the
-deploy-time ``GPUSTACK_*`` environment variables.
+deploy-time ``GPUSTACK_*`` environment variables (and, for the few that hold a number of seconds,
+one reader of those: :func:`env_seconds`).
 
 The words are Go's ``strconv.ParseBool`` (what the reference accepts): ``1 t T TRUE true True`` and
 ``0 f F FALSE false False``, surrounding blanks ignored.  Anything else is an error that names the
@@ -40,3 +41,21 @@ def env_bool(name: str, default: bool, env: Mapping[str, str] | None = None) -> 
             f"{name}={value!r}: must be a boolean (true/false, 1/0, t/f); unset it for the default "
             f"({'true' if default else 'false'})"
         ) from None
+
+
+def env_seconds(name: str, default: int, env: Mapping[str, str] | None = None, *, most: int = 3600) -> int:
+    """The whole number of seconds in the environment variable ``name`` (``default`` when unset or
+    empty), 1 to ``most``; anything else is an error that names the variable."""
+    value = (env if env is not None else os.environ).get(name, "")
+    if not value.strip():
+        return default
+    try:
+        seconds = int(value.strip())
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= most:
+        raise EnvironmentValueError(
+            f"{name}={value!r}: must be a whole number of seconds from 1 to {most}; unset it for the "
+            f"default ({default})"
+        )
+    return seconds

@@ -60,13 +60,15 @@ def check_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """Every Setting's seed (refusing an invalid one) after the deploy-time booleans."""
     from api.booleans import EnvironmentValueError, env_bool
     from api.settings import SettingError, seed_all
+    from controllers.nodedevices.check import retry_seconds_from_env
 
     source = dict(os.environ if env is None else env)
-    for name, default in DEPLOY_BOOLEANS:
-        try:
+    try:
+        for name, default in DEPLOY_BOOLEANS:
             env_bool(name, default, source)
-        except EnvironmentValueError as error:
-            raise StartupError(str(error)) from None
+        retry_seconds_from_env(source)
+    except EnvironmentValueError as error:
+        raise StartupError(str(error)) from None
     try:
         return seed_all(source)
     except SettingError as error:

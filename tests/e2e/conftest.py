@@ -37,6 +37,9 @@ os.environ.setdefault("GPUSTACK_HOST_PORT_BASE", str(ports.e2e("host", 1)))
 # kwok nodes' publish-only device managers one each.
 os.environ.setdefault("GPUSTACK_NODE_PORT_BASE", str(ports.e2e("nodes")))
 os.environ.setdefault("GPUSTACK_KWOK_DM_PORT_BASE", str(ports.e2e("kwok-dm")))
+# Gate 3's Retry back-off (30 s, the spec's) configured short for the workers the tests start, so
+# a Workload that lost a race for a card is placed again after 5 s (controllers/nodedevices/check.py).
+os.environ.setdefault("GPUSTACK_NODE_DEVICES_RETRY_SECONDS", "5")
 # Each e2e lane its own state dir: .dev/e2e, .dev/e2e1.
 os.environ.setdefault(
     "GPUSTACK_CLUSTER_DIR", str(Path(__file__).resolve().parents[2] / ".dev" / ports.e2e_prefix())

@@ -51,7 +51,7 @@ NODES = {  # name -> (slot, hardware): this module's node ports (tests/cluster/n
 }
 A10G_NODES = ("fill-a10g-a", "fill-a10g-b")
 EXCLUSIVE, SHARED, SLICED, PARTITIONED = 1, 2, 3, 4  # Devices status card modes
-FILL_TIMEOUT = 240  # seconds for a pool to fill (a Retry costs 30 s of Kueue back-off)
+FILL_TIMEOUT = 240  # seconds for a pool to fill (a Retry costs a back-off: 5 s in e2e, conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,8 @@ class FakeClient:
 
 
 @pytest.fixture
-def env():
+def env(monkeypatch):
+    monkeypatch.delenv(check.ENV_RETRY_SECONDS, raising=False)  # the e2e suite's shorter one: not here
     client = FakeClient()
     manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
     controller = manager.add(check.NodeDevicesCheck)

@@ -44,6 +44,22 @@ def test_a_deploy_time_boolean_is_read_with_the_one_parser() -> None:
     assert seeds["workload-fit-affinity"] == "False" and len(seeds) > 30
 
 
+@pytest.mark.parametrize("value", ["0", "ten", "3601", "1.5"])
+def test_the_retry_back_off_must_be_whole_seconds_from_1_to_3600(value: str) -> None:
+    with pytest.raises(worker.StartupError) as refused:
+        worker.check_environment({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": value})
+    assert f"GPUSTACK_NODE_DEVICES_RETRY_SECONDS={value!r}" in str(refused.value)
+    assert "from 1 to 3600" in str(refused.value) and "default (30)" in str(refused.value)
+
+
+def test_the_retry_back_off_is_30_seconds_unless_set() -> None:
+    from controllers.nodedevices import check
+
+    assert check.retry_seconds_from_env({}) == 30
+    assert check.retry_seconds_from_env({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": " 5 "}) == 5
+    worker.check_environment({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": "5"})
+
+
 def test_image_mode_is_refused_as_not_built(capsys, monkeypatch) -> None:
     code, err = _run(capsys, monkeypatch, ["worker", "--disable-applications=kueue"])
     assert code == 3 and "image mode" in err and "--disable-applications=*" in err
