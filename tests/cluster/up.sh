@@ -252,7 +252,7 @@ launch kube-apiserver "$BIN_DIR/kube-apiserver" \
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
-    --profiling=false \
+    --profiling="${GPUSTACK_CLUSTER_PROFILING:-false}" \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 # --endpoint-reconciler-type=none: the "kubernetes" Service would otherwise get
 # a loopback endpoint, which Endpoints validation rejects (log noise only).
@@ -280,7 +280,7 @@ launch kube-controller-manager "$BIN_DIR/kube-controller-manager" \
     --cluster-signing-key-file="$PKI/ca.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --controllers='*' \
-    --profiling=false \
+    --profiling="${GPUSTACK_CLUSTER_PROFILING:-false}" \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 launch kube-scheduler "$BIN_DIR/kube-scheduler" \
     --kubeconfig="$STATE_DIR/scheduler.kubeconfig" \
@@ -289,7 +289,7 @@ launch kube-scheduler "$BIN_DIR/kube-scheduler" \
     --bind-address=127.0.0.1 \
     --secure-port="$SCHEDULER_PORT" \
     --leader-elect=false \
-    --profiling=false \
+    --profiling="${GPUSTACK_CLUSTER_PROFILING:-false}" \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 
 # ---------------------------------------------------------------- Kueue
