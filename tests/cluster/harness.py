@@ -335,13 +335,20 @@ def delete_namespace(info: ClusterInfo, name: str, timeout: float = 180) -> bool
     at once (a terminating namespace admits no new ones), and the namespace is touched (an
     annotation) every few seconds: each update brings the controller's next look forward to 5 s
     after it. The namespace goes as it always does, by the controller, once empty."""
-    if info.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false").stdout == "":
-        return True  # not there
+
+    def gone(answer: subprocess.CompletedProcess) -> bool:  # --ignore-not-found: nothing printed
+        return answer.returncode == 0 and not answer.stdout.strip()
+
+    deleted = info.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false", check=False)
+    if deleted.returncode != 0:
+        return False  # refused, or the apiserver is not answering: nothing to wait for
+    if gone(deleted):
+        return True
     info.kubectl("delete", "pods", "--all", "-n", name, "--wait=false", check=False)
     deadline = time.monotonic() + timeout
     nudged, nudges = time.monotonic(), 0
     while time.monotonic() < deadline:
-        if info.kubectl("get", "namespace", name, "-o", "json", check=False).returncode != 0:
+        if gone(info.kubectl("get", "namespace", name, "-o", "json", "--ignore-not-found", check=False)):
             return True
         if time.monotonic() - nudged >= 4:
             nudges += 1
