@@ -127,7 +127,17 @@ def test_the_pool_document_maps_every_card_with_its_mode_fill_and_pods(upstream,
     subscribe(gateway, "east")
     client = page(gateway)
     pool = objs_pool_name()
-    doc = wait(lambda: _pool_with(client, pool, "east-gpu-0001", 2, "shared"), what="the shared card")
+
+    def with_pods() -> dict | None:
+        # Devices and Pods reach the gateway on watches of their own: wait for both nodes' Pods.
+        doc = _pool_with(client, pool, "east-gpu-0001", 2, "shared")
+        if doc is None:
+            return None
+        cards = {n["name"]: n["cards"] for n in doc["nodes"]}
+        first, second = cards.get("east-gpu-0000") or [{}], cards.get("east-gpu-0001") or [{}] * 3
+        return doc if first[0].get("pods") and second[2].get("pods") else None
+
+    doc = wait(with_pods, what="the shared card and both nodes' Pods")
     nodes = {n["name"]: n for n in doc["nodes"]}
     assert set(nodes) == {"east-gpu-0000", "east-gpu-0001"}
     first = nodes["east-gpu-0000"]
