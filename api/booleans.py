@@ -59,3 +59,14 @@ def env_seconds(name: str, default: int, env: Mapping[str, str] | None = None, *
             f"default ({default})"
         )
     return seconds
+
+
+# Gate 3's Retry back-off (controllers/nodedevices/check.py): the ``requeueAfterSeconds`` it writes.
+NODE_DEVICES_RETRY_SECONDS = 30  # the spec's
+ENV_NODE_DEVICES_RETRY = "GPUSTACK_NODE_DEVICES_RETRY_SECONDS"
+
+
+def node_devices_retry_seconds(env: Mapping[str, str] | None = None) -> int:
+    """``GPUSTACK_NODE_DEVICES_RETRY_SECONDS`` (default 30); the e2e suite sets a shorter one, so a
+    Workload that lost a race is placed again sooner.  Checked at the worker's start."""
+    return env_seconds(ENV_NODE_DEVICES_RETRY, NODE_DEVICES_RETRY_SECONDS, env)

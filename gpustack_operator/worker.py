@@ -58,15 +58,14 @@ def _url_names(url: str) -> tuple[list[str], list[str]]:
 
 def check_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """Every Setting's seed (refusing an invalid one) after the deploy-time booleans."""
-    from api.booleans import EnvironmentValueError, env_bool
+    from api.booleans import EnvironmentValueError, env_bool, node_devices_retry_seconds
     from api.settings import SettingError, seed_all
-    from controllers.nodedevices.check import retry_seconds_from_env
 
     source = dict(os.environ if env is None else env)
     try:
         for name, default in DEPLOY_BOOLEANS:
             env_bool(name, default, source)
-        retry_seconds_from_env(source)
+        node_devices_retry_seconds(source)
     except EnvironmentValueError as error:
         raise StartupError(str(error)) from None
     try:

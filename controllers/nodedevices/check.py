@@ -33,11 +33,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable
 from typing import Any, cast
 
 from api import allocation, constants
-from api.booleans import env_seconds
+from api.booleans import node_devices_retry_seconds
 from api.objects import Obj
 from controllers import admission_checks
 from controllers.nodedevices import fit
@@ -123,29 +123,17 @@ def pod_field_selectors(workload: Obj) -> list[str]:
     return [f"spec.nodeName={node}" for node in sorted(nodes)]
 
 
-RETRY_SECONDS = 30
-ENV_RETRY_SECONDS = "GPUSTACK_NODE_DEVICES_RETRY_SECONDS"
-
-
-def retry_seconds_from_env(env: Mapping[str, str] | None = None, *, default: int = RETRY_SECONDS) -> int:
-    """``GPUSTACK_NODE_DEVICES_RETRY_SECONDS``: the ``requeueAfterSeconds`` of a ``Retry`` (default
-    30); the e2e suite sets a shorter one, so a Workload that lost a race is placed again sooner."""
-    return env_seconds(ENV_RETRY_SECONDS, default, env)
-
-
 class NodeDevicesCheck(Controller):
     """``NodeDevicesAdmissionReconciler``: answers the ``gpustack-node-devices`` check."""
 
     name = "node-devices-check"
     workers = 1  # one Workload at a time
-    # Kueue waits this long before re-reserving a Retry-ed Workload (the spec's 30 s back-off;
-    # GPUSTACK_NODE_DEVICES_RETRY_SECONDS, checked at the worker's start, sets another).
-    retry_after_seconds = RETRY_SECONDS
     crd_retry_seconds = 5.0  # while Kueue's AdmissionCheck CRD is not served
 
     def __init__(self, manager: Manager) -> None:
         super().__init__(manager)
-        self.retry_after_seconds = retry_seconds_from_env(default=self.retry_after_seconds)
+        # Kueue waits this long before re-reserving a Retry-ed Workload (30 s unless configured).
+        self.retry_after_seconds = node_devices_retry_seconds()
         self.workloads = self.informer("Workload")
         self.flavors = self.informer("ResourceFlavor")
         self.nodes = self.informer("Node")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api import allocation, constants
+from api import allocation, booleans, constants
 from api.objects import Obj
 from controllers.nodedevices import check, fit
 from kube.client import ApiError
@@ -92,7 +92,9 @@ class FakeClient:
 
 @pytest.fixture
 def env(monkeypatch):
-    monkeypatch.delenv(check.ENV_RETRY_SECONDS, raising=False)  # the e2e suite's shorter one: not here
+    monkeypatch.delenv(
+        booleans.ENV_NODE_DEVICES_RETRY, raising=False
+    )  # the e2e suite's shorter one: not here
     client = FakeClient()
     manager = Manager(client, leader_election=False)  # type: ignore[arg-type]
     controller = manager.add(check.NodeDevicesCheck)

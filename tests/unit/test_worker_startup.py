@@ -53,10 +53,10 @@ def test_the_retry_back_off_must_be_whole_seconds_from_1_to_3600(value: str) -> 
 
 
 def test_the_retry_back_off_is_30_seconds_unless_set() -> None:
-    from controllers.nodedevices import check
+    from api import booleans
 
-    assert check.retry_seconds_from_env({}) == 30
-    assert check.retry_seconds_from_env({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": " 5 "}) == 5
+    assert booleans.node_devices_retry_seconds({}) == 30
+    assert booleans.node_devices_retry_seconds({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": " 5 "}) == 5
     worker.check_environment({"GPUSTACK_NODE_DEVICES_RETRY_SECONDS": "5"})
 
 
