@@ -641,6 +641,7 @@ class _NodePods:
     same = cython.declare(cython.bint)  # every listed Pod so far matched
     cacheable = cython.declare(cython.bint)  # every listed Pod has a resourceVersion
     pods = cython.declare(object)  # the listed Pods, gathered when they differ (list or None)
+    stale = cython.declare(cython.bint)  # its Pods may have changed since it was built (partial mode)
 
     def __init__(self) -> None:
         self.versions = None
@@ -652,6 +653,7 @@ class _NodePods:
         self.same = False
         self.cacheable = True
         self.pods = None
+        self.stale = True
 
 
 @cython.cfunc
@@ -690,6 +692,7 @@ class LedgerCache:
     _epoch = cython.declare(cython.longlong)  # index() calls so far
     _release = cython.declare(object)  # the release_terminated the ledgers were built with
     _gathered = cython.declare(list)  # the states holding Pods of the last index()
+    _pods_of = cython.declare(object)  # partial mode (:meth:`use`): node name -> its Pods; else None
     builds = cython.declare(cython.longlong, visibility="public")  # ledgers built
     hits = cython.declare(cython.longlong, visibility="public")  # lookups answered by one built before
 
@@ -698,6 +701,7 @@ class LedgerCache:
         self._epoch = 0
         self._release = None
         self._gathered = []
+        self._pods_of = None
         self.builds = 0
         self.hits = 0
 
@@ -718,13 +722,7 @@ class LedgerCache:
         must be in it); returns the bound Pods Kueue tied to a Workload (as :func:`bound_pods`)."""
         state: _NodePods
         i: cython.Py_ssize_t
-        if self._release is None or self._release != bool(release_terminated):
-            self._nodes.clear()
-            self._release = bool(release_terminated)
-        for state in self._gathered:
-            state.pods = None
-        self._gathered = []
-        self._epoch += 1
+        self._start(None, release_terminated)
         epoch: cython.longlong = self._epoch
         nodes: dict = self._nodes
         listed: list = pods if type(pods) is list else list(pods)
@@ -783,19 +781,74 @@ class LedgerCache:
                     cython.cast(list, state.pods).append(listed[i])
         return claimed
 
+    def use(self, pods_of: Any, changed: Iterable[str], release_terminated: bool = True) -> None:
+        """Partial mode, instead of :meth:`index`: a node's Pods are asked of ``pods_of(node)``
+        (e.g. an informer's per-node index) only when its ledger is looked up and it is new here or
+        in ``changed`` (its Pods moved since the last decision); every other node keeps the ledger
+        built before.  Nothing reads the whole Pod list, so a decision costs the nodes that changed,
+        not the fleet.  ``pods_of`` must answer every Pod of the node that holds cards."""
+        self._start(pods_of, release_terminated)
+        self.invalidate(changed)
+
+    @cython.cfunc
+    def _start(self, pods_of: object, release_terminated: object) -> cython.void:
+        """A new decision: forget the last one's gathered Pods (and everything, when the
+        ``release_terminated`` setting changed)."""
+        state: _NodePods
+        if self._release is None or self._release != bool(release_terminated):
+            self._nodes.clear()
+            self._release = bool(release_terminated)
+        for state in self._gathered:
+            state.pods = None
+        self._gathered = []
+        self._epoch += 1
+        self._pods_of = pods_of
+
+    def invalidate(self, changed: Iterable[str]) -> None:
+        """Mark nodes whose Pods moved: partial mode reads their Pods again on their next lookup."""
+        state: _NodePods
+        nodes: dict = self._nodes
+        for node in changed:
+            found = nodes.get(node)
+            if found is not None:
+                state = found
+                state.stale = True
+
+    @cython.cfunc
+    def _partial(self, state: _NodePods, node: str) -> cython.void:
+        """Bring ``state`` up to ``pods_of(node)`` when it may differ (partial mode)."""
+        if not state.stale and state.versions is not None:
+            return
+        pods: list = list(self._pods_of(node))
+        versions = _versions(pods)
+        if versions is None or state.versions is None or versions != state.versions:
+            state.versions = versions
+            state.count = len(pods) if versions is not None else -1
+            state.tallies = tally_pods(pods, release_terminated=bool(self._release))
+            state.ledgers = {}
+        state.stale = False
+        # What a later index() compares its list with.
+        state.epoch = self._epoch
+        state.cursor = state.count if state.count >= 0 else 0
+        state.same = state.count >= 0
+        state.cacheable = versions is not None
+        state.pods = None
+
     @cython.ccall
     def lookup(self, node: str, group: str, devices: dict) -> tuple:
         """``(Devices resourceVersion, ledger, fits memo)`` of ``node``'s ``group`` cards for the
-        Pods :meth:`index` read last: the one built before when nothing changed, else built now.
-        Never change the ledger returned."""
+        Pods :meth:`index` read last (or, in partial mode, ``pods_of(node)``): the one built before
+        when nothing changed, else built now.  Never change the ledger returned."""
         state: _NodePods
         found = self._nodes.get(node)
         if found is None:
             found = self._nodes[node] = _NodePods()
         state = found
-        if state.epoch != self._epoch:  # none of its Pods listed
+        if self._pods_of is not None:
+            self._partial(state, node)
+        elif state.epoch != self._epoch:  # none of its Pods listed
             _begin(state, self._epoch)
-        if not _unchanged(state):
+        if self._pods_of is None and not _unchanged(state):
             pods: list = state.pods if state.pods is not None else []
             state.versions = _versions(pods) if state.cacheable else None
             state.count = len(pods) if state.versions is not None else -1

@@ -13,6 +13,12 @@ decision, so those are rebuilt; ``fresh_list_ms``: each decision given a freshly
 Pod list, as the controller's uncached list is), and cold, with an empty one (``cold_ms``: the first
 decision after the worker starts, every node built).
 
+The same decisions are timed as the controller now makes them (``informer_ms``, ``informer_p90_ms``,
+``informer_cpu_ms``, ``informer_changed_ms``): :func:`controllers.nodedevices.fit.decide_confirmed`
+over a Pod cache indexed by node and by Workload, as the shared Pod informer serves it, re-reading
+only the nodes marked changed, with every node a ``Ready`` places Pods on read "uncached" (a freshly
+decoded copy of that node's Pods, the HTTP round trip not included; ``reads`` per decision).
+
 Scenarios, each for a flavor pool of 100, 1,000 and 10,000 nodes (``--sizes``):
 
 - ``tas``: the Workload's PodSet is assigned one node (what every queue this operator derives
@@ -205,6 +211,97 @@ def _churn(listed: list[dict], count: int, step: int) -> None:
         listed[at] = pod
 
 
+class _Informer:
+    """The shared Pod informer's two indexes over the benchmark's Pods."""
+
+    def __init__(self, pods: list[dict]) -> None:
+        self.by_node: dict[str, list[dict]] = {}
+        self.by_workload: dict[tuple[str, str], list[dict]] = {}
+        for pod in pods:
+            self.put(pod)
+
+    def put(self, pod: dict, old: dict | None = None) -> None:
+        node = pod["spec"]["nodeName"]
+        listed = self.by_node.setdefault(node, [])
+        if old is not None:
+            listed[:] = [p for p in listed if p is not old]
+        listed.append(pod)
+        workload = (pod["metadata"].get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
+        if workload:
+            self.by_workload.setdefault((pod["metadata"]["namespace"], workload), []).append(pod)
+
+    def node_pods(self, node: str) -> list[dict]:
+        return self.by_node.get(node, [])
+
+    def workload_pods(self, namespace: str, name: str) -> list[dict]:
+        return self.by_workload.get((namespace, name), [])
+
+
+def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, repeat, size, verdicts):
+    """Time :func:`fit.decide_confirmed` as the controller calls it (see the module's docstring)."""
+    informer = _Informer(listed)
+    blobs = {node: orjson.dumps(pods) for node, pods in informer.by_node.items()}
+    reads: list[str] = []
+
+    def read_node(node: str) -> list[dict]:
+        reads.append(node)
+        return orjson.loads(blobs.get(node, b"[]"))
+
+    def read_all() -> list[dict]:
+        reads.append("*")
+        return orjson.loads(orjson.dumps([p for pods in informer.by_node.values() for p in pods]))
+
+    cache = fit.DecisionCache()
+    changed: set[str] = set()
+
+    def run() -> None:
+        nonlocal changed
+        fresh = {node: read_node(node) for node in assigned}
+        verdict, reread = fit.decide_confirmed(
+            workload,
+            source=informer,
+            changed=changed,
+            read_node=read_node,
+            read_all=read_all,
+            cache=cache,
+            fresh=fresh,
+            flavors=flavors,
+            nodes=nodes,
+            devices=devices,
+            others=others,
+        )
+        changed = set(reread)
+        verdicts.append(verdict)
+
+    cpu: list[float] = []
+    samples = _time(run, repeat, cpu)
+    changed_samples = []
+    for step in range(repeat):  # a Pod rewritten on 1 % of the nodes, its node marked by its event
+        count = max(1, size // 100)
+        stride = max(1, len(listed) // count)
+        for k in range(count):
+            at = (step * 7 + k * stride) % len(listed)
+            old = listed[at]
+            pod = dict(old)
+            pod["metadata"] = {**old["metadata"], "resourceVersion": _version()}
+            listed[at] = pod
+            informer.put(pod, old)
+            changed.add(pod["spec"]["nodeName"])
+        started = time.perf_counter()
+        run()
+        changed_samples.append((time.perf_counter() - started) * 1000)
+    reads.clear()
+    run()
+    per_decision = len(reads)
+    return {
+        "informer_ms": round(statistics.median(samples), 3),
+        "informer_p90_ms": round(sorted(samples)[int(len(samples) * 0.9) - 1], 3),
+        "informer_cpu_ms": round(statistics.median(cpu), 3),
+        "informer_changed_ms": round(statistics.median(changed_samples), 3),
+        "reads": per_decision,
+    }
+
+
 def bench_gate3(
     sizes: tuple[int, ...] = (100, 1000, 10000), repeat_override: int | None = None
 ) -> list[dict]:
@@ -269,10 +366,16 @@ def bench_gate3(
                 started = time.perf_counter()
                 run(listed=fresh)
                 fresh_samples.append((time.perf_counter() - started) * 1000)
-            if len(set(verdicts)) != 1:
+            informed: list[fit.Verdict] = []
+            assigned = [target] if scenario == "tas" else []
+            figures = _informer_run(
+                workload, flavors, nodes, devices, listed, others, assigned, repeat, size, informed
+            )
+            if len(set(verdicts)) != 1 or set(informed) != set(verdicts):
                 raise SystemExit(f"{scenario} at {size} nodes: the verdict changed between decisions")
             results.append(
                 {
+                    **figures,
                     "scenario": scenario,
                     "nodes": size,
                     "cards": size * 8,

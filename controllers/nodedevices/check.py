@@ -11,16 +11,20 @@ Per Workload (one at a time: a verdict must see the ones written before it):
 1. skip unless it holds a reservation, is neither evicted nor finished, and is not ``Ready`` here —
    checked on the cache, then again on an uncached read whose ``resourceVersion`` makes the write
    conditional, so a verdict never lands between Kueue's two eviction writes;
-2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches, the bound Pods uncached (one
-   list per node the Workload is assigned to, up to four nodes, else one list of every bound Pod:
-   :func:`pod_field_selectors`), and the other Workloads from the cache — plus every ``Ready`` this
-   controller wrote that the cache does not show yet;
-3. :func:`controllers.nodedevices.fit.decide` — with the node ledgers and flavor pools of the
-   earlier verdicts (:class:`controllers.nodedevices.fit.DecisionCache`), each reused only while the
-   resourceVersions it was built from are unchanged — answers ``Ready`` or ``Retry`` (with
-   ``requeueAfterSeconds``: 30); the state is written through the status subresource by server-side
-   apply, field manager ``gpustack-node-devices``, only when state or message changed, with an Event
-   on the Workload saying why.
+2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches; the bound Pods of the nodes
+   the Workload is assigned to uncached (one list per node, up to four: :func:`nodes_to_read`), every
+   other node's from the Pod cache (the informer the fit-label reconciler shares, indexed by node
+   and by Workload); and the other Workloads from the cache — plus every ``Ready`` this controller
+   wrote that the cache does not show yet;
+3. :func:`controllers.nodedevices.fit.decide_confirmed` — with the node ledgers and flavor pools of
+   the earlier verdicts (:class:`controllers.nodedevices.fit.DecisionCache`), a node's rebuilt only
+   when its Pods' events marked it changed or its ``Devices`` moved — answers ``Ready`` or ``Retry``
+   (with ``requeueAfterSeconds``: 30).  A ``Ready`` is made again on uncached reads of every node it
+   places Pods on (past four nodes, one uncached list of every bound Pod), so a lagging cache can
+   delay a Workload but never book a card twice; a Pod that goes or ends wakes the waiting ones.
+   The state is written through the status subresource by server-side apply, field manager
+   ``gpustack-node-devices``, only when state or message changed, with an Event on the Workload
+   saying why.
 
 Kueue evicts a ``Retry``-ed Workload, resets its checks and re-reserves after the back-off, which
 brings it back here.  A ``Devices`` change (the device manager republishes when Pods come and go), a
@@ -41,7 +45,14 @@ from api.booleans import node_devices_retry_seconds
 from api.objects import Obj
 from controllers import admission_checks
 from controllers.nodedevices import fit
-from controllers.nodedevices.fit_labels import is_fit_label
+from controllers.nodedevices.fit_labels import (
+    INDEX_NODE,
+    INDEX_WORKLOAD,
+    POD_INDEXES,
+    POD_SELECTOR,
+    is_fit_label,
+    pod_node,
+)
 from kube import changes
 from kube.client import ApiError
 from kube.events import NORMAL, WARNING
@@ -62,6 +73,10 @@ MESSAGE_LIMIT = 1024
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ended(pod: Obj) -> bool:
+    return ((pod.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed")
 
 
 def _revision(obj: Obj | None) -> int:
@@ -102,25 +117,30 @@ def check_status_patch(workload: Obj, verdict: fit.Verdict, *, retry_after: int,
     return admission_checks.entry_apply(workload, entry)
 
 
-# Up to this many assigned nodes are listed one by one; past it one list of every bound Pod is
-# cheaper than the round trips.
-NODE_LISTS = 4
 EVERY_BOUND_POD = "spec.nodeName!="
 
 
-def pod_field_selectors(workload: Obj) -> list[str]:
-    """The uncached Pod lists a verdict needs: one per node the accelerator PodSets are assigned to
-    (up to ``NODE_LISTS`` nodes), else one of every bound Pod (the flavor's whole pool, or more
-    nodes).  Every node whose ledger the verdict reads has all its Pods listed afresh; a list of
-    every bound Pod would cost each verdict a read of the whole fleet's Pods."""
+def nodes_to_read(workload: Obj) -> list[str]:
+    """The nodes whose Pods a verdict reads uncached before it decides: those the accelerator
+    PodSets are assigned to, up to ``fit.NODE_READS`` (past that, or for a PodSet judged across its
+    flavor's pool, the decision starts from the cache and reads the nodes it places on)."""
     nodes: set[str] = set()
     for ps in fit.podset_demands(workload):
-        if ps.nodes is None:
-            return [EVERY_BOUND_POD]
-        nodes.update(ps.nodes)
-    if not nodes or len(nodes) > NODE_LISTS:
-        return [EVERY_BOUND_POD]
-    return [f"spec.nodeName={node}" for node in sorted(nodes)]
+        nodes.update(ps.nodes or ())
+    return sorted(nodes) if len(nodes) <= fit.NODE_READS else []
+
+
+class PodCache:
+    """:class:`controllers.nodedevices.fit.PodSource` over the shared Pod informer."""
+
+    def __init__(self, informer: Any) -> None:
+        self.informer = informer
+
+    def node_pods(self, node: str) -> list[Obj]:
+        return self.informer.by_index(INDEX_NODE, node)
+
+    def workload_pods(self, namespace: str, name: str) -> list[Obj]:
+        return self.informer.by_index(INDEX_WORKLOAD, f"{namespace}/{name}")
 
 
 class NodeDevicesCheck(Controller):
@@ -139,6 +159,7 @@ class NodeDevicesCheck(Controller):
         self.nodes = self.informer("Node")
         self.devices = self.informer("Devices")
         self.checks = self.informer("AdmissionCheck")
+        self.pods = PodCache(manager.informer("Pod", label_selector=POD_SELECTOR, indexes=POD_INDEXES))
         self.release_terminated = allocation.release_terminated_from_env()
         # Node ledgers and flavor pools kept between verdicts, keyed by resourceVersions (one
         # decision at a time: workers = 1, and the lock below besides).
@@ -147,6 +168,7 @@ class NodeDevicesCheck(Controller):
         self._lock = threading.Lock()
         self._ready_written: dict[tuple[str, str], Obj] = {}  # until the cache shows them
         self._waiting: set[tuple[str, str]] = set()  # Workloads that need a verdict
+        self._changed: set[str] = set()  # nodes whose cached Pods moved since the last decision
         self._crd_misses = 0
         self.queue.add(CHECK_KEY)
 
@@ -159,7 +181,21 @@ class NodeDevicesCheck(Controller):
             Watch("Node", self._on_node),
             Watch("ResourceFlavor", self._on_flavor),
             Watch("AdmissionCheck", self._on_check),
+            Watch("Pod", self._on_pod, label_selector=POD_SELECTOR),
         ]
+
+    def _on_pod(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
+        """Mark the nodes whose cached Pods moved; a Pod that goes, or ends, may free cards."""
+        nodes = set(pod_node(obj))
+        if old is not None:
+            nodes.update(pod_node(old))
+        if not nodes:
+            return ()
+        with self._lock:
+            self._changed.update(nodes)
+        if event == "DELETED" or (old is not None and _ended(obj) and not _ended(old)):
+            return self._waiting_keys()
+        return ()
 
     def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
         key = key_of(obj)
@@ -232,22 +268,38 @@ class NodeDevicesCheck(Controller):
         return float(self.retry_after_seconds) if verdict.state == fit.RETRY else None
 
     def judge(self, workload: Obj) -> fit.Verdict:
-        """Gather the objects and decide (the bound Pods of the nodes it reads, uncached)."""
-        pods: list[Obj] = []
-        for selector in pod_field_selectors(workload):
-            listed, _ = self.client.list("Pod", field_selector=selector, timeout=60)
-            pods.extend(listed)
+        """Gather the objects and decide: the assigned nodes' Pods uncached, the rest from the Pod
+        cache, a ``Ready`` confirmed on uncached reads (:func:`fit.decide_confirmed`)."""
+        fresh = {node: self._read_node(node) for node in nodes_to_read(workload)}
         with self._decide_lock:
-            return fit.decide(
+            with self._lock:
+                changed, self._changed = self._changed, set()
+            verdict, reread = fit.decide_confirmed(
                 workload,
+                source=self.pods,
+                changed=changed,
+                read_node=self._read_node,
+                read_all=self._read_all,
+                cache=self.decisions,
+                fresh=fresh,
                 flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
                 nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
                 devices={d["metadata"]["name"]: d for d in self.devices.list()},
-                pods=pods,
                 others=self.other_workloads(),
                 release_terminated=self.release_terminated,
-                cache=self.decisions,
             )
+        if reread:  # built from uncached reads: the next decision compares them with the cache again
+            with self._lock:
+                self._changed.update(reread)
+        return verdict
+
+    def _read_node(self, node: str) -> list[Obj]:
+        listed, _ = self.client.list("Pod", field_selector=f"spec.nodeName={node}", timeout=60)
+        return listed
+
+    def _read_all(self) -> list[Obj]:
+        listed, _ = self.client.list("Pod", field_selector=EVERY_BOUND_POD, timeout=60)
+        return listed
 
     def other_workloads(self) -> list[Obj]:
         """The cached Workloads, each replaced by the ``Ready`` this controller wrote for it while

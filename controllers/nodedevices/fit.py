@@ -30,9 +30,9 @@ The verdict is ``Ready`` or ``Retry``, never ``Rejected``; its message names the
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from api import constants
 from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
@@ -55,10 +55,20 @@ _MANUFACTURER_NAMES = frozenset(m.name for m in MANUFACTURERS)
 class Verdict:
     state: str  # READY | RETRY
     message: str
+    nodes: tuple[str, ...] = ()  # READY: the nodes the judged Workload's unheld Pods were placed on
 
     @property
     def ready(self) -> bool:
         return self.state == READY
+
+
+class PodSource(Protocol):
+    """The bound Pods a decision may read from a cache instead of one uncached list (the
+    controller's Pod informer): a node's Pods, and a Workload's."""
+
+    def node_pods(self, node: str) -> Iterable[Mapping[str, Any]]: ...
+
+    def workload_pods(self, namespace: str, name: str) -> Iterable[Mapping[str, Any]]: ...
 
 
 # --- Reading a Workload --------------------------------------------------------------------------------
@@ -459,17 +469,24 @@ def decide(
     flavors: Mapping[str, Mapping[str, Any]],
     nodes: Mapping[str, Mapping[str, Any]],
     devices: Mapping[str, Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
     others: Iterable[Mapping[str, Any]] = (),
     release_terminated: bool = True,
     cache: DecisionCache | None = None,
+    source: PodSource | None = None,
+    changed: Iterable[str] = (),
 ) -> Verdict:
     """Judge ``workload`` (which :func:`needs_verdict`) per card.
 
     ``flavors``: ResourceFlavors by name; ``nodes``: the observed Nodes by name; ``devices``:
     ``Devices`` by node name; ``pods``: the Pods bound to nodes, read uncached (every Pod of each
-    node whose ledger is read); ``others``: other Workloads — those :func:`is_inflight` are charged first; ``cache``: what the previous
-    decisions built (the verdict is the same without it).
+    node whose ledger is read); ``others``: other Workloads — those :func:`is_inflight` are charged
+    first; ``cache``: what the previous decisions built (the verdict is the same without it).
+
+    With ``source`` instead of ``pods``, a node's and a Workload's Pods are asked of it, and only a
+    node that is new to ``cache`` or named in ``changed`` (its Pods moved since the last decision)
+    is read: a decision then costs what changed, not the fleet (:func:`decide_confirmed` reads the
+    nodes such a verdict places Pods on afresh).
     """
     pod_sets = podset_demands(workload)
     if not pod_sets:
@@ -478,15 +495,22 @@ def decide(
     reason = _resolve(pod_sets, flavors, devices, vram)
     if reason:
         return _retry(reason)
-    if cache is None:
+    meta = workload.get("metadata") or {}
+    namespace, name, uid = meta.get("namespace") or "", meta.get("name") or "", meta.get("uid")
+    claimed: Iterable[Mapping[str, Any]]
+    if source is not None:
+        if cache is None:
+            cache = DecisionCache()
+        cache.ledgers.use(source.node_pods, changed, release_terminated)
+        book = Book(devices, {}, release_terminated=release_terminated, cache=cache.ledgers)
+        claimed = ()  # the Workloads' own Pods, asked of the source below
+    elif cache is None:
         by_node, claimed = bound_pods(pods)
         book = Book(devices, by_node, release_terminated=release_terminated)
     else:  # the cache reads the Pods, and keeps the ledgers of the nodes whose Pods did not change
         claimed = cache.ledgers.index(pods, devices, release_terminated)
         book = Book(devices, {}, release_terminated=release_terminated, cache=cache.ledgers)
 
-    meta = workload.get("metadata") or {}
-    namespace, name, uid = meta.get("namespace") or "", meta.get("name") or "", meta.get("uid")
     inflight: list[tuple[Mapping[str, Any], list[PodSetDemand] | None]] = []
     for other in others:
         other_meta = other.get("metadata") or {}
@@ -503,24 +527,103 @@ def decide(
         ((o.get("metadata") or {}).get("namespace") or "", (o.get("metadata") or {}).get("name") or "")
         for o, _ in inflight
     )
+    if source is not None:
+        claimed = [pod for ns, wl in sorted(wanted) for pod in source.workload_pods(ns, wl)]
     held = held_pods(claimed, wanted)
     for other, demands in inflight:
         charge_inflight(other, book, held, flavors, devices, vram, demands)
 
+    chosen: set[str] = set()
     for ps in pod_sets:
         if ps.demand is None:
             continue
         if ps.nodes is not None:
-            reason = _place_assigned(ps, namespace, name, nodes, book, held)
+            reason = _place_assigned(ps, namespace, name, nodes, book, held, chosen)
         else:
-            reason = _place_pool(ps, namespace, name, flavors, nodes, book, held, cache)
+            reason = _place_pool(ps, namespace, name, flavors, nodes, book, held, cache, chosen)
         if reason:
             return _retry(reason)
     where = sorted({node for ps in pod_sets if ps.nodes for node in ps.nodes})
     if where:
         named = ", ".join(where) if len(where) <= 5 else f"{len(where)} nodes"
-        return Verdict(READY, f"the accelerators fit per card on {named}")
-    return Verdict(READY, "the accelerators fit per card in the flavor's node pool")
+        return Verdict(READY, f"the accelerators fit per card on {named}", tuple(sorted(chosen)))
+    return Verdict(READY, "the accelerators fit per card in the flavor's node pool", tuple(sorted(chosen)))
+
+
+class _Overlay:
+    """A :class:`PodSource` whose named nodes answer from uncached lists instead."""
+
+    __slots__ = ("fresh", "source")
+
+    def __init__(self, source: PodSource, fresh: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        self.source = source
+        self.fresh = fresh
+
+    def node_pods(self, node: str) -> Iterable[Mapping[str, Any]]:
+        listed = self.fresh.get(node)
+        return self.source.node_pods(node) if listed is None else listed
+
+    def workload_pods(self, namespace: str, name: str) -> Iterable[Mapping[str, Any]]:
+        # Held Pods are counted per node: on a node read afresh, from that read alone.
+        fresh = self.fresh
+        out = [
+            pod
+            for pod in self.source.workload_pods(namespace, name)
+            if (pod.get("spec") or {}).get("nodeName") not in fresh
+        ]
+        for listed in fresh.values():
+            for pod in listed:
+                meta = pod.get("metadata") or {}
+                if (meta.get("namespace") or "") == namespace and (meta.get("annotations") or {}).get(
+                    constants.KUEUE_WORKLOAD
+                ) == name:
+                    out.append(pod)
+        return out
+
+
+# Up to this many nodes are read afresh one by one to confirm a verdict; past it, one list of every
+# bound Pod is cheaper than the round trips.
+NODE_READS = 4
+CONFIRM_ROUNDS = 3
+
+
+def decide_confirmed(
+    workload: Mapping[str, Any],
+    *,
+    source: PodSource,
+    changed: Iterable[str],
+    read_node: Callable[[str], Sequence[Mapping[str, Any]]],
+    read_all: Callable[[], Sequence[Mapping[str, Any]]],
+    cache: DecisionCache,
+    fresh: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    **kwargs: Any,
+) -> tuple[Verdict, list[str]]:
+    """:func:`decide` on the cached Pods of ``source``, a ``Ready`` confirmed on uncached reads.
+
+    A cache can lag the API server.  A lagging cache may make a verdict ``Retry`` (a freed card not
+    seen yet: the controller is woken again when the Pod event lands), but a ``Ready`` places Pods
+    on cards, so every node it places on is read afresh (``read_node``, up to :data:`NODE_READS`
+    nodes; ``fresh``: nodes the caller read already) and the decision is made again with those
+    reads; when it then places on other nodes, those are read too, for up to
+    :data:`CONFIRM_ROUNDS` rounds, and past that the decision falls back to one uncached list of
+    every bound Pod (``read_all``).  Returns the verdict and the nodes whose ledgers were built from
+    uncached reads (the caller marks them changed for the next decision, which goes back to the
+    cache)."""
+    reads: dict[str, Sequence[Mapping[str, Any]]] = dict(fresh or {})
+    pending = set(changed) | reads.keys()
+    for _ in range(CONFIRM_ROUNDS):
+        verdict = decide(workload, source=_Overlay(source, reads), changed=pending, cache=cache, **kwargs)
+        if not verdict.ready:
+            return verdict, sorted(reads)
+        unread = [node for node in verdict.nodes if node not in reads]
+        if not unread:
+            return verdict, sorted(reads)
+        if len(reads) + len(unread) > NODE_READS:
+            break
+        for node in unread:
+            reads[node] = read_node(node)
+        pending = set(unread)
+    return decide(workload, pods=read_all(), cache=cache, **kwargs), sorted(reads)
 
 
 def charge_inflight(
@@ -555,6 +658,7 @@ def _place_assigned(
     nodes: Mapping[str, Mapping[str, Any]],
     book: Book,
     held: Mapping[tuple[str, str, str, str], int],
+    chosen: set[str] | None = None,
 ) -> str:
     assigned = ps.nodes or {}
     for node in sorted(assigned):
@@ -564,6 +668,8 @@ def _place_assigned(
         if ledger is None or not ledger.cards:
             return f"{ps.label}: node {node} has no {ps.group} cards in its Devices ledger"
         pending = assigned[node] - held.get((namespace, name, ps.name, node), 0)
+        if pending > 0 and chosen is not None:
+            chosen.add(node)
         for i in range(pending):
             if fit.place(ledger, ps.demand) is None:
                 placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""
@@ -583,6 +689,7 @@ def _place_pool(
     book: Book,
     held: Mapping[tuple[str, str, str, str], int],
     cache: DecisionCache | None = None,
+    chosen: set[str] | None = None,
 ) -> str:
     flavor = flavors[ps.flavor]
     pool = cache.pool(flavor, nodes) if cache is not None else pool_nodes(flavor, nodes)
@@ -600,6 +707,8 @@ def _place_pool(
             ledger = book.ledger(pool[j], ps.group)
             assert ledger is not None  # it fits: it has cards
             fit.place(ledger, ps.demand)
+            if chosen is not None:
+                chosen.add(pool[j])
             start = j  # earlier nodes did not fit this demand; they will not fit the next copy
         else:
             placed = f" ({i} of {pending} Pods placed)" if pending > 1 else ""

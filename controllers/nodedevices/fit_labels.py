@@ -36,6 +36,7 @@ from fastpath import fit_labels
 from fastpath.ledger import Book, group_keys
 from kube import changes
 from kube.client import ApiError
+from kube.informer import IndexFunc
 from kube.manager import Controller, Manager, Watch
 
 FIELD_MANAGER = "gpustack-operator/node-fit-labels"
@@ -59,6 +60,22 @@ def assigned_nodes(workload: Mapping[str, Any]) -> list[str]:
 def pod_node(pod: Mapping[str, Any]) -> list[str]:
     node = (pod.get("spec") or {}).get("nodeName")
     return [node] if node else []
+
+
+INDEX_WORKLOAD = "workload"
+
+
+def pod_workload(pod: Mapping[str, Any]) -> list[str]:
+    """``<namespace>/<Workload name>`` of a bound Pod Kueue tied to a Workload (index function)."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
+    if not name or not (pod.get("spec") or {}).get("nodeName"):
+        return []
+    return [f"{meta.get('namespace') or ''}/{name}"]
+
+
+# The Pod informer this reconciler and gate 3 share (whichever asks first creates it): its indexes.
+POD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: pod_node, INDEX_WORKLOAD: pod_workload}
 
 
 def desired_fit_labels(
@@ -116,7 +133,7 @@ class NodeFitLabelReconciler(Controller):
         self.devices = self.informer("Devices")
         self.flavors = self.informer("ResourceFlavor")
         self.workloads = manager.informer("Workload", indexes={INDEX_NODE: assigned_nodes})
-        self.pods = manager.informer("Pod", label_selector=POD_SELECTOR, indexes={INDEX_NODE: pod_node})
+        self.pods = manager.informer("Pod", label_selector=POD_SELECTOR, indexes=POD_INDEXES)
         self.release_terminated = allocation.release_terminated_from_env()
 
     def watches(self) -> list[Watch]:

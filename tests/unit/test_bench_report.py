@@ -73,7 +73,13 @@ def synthetic(directory: Path) -> None:
     ]
     write(directory, "bench", [*endpoints, {"pod_rps": 7000}])
     gate3 = [
-        {"scenario": scenario, "nodes": nodes, "median_ms": ms * nodes, "p90_ms": 1.2 * ms * nodes}
+        {
+            "scenario": scenario,
+            "nodes": nodes,
+            "median_ms": ms * nodes,
+            "p90_ms": 1.2 * ms * nodes,
+            "informer_ms": ms * 100,
+        }
         for scenario, ms in (("tas", 0.003), ("pool-first-fit", 0.006), ("pool-retry", 0.07))
         for nodes in (100, 1000)
     ]

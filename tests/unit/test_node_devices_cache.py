@@ -402,3 +402,166 @@ def test_bound_pods_groups_by_node_and_keeps_the_workloads_pods() -> None:
         by_node, claimed = module.bound_pods(pods)
         assert by_node == {"n1": [pods[0], pods[3]], "n2": [pods[1]]}
         assert claimed == [pods[0]]
+
+
+# --- Partial mode: the Pods asked of a cache (the controller's Pod informer) -------------------------------------
+
+
+class Source:
+    """A Pod cache as the controller's informer serves it: a node's Pods and a Workload's, and which
+    nodes' Pods moved since the last time it was asked (as the informer's events mark them)."""
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[dict]] = {}
+        self.asked: list[str] = []
+
+    def set(self, pods: list[dict]) -> set[str]:
+        """Serve ``pods`` from now on; returns the nodes whose Pods moved."""
+        before = self.by_node
+        self.by_node = {}
+        for pod in pods:
+            self.by_node.setdefault(pod["spec"]["nodeName"], []).append(pod)
+        return {
+            n
+            for n in before.keys() | self.by_node.keys()
+            if [p["metadata"].get("resourceVersion") for p in before.get(n, [])]
+            != [p["metadata"].get("resourceVersion") for p in self.by_node.get(n, [])]
+        }
+
+    def node_pods(self, node_name: str) -> list[dict]:
+        self.asked.append(node_name)
+        return list(self.by_node.get(node_name, ()))
+
+    def workload_pods(self, namespace: str, name: str) -> list[dict]:
+        return [
+            p
+            for pods in self.by_node.values()
+            for p in pods
+            if p["metadata"]["namespace"] == namespace
+            and p["metadata"]["annotations"].get("kueue.x-k8s.io/workload") == name
+        ]
+
+
+def test_partial_mode_reads_only_the_nodes_that_changed() -> None:
+    world = World()
+    fill(world, "n1", "n2", "n3")
+    source = Source()
+    changed = source.set(world.pods)
+    args = dict(flavors=world.flavors, nodes=world.nodes, devices=world.devices)
+    verdict = fit.decide(pool_workload(), source=source, changed=changed, cache=world.cache, **args)
+    assert not verdict.ready and sorted(source.asked) == ["n1", "n2", "n3"]  # first time: every node
+    source.asked.clear()
+    for _ in range(3):  # nothing moved: nothing read, nothing rebuilt
+        built = world.cache.ledgers.builds
+        assert not fit.decide(pool_workload(), source=source, changed=(), cache=world.cache, **args).ready
+        assert source.asked == [] and world.cache.ledgers.builds == built
+    changed = source.set([p for p in world.pods if p["metadata"]["name"] != "n2-busy"])
+    assert changed == {"n2"}
+    verdict = fit.decide(pool_workload(), source=source, changed=changed, cache=world.cache, **args)
+    assert verdict.ready and verdict.nodes == ("n2",)
+    assert source.asked == ["n2"]
+
+
+def test_a_stale_cache_cannot_make_a_ready_verdict_overbook() -> None:
+    """The cache shows n1 free, but its Pods already took it: the Ready is confirmed on an uncached
+    read of every node it places on, and the Pods land where the cards are free."""
+    world = World()
+    fill(world, "n2")
+    source = Source()
+    changed = source.set(list(world.pods))  # the cache has not seen n1's new Pod yet
+    world.pods.append(exclusive_pod("n1-new", "n1", range(5)))
+    reads: list[str] = []
+
+    def read_node(name: str) -> list[dict]:
+        reads.append(name)
+        return [copy.deepcopy(p) for p in world.pods if p["spec"]["nodeName"] == name]
+
+    verdict, fresh = fit.decide_confirmed(
+        pool_workload(),
+        source=source,
+        changed=changed,
+        read_node=read_node,
+        read_all=lambda: pytest.fail("no list of every Pod needed"),
+        cache=world.cache,
+        flavors=world.flavors,
+        nodes=world.nodes,
+        devices=world.devices,
+    )
+    assert verdict.ready and verdict.nodes == ("n3",)
+    assert reads == ["n1", "n3"] and fresh == ["n1", "n3"]
+    # What the uncached decision says.
+    assert world.judge(pool_workload()) == verdict
+
+
+def test_a_retry_from_the_cache_reads_nothing_and_a_wide_ready_lists_every_pod() -> None:
+    world = World()
+    fill(world, "n1", "n2", "n3")
+    source = Source()
+    changed = source.set(world.pods)
+    args = dict(flavors=world.flavors, nodes=world.nodes, devices=world.devices, cache=world.cache)
+    fail = lambda *_: pytest.fail("a Retry reads nothing uncached")  # noqa: E731
+    verdict, fresh = fit.decide_confirmed(
+        pool_workload(), source=source, changed=changed, read_node=fail, read_all=fail, **args
+    )
+    assert not verdict.ready and fresh == []
+    # Five Pods of three cards each, spread over more nodes than are read one by one: one list.
+    world.pods = []
+    source.set([])
+    listed: list[int] = []
+
+    def read_all() -> list[dict]:
+        listed.append(1)
+        return copy.deepcopy(world.pods)
+
+    many = {f"m{i}": stamped(node(f"m{i}")) for i in range(6)}
+    world.nodes, world.devices = many, {n: stamped(devices(n)) for n in many}
+    args.update(nodes=world.nodes, devices=world.devices)
+    verdict, _ = fit.decide_confirmed(
+        pool_workload(cards=8, count=6),
+        source=source,
+        changed=(),
+        read_node=lambda n: [],
+        read_all=read_all,
+        **args,
+    )
+    assert verdict.ready and len(verdict.nodes) == 6 and listed == [1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(), st.lists(st.sampled_from(range(len(DEMANDS))), min_size=1, max_size=3), st.data())
+def test_random_histories_judge_alike_from_a_source_and_from_a_list(history, picks, data) -> None:
+    """Partial mode (only the changed nodes re-read), alternating with full lists on the same cache,
+    judges as the uncached decision does."""
+    cache = fit.DecisionCache()
+    source = Source()
+    nodes = {n: stamped(node(n)) for n in NODES}
+    pending: set[str] = set()
+    for pods, devs in history:
+        pending |= source.set(pods)
+        for pick in picks:
+            wl = workload(
+                pod_sets=[pod_set(count=2, limits=DEMANDS[pick])], assignments=[base.assignment(count=2)]
+            )
+            args = dict(flavors={"rf": flavor()}, nodes=nodes, devices=devs)
+            want = fit.decide(wl, pods=pods, **args)
+            if data.draw(st.booleans()):
+                got = fit.decide(wl, source=source, changed=pending, cache=cache, **args)
+            else:
+                got = fit.decide(wl, pods=pods, cache=cache, **args)
+            pending = set()
+            assert got == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories())
+def test_partial_mode_builds_what_the_book_builds_compiled_and_interpreted(history) -> None:
+    caches = [ledger.LedgerCache(), interpreted.LedgerCache()]
+    source = Source()
+    for pods, devs in history:
+        changed = source.set(pods)
+        by_node = {n: [p for p in pods if p["spec"]["nodeName"] == n] for n in NODES}
+        want = [ledger.Book(devs, by_node).ledger(n, A10G.group).as_tuple() for n in NODES]
+        for module, cache in zip((ledger, interpreted), caches, strict=True):
+            cache.use(source.node_pods, changed, True)
+            book = module.Book(devs, {}, cache=cache)
+            assert [book.ledger(n, A10G.group).as_tuple() for n in NODES] == want

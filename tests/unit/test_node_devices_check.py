@@ -273,17 +273,17 @@ def test_check_status_patch_keeps_the_transition_time_while_the_state_holds() ->
     assert check.check_status_patch(wl, fit.Verdict("Retry", "same"), retry_after=30, now="NOW") is None
 
 
-def test_pod_field_selectors_list_the_assigned_nodes_one_by_one_when_they_are_few() -> None:
-    assert check.pod_field_selectors(four_cards()) == ["spec.nodeName=n1"]
+def test_the_assigned_nodes_are_read_one_by_one_when_they_are_few() -> None:
+    assert check.nodes_to_read(four_cards()) == ["n1"]
     two = workload(pod_sets=[pod_set(count=2, limits=gpu(1))], assignments=[tas(count=2, n1=1, n2=1)])
-    assert check.pod_field_selectors(two) == ["spec.nodeName=n1", "spec.nodeName=n2"]
-    many = {f"n{i}": 1 for i in range(check.NODE_LISTS + 1)}
+    assert check.nodes_to_read(two) == ["n1", "n2"]
+    many = {f"n{i}": 1 for i in range(fit.NODE_READS + 1)}
     spread = workload(
         pod_sets=[pod_set(count=len(many), limits=gpu(1))], assignments=[tas(count=len(many), **many)]
     )
-    assert check.pod_field_selectors(spread) == ["spec.nodeName!="]
+    assert check.nodes_to_read(spread) == []
     pool = workload(pod_sets=[pod_set(limits=gpu(1))], assignments=[assignment()])
-    assert check.pod_field_selectors(pool) == ["spec.nodeName!="]
+    assert check.nodes_to_read(pool) == []
 
 
 def test_a_workload_on_two_nodes_lists_each_one_and_counts_the_pods_bound_there(env) -> None:
@@ -308,3 +308,62 @@ def test_registered_in_the_worker() -> None:
     from controllers.registry import CONTROLLERS
 
     assert check.NodeDevicesCheck in CONTROLLERS
+
+
+def pool_workload(name: str, cards: int) -> Obj:
+    return workload(name, [pod_set(limits=gpu(cards))], [assignment()])
+
+
+def see_pod(controller: check.NodeDevicesCheck, pod: Obj, event: str = "ADDED") -> None:
+    """What the shared Pod informer would see (it selects the Pods Kueue labelled)."""
+    informer = controller.manager.informer("Pod", label_selector=check.POD_SELECTOR)
+    informer._store(event, pod)
+
+
+def holder(name: str, node_name: str, cards: range) -> Obj:
+    entries = [
+        allocation.accelerator_entry(
+            objects.card(node_name, i), i, constants.DEVICE_MODE_EXCLUSIVE, objects.M
+        )
+        for i in cards
+    ]
+    pod = objects.record_pod(name, node_name, entries, limits=gpu(len(cards)), workload_name=f"wl-{name}")
+    return pod
+
+
+def test_a_pool_verdict_reads_the_pod_cache_and_confirms_ready_on_the_node_it_places_on(env) -> None:
+    client, controller, observe = env
+    for obj in (node("n2"), devices("n2"), devices("n1")):  # every card free on both nodes
+        observe(client.put(obj))
+    # n1's Pod holds six cards and the cache has seen it; n2's holds six too, but the cache lags.
+    see_pod(controller, client.put(holder("a", "n1", range(6))))
+    client.put(holder("b", "n2", range(6)))
+    wl = pool_workload("pool", 4)
+    observe(client.put(wl))
+    client.lists.clear()
+    controller.reconcile((NS, "pool"))
+    # The cache put it on n2; the uncached read of n2 says no, and n1 is full in the cache too.
+    assert client.lists == [("Pod", "spec.nodeName=n2")]
+    verdict = client.applied[-1][0]["status"]["admissionChecks"][0]
+    assert verdict["state"] == "Retry", verdict
+    # The lagging Pod lands in the cache, then goes: the waiting Workload is woken and fits n2.
+    see_pod(controller, client.objects[("Pod", NS, "b")])
+    queued(controller)
+    see_pod(controller, client.objects.pop(("Pod", NS, "b")), "DELETED")
+    assert (NS, "pool") in queued(controller)
+    client.lists.clear()
+    controller.reconcile((NS, "pool"))
+    assert client.lists == [("Pod", "spec.nodeName=n2")]
+    verdict = client.applied[-1][0]["status"]["admissionChecks"][0]
+    assert verdict["state"] == "Ready", verdict
+
+
+def test_a_pool_retry_from_the_cache_lists_nothing_uncached(env) -> None:
+    client, controller, observe = env
+    observe(client.put(devices("n1")))
+    see_pod(controller, client.put(holder("a", "n1", range(6))))
+    observe(client.put(pool_workload("pool", 4)))
+    client.lists.clear()
+    controller.reconcile((NS, "pool"))
+    assert client.lists == []
+    assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Retry"
