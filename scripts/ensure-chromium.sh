@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the dashboard's browser tests and benchmark (tests/e2e/test_dashboard.py,
+# Headless Chromium for the dashboard's browser tests and benchmark (tests/e2e/test_gateway.py,
 # loadtests/bench_dashboard.py): Debian's chromium package (apt caches the .deb under
 # /var/cache/apt). Idempotent: nothing to do once /usr/bin/chromium runs. Prints its path.
 set -euo pipefail

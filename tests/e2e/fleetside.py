@@ -193,9 +193,10 @@ def gone(pid: int) -> bool:
 
 
 def stop_apiserver(info: harness.ClusterInfo) -> None:
-    """An outage: the cluster's apiserver is killed at once."""
+    """An outage: the cluster's apiserver is killed at once (one already stopped stays stopped)."""
     pid = int((info.state_dir / "pids" / "kube-apiserver.pid").read_text().strip())
-    os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
     harness.wait_for(lambda: gone(pid), timeout=60, what=f"{info.state_dir.name}'s apiserver stopped")
 
 
