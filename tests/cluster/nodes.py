@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -558,8 +559,6 @@ def start_nodes(info: harness.ClusterInfo, specs: list[dict[str, Any]]) -> list[
     first = start_node(info, **specs[0])
     if len(specs) == 1:
         return [first]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=len(specs) - 1) as pool:
         rest = list(pool.map(lambda spec: start_node(info, **spec), specs[1:]))
     return [first, *rest]
@@ -619,10 +618,18 @@ def restart_kubelet(info: harness.ClusterInfo, node: Node) -> None:
 def stop_node(node: Node) -> None:
     """Stop the node's processes; nfd-master goes with the last node (a later kwok-only test must not
     find NFD rewriting the labels its fixtures give their nodes)."""
+    _stop_processes(node)
+    _stop_nfd_after_last(node)
+
+
+def _stop_processes(node: Node) -> None:
     if node.containers_run or (node.directory / "containerd.toml").exists():
         _stop_container_node(node)
     for component in ("device-manager", "kubelet", "cri-fake"):
         stop_component(node, component)
+
+
+def _stop_nfd_after_last(node: Node) -> None:
     root = node.directory.parent
     if root.name == "nodes" and not any(
         _alive(Node(d.name, d, 0), component) is not None
@@ -658,6 +665,26 @@ def remove_node(info: harness.ClusterInfo, which: Node | str) -> None:
     info.kubectl("delete", "nodefeature", name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
 
 
+def remove_nodes(info: harness.ClusterInfo, which: Iterable[Node | str]) -> None:
+    """:func:`remove_node` of several nodes: their processes stopped side by side (each waits for
+    its processes to exit), then one delete of the Nodes and one of their features."""
+    names: list[str] = []
+    found: list[Node] = []
+    for item in which:
+        names.append(item if isinstance(item, str) else item.name)
+        known = node(info, item) if isinstance(item, str) else item
+        if known is not None:
+            found.append(known)
+    if not names:
+        return
+    if found:
+        with ThreadPoolExecutor(len(found)) as pool:
+            list(pool.map(_stop_processes, found))
+        _stop_nfd_after_last(found[-1])
+    info.kubectl("delete", "node", *names, "--ignore-not-found", check=False)
+    info.kubectl("delete", "nodefeature", *names, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+
+
 def take_down(
     info: harness.ClusterInfo, op: gpustack.Operator, names: Iterable[str], timeout: float, what: str
 ) -> None:
@@ -665,8 +692,7 @@ def take_down(
     the nodes removed, the pools taken down by the controllers (``gpustack.take_pools_down``), the
     worker stopped and its webhook configurations deleted, then the nodes' ``Devices``."""
     names = list(names)
-    for name in names:
-        remove_node(info, name)
+    remove_nodes(info, names)
     gpustack.take_pools_down(info, timeout, what)
     gpustack.stop_worker(op)
     gpustack.uninstall_webhooks(info)

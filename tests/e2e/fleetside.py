@@ -89,8 +89,7 @@ def _member_down(member: Member) -> None:
         gpustack.stop_worker(member.operator)
         return
     with contextlib.suppress(Exception):
-        for node in member.nodes:
-            nodes.remove_node(info, node)
+        nodes.remove_nodes(info, member.nodes)
         info.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         harness.wait_for(lambda: not instance_types(info), timeout=90, what="types gone")
     gpustack.stop_worker(member.operator)

@@ -87,8 +87,7 @@ def md_env(cluster: harness.ClusterInfo):
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        for node in started:
-            nodes.remove_node(cluster, node)
+        nodes.remove_nodes(cluster, started)
 
 
 def _wait_pools_ready(cluster: harness.ClusterInfo) -> None:

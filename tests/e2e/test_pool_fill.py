@@ -74,8 +74,7 @@ def pools(cluster, tmp_path_factory):
         yield Client(load_api_client(str(cluster.kubeconfig))), entrances
     finally:
         harness.delete_namespace(cluster, NS, timeout=240)
-        for name in NODES:
-            nodes.remove_node(cluster, name)
+        nodes.remove_nodes(cluster, NODES)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 

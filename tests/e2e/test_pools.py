@@ -121,8 +121,7 @@ def pools(cluster: harness.ClusterInfo) -> Iterator[dict]:
         # again), then the types (the finalizer tears their queues and LocalQueues down).
         for ns in TENANTS:
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
-        for name in NODES:
-            nodes.remove_node(cluster, name)
+        nodes.remove_nodes(cluster, NODES)
         _wait_quietly(lambda: not _ours(cluster, "resourceflavors.kueue.x-k8s.io"), "flavors gone")
         cluster.kubectl("delete", "instancetypes", "--all", "--wait=false", check=False)
         _wait_quietly(lambda: not cluster.kubectl_json("get", "instancetypes")["items"], "types gone")

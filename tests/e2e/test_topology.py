@@ -188,8 +188,7 @@ def topo(cluster: harness.ClusterInfo):
         ):
             cluster.kubectl("delete", kind, name, "-n", SYSTEM, "--ignore-not-found", check=False)
         cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-        for node in started:
-            nodes.remove_node(cluster, node)
+        nodes.remove_nodes(cluster, started)
         gpustack.stop_worker(op)
         gpustack.uninstall_webhooks(cluster)
 
