@@ -70,6 +70,10 @@ class ModelArtifactReconciler(Controller):
                 ),
                 "digest": lambda o: [_digest(o)] if _digest(o) else [],
                 "claim": lambda o: [f"{changes.namespace_of(o)}/{n}"] if (n := _claim_name(o)) else [],
+                # The artifacts being deleted, by namespace: what a consumer's event can release.
+                "deleting": lambda o: (
+                    [changes.namespace_of(o)] if (o.get("metadata") or {}).get("deletionTimestamp") else []
+                ),
             },
         )
         self.secrets = self.informer("Secret")
@@ -108,12 +112,10 @@ class ModelArtifactReconciler(Controller):
             ]
 
         def consumer(event: str, obj: Obj, old: Obj | None) -> list[tuple[str, str]]:
+            # Every status write of every deployment and Instance comes here: an index look-up,
+            # not a scan of the cluster's artifacts (docs/performance.md, "Controllers keyed on a list").
             namespace = changes.namespace_of(obj)
-            return [
-                (namespace, changes.name_of(a))
-                for a in self.artifacts.list()
-                if changes.namespace_of(a) == namespace and (a.get("metadata") or {}).get("deletionTimestamp")
-            ]
+            return [(namespace, changes.name_of(a)) for a in self.artifacts.by_index("deleting", namespace)]
 
         def store(event: str, obj: Obj, old: Obj | None) -> list[tuple[str, str]]:
             digests = {*st.held_digests(obj), *st.held_digests(old or {})}

@@ -307,6 +307,31 @@ def test_finalizer_holds_deletion_while_a_deployment_references_it(world: World)
     )
 
 
+def test_a_consumer_event_wakes_only_its_namespace_s_deleting_artifacts_without_a_scan(
+    world: World,
+) -> None:
+    for name, namespace in (("gone", NS), ("kept", NS), ("elsewhere", "team-b")):
+        obj = artifact(name, "org/public")
+        obj["metadata"].update(namespace=namespace, finalizers=["example.com/hold"])
+        world.server.put(obj)
+    for name, namespace in (("gone", NS), ("elsewhere", "team-b")):
+        obj = world.client.get("ModelArtifact", name, namespace) or {}
+        obj["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+        world.server.put(obj)
+    cache = world.reconciler.artifacts
+    assert wait(lambda: len(cache.by_index("deleting", NS)) == 1 == len(cache.by_index("deleting", "team-b")))
+    (watch,) = [w for w in world.reconciler.watches() if w.kind == "Instance"]
+
+    def scan() -> list[dict[str, Any]]:
+        raise AssertionError("a consumer's event listed every artifact of the cluster")
+
+    cache.list = scan  # type: ignore[method-assign]
+    consumer = {"apiVersion": GROUP, "kind": "Instance", "metadata": {"name": "nb", "namespace": NS}}
+    assert list(watch.mapper("MODIFIED", consumer, consumer)) == [(NS, "gone")]
+    other = {**consumer, "metadata": {"name": "nb", "namespace": "team-c"}}
+    assert list(watch.mapper("DELETED", other, None)) == []
+
+
 # --- the NodeModelStore writer ------------------------------------------------------------------------
 
 
