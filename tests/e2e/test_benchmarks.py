@@ -126,6 +126,55 @@ def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.
     assert figures["converged"]["api_lists"] == 0, figures["converged"]  # a converged pass reads the cache
 
 
+def test_bench_controllers_measures_every_list_keyed_kind_at_its_smallest(
+    cluster: harness.ClusterInfo,
+) -> None:
+    # The smallest size that runs every path: two Instances, two Bindings (both namespaces), one
+    # artifact with its two consumers (a deployment and an Instance).
+    lines = _run(
+        cluster,
+        "bench_controllers",
+        "--instances",
+        "2",
+        "--kv-bindings",
+        "2",
+        "--delivery",
+        "1",
+        "--threads",
+        "2",
+        "--timeout",
+        "300",
+    )
+    assert lines[0]["figure"] == "setup" and lines[0]["nodes"] >= 1, lines
+    converge = {line["kind"]: line for line in lines if line["figure"] == "converge"}
+    resync = {line["kind"]: line for line in lines if line["figure"] == "resync"}
+    assert set(converge) == set(resync) == {"instances", "kv-bindings", "delivery"}, lines
+    measured = {
+        "instances": ("instances",),
+        "kv-bindings": ("kv-cache-pool-bindings", "kv-cache-pools"),
+        "delivery": ("model-artifacts",),
+    }
+    objects = {"instances": 2, "kv-bindings": 2, "delivery": 3}
+    for kind, names in measured.items():
+        line = converge[kind]
+        assert line["objects"] == objects[kind] and line["seconds"] > 0, line
+        assert set(line["controllers"]) == set(names), line
+        for name in names:
+            row = line["controllers"][name]
+            assert row["reconciles"] > 0 and row["ms"] > 0, (name, row)
+            assert row["mapper_events"] > 0 and row["mapper_us"] > 0, (name, row)
+        # The resync reconciled every key it enqueued, and a converged pass rewrote nothing.
+        done = resync[kind]
+        assert all(count > 0 for count in done["reconciles"].values()), done
+        assert set(names) <= set(done["reconciles"]), done
+        assert done["objects"] >= objects[kind] and done["rewritten"] == 0, done
+    # The consumers converged through their own controllers, which reconciled meanwhile.
+    assert {"instances", "model-deployment"} <= set(converge["delivery"]["others"]), converge["delivery"]
+    assert resync["delivery"]["reconciles"]["instances"] >= 1
+    per_binding = next(line for line in lines if line["figure"] == "kv_pool_pass_per_binding")
+    assert per_binding["bindings"] == 2 and per_binding["ms"] > 0, per_binding
+
+
 def test_bench_pool_fill_fills_two_nodes_in_every_phase(cluster: harness.ClusterInfo) -> None:
     lines = _run(
         cluster, "bench_pool_fill", "--nodes", "2", "--idle", "1", "--threads", "2", "--timeout", "300"
