@@ -65,7 +65,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 
 from loadtests import series  # noqa: E402
-from loadtests.bench_modeldeployment import EMITTED, POOL, _ThreadCPU, emit  # noqa: E402
+from loadtests.bench_modeldeployment import EMITTED, POOL, _ThreadCPU, add_node, emit  # noqa: E402
 
 KINDS = ("instances", "kv-bindings", "delivery")
 # Objects of each kind the e2e modules create at once (1x), per unit of --scale.
@@ -254,7 +254,6 @@ class Bench:
 
     def start(self, pods: int) -> None:
         from controllers.registry import CONTROLLERS
-        from kube.client import ApiError
         from kube.manager import Manager
         from nodeplugins.devicemanager import simulated
 
@@ -265,35 +264,8 @@ class Bench:
         product = simulated.PRODUCTS["NVIDIA H100 80GB HBM3"]
         self.nodes = [f"{PREFIX}{i:03d}" for i in range(max((pods + 7) // 8, 1))]
 
-        def add_node(name: str) -> None:
-            try:
-                self.client.create(
-                    harness.fake_node_manifest(
-                        name,
-                        labels=simulated.node_labels(name, product, 8),
-                        capacity=simulated.plugin_capacity(product, 8),
-                    )
-                )
-            except ApiError as error:
-                if not error.conflict:
-                    raise
-            devices = simulated.devices(name, product, 8)
-            self.client.apply(  # the device manager's writes (a node agent, not a controller)
-                {k: v for k, v in devices.items() if k != "status"}, field_manager="bench-device-manager"
-            )
-            self.client.apply(
-                {
-                    "apiVersion": devices["apiVersion"],
-                    "kind": "Devices",
-                    "metadata": {"name": name},
-                    "status": devices["status"],
-                },
-                field_manager="bench-device-manager",
-                subresource="status",
-            )
-
         with ThreadPoolExecutor(self.args.threads) as workers:
-            list(workers.map(add_node, self.nodes))
+            list(workers.map(lambda name: add_node(self.client, name, product), self.nodes))
         self.manager = Manager(self.client, leader_election=False)
         for controller in CONTROLLERS:
             self.manager.add(self.timers.timed(controller))

@@ -213,12 +213,45 @@ class _ThreadCPU:
         return timed
 
 
+def add_node(client: Any, name: str, product: Any) -> None:
+    """A kwok Node of 8 cards of ``product`` and the ``Devices`` its device manager would publish
+    (the benchmarks run no node agent; these are that agent's writes, not a controller's)."""
+    import harness
+
+    from kube.client import ApiError
+    from nodeplugins.devicemanager import simulated
+
+    try:
+        client.create(
+            harness.fake_node_manifest(
+                name,
+                labels=simulated.node_labels(name, product, 8),
+                capacity=simulated.plugin_capacity(product, 8),
+            )
+        )
+    except ApiError as error:
+        if not error.conflict:
+            raise
+    devices = simulated.devices(name, product, 8)
+    client.apply({k: v for k, v in devices.items() if k != "status"}, field_manager="bench-device-manager")
+    client.apply(
+        {
+            "apiVersion": devices["apiVersion"],
+            "kind": "Devices",
+            "metadata": {"name": name},
+            "status": devices["status"],
+        },
+        field_manager="bench-device-manager",
+        subresource="status",
+    )
+
+
 def bench_cluster(args: argparse.Namespace) -> int:
     import gpustack
     import harness
 
     from controllers.registry import CONTROLLERS
-    from kube.client import ApiError, Client, load_api_client
+    from kube.client import Client, load_api_client
     from kube.manager import RECONCILE_SECONDS, Manager
     from nodeplugins.devicemanager import simulated
 
@@ -233,35 +266,8 @@ def bench_cluster(args: argparse.Namespace) -> int:
     per_node = 8 if pool == POOL else 60  # cards, or 800m-CPU Pods on a 64-core node
     node_names = [f"{PREFIX}{i:04d}" for i in range((pods + per_node - 1) // per_node)]
 
-    def add_node(name: str) -> None:
-        try:
-            client.create(
-                harness.fake_node_manifest(
-                    name,
-                    labels=simulated.node_labels(name, product, 8),
-                    capacity=simulated.plugin_capacity(product, 8),
-                )
-            )
-        except ApiError as error:
-            if not error.conflict:
-                raise
-        devices = simulated.devices(name, product, 8)
-        client.apply(
-            {k: v for k, v in devices.items() if k != "status"}, field_manager="bench-device-manager"
-        )
-        client.apply(
-            {
-                "apiVersion": devices["apiVersion"],
-                "kind": "Devices",
-                "metadata": {"name": name},
-                "status": devices["status"],
-            },
-            field_manager="bench-device-manager",
-            subresource="status",
-        )
-
     with ThreadPoolExecutor(args.threads) as workers:
-        list(workers.map(add_node, node_names))
+        list(workers.map(lambda name: add_node(client, name, product), node_names))
     manager = Manager(client, leader_election=False)
     for controller in CONTROLLERS:
         manager.add(controller)

@@ -557,6 +557,12 @@ def test_a_cluster_whose_apiserver_stops_is_shown_unreachable_with_its_last_seen
     browser.evaluate("location.hash = '#/'")
     browser.wait("document.querySelector('main').dataset.page === 'fleet'", what="the fleet page")
     west = fleet.members[WEST].info
+
+    def west_seen() -> bool:  # since the unsubscribe test subscribed it again: its last-seen is new
+        tile = next(t for t in page.get("/api/fleet").json()["clusters"] if t["name"] == WEST)
+        return bool(tile["state"] == "reachable" and tile["lastSeen"] and tile["nodes"]["total"] == 1)
+
+    harness.wait_for(west_seen, timeout=60, what="west's tile seen again, with its node")
     stopped = time.monotonic()
     fleetside.stop_apiserver(west)
     browser.wait(
