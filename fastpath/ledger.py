@@ -725,6 +725,11 @@ class LedgerCache:
         self._start(None, release_terminated)
         epoch: cython.longlong = self._epoch
         nodes: dict = self._nodes
+        # Until looked up against this list, a node's ledger may be older than it: a later decision
+        # in partial mode (:meth:`use`) must read its Pods again.
+        for found in nodes.values():
+            state = found
+            state.stale = True
         listed: list = pods if type(pods) is list else list(pods)
         owners: list = []
         claimed: list = []
@@ -848,15 +853,17 @@ class LedgerCache:
             self._partial(state, node)
         elif state.epoch != self._epoch:  # none of its Pods listed
             _begin(state, self._epoch)
-        if self._pods_of is None and not _unchanged(state):
-            pods: list = state.pods if state.pods is not None else []
-            state.versions = _versions(pods) if state.cacheable else None
-            state.count = len(pods) if state.versions is not None else -1
-            state.tallies = tally_pods(pods, release_terminated=bool(self._release))
-            state.ledgers = {}
-            if state.versions is not None:
-                state.cursor = state.count
-                state.same = True
+        if self._pods_of is None:
+            if not _unchanged(state):
+                pods: list = state.pods if state.pods is not None else []
+                state.versions = _versions(pods) if state.cacheable else None
+                state.count = len(pods) if state.versions is not None else -1
+                state.tallies = tally_pods(pods, release_terminated=bool(self._release))
+                state.ledgers = {}
+                if state.versions is not None:
+                    state.cursor = state.count
+                    state.same = True
+            state.stale = False  # checked against the list just indexed
         devices_version = _version(devices)
         entry = state.ledgers.get(group)
         if entry is not None and entry[0] == devices_version:

@@ -212,32 +212,36 @@ class DecisionCache:
         self.ledgers = LedgerCache()
         # nodeLabels pairs -> (Node name -> (resourceVersion, in the pool), the sorted pool or None)
         self._pools: dict[tuple, tuple[dict[str, tuple[str, bool]], list[list[str] | None]]] = {}
-        # (namespace, name, uid) -> (resourceVersion, is_inflight, podset_demands)
-        self._workloads: dict[tuple[str, str, str], tuple[str, bool, list[PodSetDemand]]] = {}
+        # (namespace, name, uid) -> (resourceVersion, is_inflight, podset_demands, assigned nodes)
+        self._workloads: dict[tuple[str, str, str], tuple[str, bool, list[PodSetDemand], frozenset[str]]] = {}
 
     def clear(self) -> None:
         self.ledgers.clear()
         self._pools.clear()
         self._workloads.clear()
 
-    def other(self, workload: Mapping[str, Any]) -> tuple[bool, list[PodSetDemand] | None]:
+    def other(
+        self, workload: Mapping[str, Any], near: Container[str] | None = None
+    ) -> tuple[bool, list[PodSetDemand] | None]:
         """:func:`is_inflight` of another Workload and, when it is, its :func:`podset_demands` as
         fresh objects (``_resolve`` fills them in); both read again only when its resourceVersion
-        moved.  Every decision charges every inflight Workload: parsed each time, their PodSets cost
-        a fleet of 300 deployments more than the rest of the decision."""
+        moved.  ``near``: the nodes the decision reads, when it reads only those — a Workload
+        assigned none of them charges nothing there and is answered ``(False, None)`` without a
+        copy.  Parsed each time, the inflight PodSets cost a fleet of 300 deployments more than the
+        rest of the decision."""
         meta = workload.get("metadata") or {}
         version = meta.get("resourceVersion")
         if not isinstance(version, str) or not version:
-            inflight = is_inflight(workload)
-            return inflight, podset_demands(workload) if inflight else None
+            return _other(workload, near)
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or ""))
         known = self._workloads.get(key)
         if known is None or known[0] != version:
             if len(self._workloads) >= 50_000:  # Workloads come and go: forget them all, rarely
                 self._workloads.clear()
             inflight = is_inflight(workload)
-            known = self._workloads[key] = (version, inflight, podset_demands(workload) if inflight else [])
-        if not known[1]:
+            demands = podset_demands(workload) if inflight else []
+            known = self._workloads[key] = (version, inflight, demands, _assigned(demands))
+        if not known[1] or (near is not None and not any(node in near for node in known[3])):
             return False, None
         return True, [replace(ps) for ps in known[2]]
 
@@ -280,6 +284,23 @@ class DecisionCache:
         if moved or pool is None:
             pool = members[0] = sorted(name for name, (_rv, inside) in seen.items() if inside)
         return pool
+
+
+def _assigned(demands: Iterable[PodSetDemand]) -> frozenset[str]:
+    """The nodes a Workload's PodSets are assigned to (the only ones its promise charges)."""
+    return frozenset(node for ps in demands for node in ps.nodes or ())
+
+
+def _other(
+    workload: Mapping[str, Any], near: Container[str] | None
+) -> tuple[bool, list[PodSetDemand] | None]:
+    """:meth:`DecisionCache.other` without a cache."""
+    if not is_inflight(workload):
+        return False, None
+    demands = podset_demands(workload)
+    if near is not None and not any(node in near for node in _assigned(demands)):
+        return False, None
+    return True, demands
 
 
 # --- PodSets ------------------------------------------------------------------------------------------------
@@ -475,6 +496,7 @@ def decide(
     cache: DecisionCache | None = None,
     source: PodSource | None = None,
     changed: Iterable[str] = (),
+    near_only: bool = True,
 ) -> Verdict:
     """Judge ``workload`` (which :func:`needs_verdict`) per card.
 
@@ -487,6 +509,10 @@ def decide(
     node that is new to ``cache`` or named in ``changed`` (its Pods moved since the last decision)
     is read: a decision then costs what changed, not the fleet (:func:`decide_confirmed` reads the
     nodes such a verdict places Pods on afresh).
+
+    A Workload whose accelerator PodSets are all assigned nodes reads only those nodes' ledgers, so
+    only the inflight Workloads assigned one of them are charged (``near_only``; False charges
+    every one, which changes no verdict: the tests compare both).
     """
     pod_sets = podset_demands(workload)
     if not pod_sets:
@@ -511,6 +537,10 @@ def decide(
         claimed = cache.ledgers.index(pods, devices, release_terminated)
         book = Book(devices, {}, release_terminated=release_terminated, cache=cache.ledgers)
 
+    near: set[str] | None = None  # the only nodes whose ledgers this decision reads, when known
+    accelerated = [ps for ps in pod_sets if ps.demand is not None]
+    if near_only and accelerated and all(ps.nodes is not None for ps in accelerated):
+        near = {node for ps in accelerated for node in ps.nodes or ()}
     inflight: list[tuple[Mapping[str, Any], list[PodSetDemand] | None]] = []
     for other in others:
         other_meta = other.get("metadata") or {}
@@ -518,7 +548,7 @@ def decide(
             continue
         if uid and other_meta.get("uid") == uid:
             continue
-        promised, demands = cache.other(other) if cache is not None else (is_inflight(other), None)
+        promised, demands = cache.other(other, near) if cache is not None else _other(other, near)
         if promised:
             inflight.append((other, demands))
     # Only the judged Workload's and the inflight ones' Pods are ever looked up as held.

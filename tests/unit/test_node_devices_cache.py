@@ -565,3 +565,39 @@ def test_partial_mode_builds_what_the_book_builds_compiled_and_interpreted(histo
             cache.use(source.node_pods, changed, True)
             book = module.Book(devs, {}, cache=cache)
             assert [book.ledger(n, A10G.group).as_tuple() for n in NODES] == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    histories(),
+    st.lists(
+        st.tuples(st.sampled_from(NODES), st.sampled_from(range(len(DEMANDS))), st.booleans()), max_size=4
+    ),
+    st.sampled_from(NODES),
+    st.sampled_from(range(len(DEMANDS))),
+)
+def test_charging_only_the_inflight_workloads_on_the_judged_nodes_changes_no_verdict(
+    history, promised, target, pick
+) -> None:
+    """A Workload assigned nodes reads only their ledgers, so the inflight Workloads assigned
+    elsewhere are not charged (``near_only``): the verdict is the one that charges every one."""
+    nodes = {n: stamped(node(n)) for n in NODES}
+    others = [
+        stamped(
+            workload(
+                f"other-{i}",
+                [pod_set(limits=DEMANDS[d])],
+                [base.tas(**{at: 1})],
+                check="Ready" if ready else "Pending",
+                admitted=not ready,
+            )
+        )
+        for i, (at, d, ready) in enumerate(promised)
+    ]
+    judged = workload(pod_sets=[pod_set(limits=DEMANDS[pick])], assignments=[base.tas(**{target: 1})])
+    cache = fit.DecisionCache()
+    for pods, devs in history:
+        args = dict(flavors={"rf": flavor()}, nodes=nodes, devices=devs, pods=pods, others=others)
+        want = fit.decide(judged, near_only=False, **args)
+        assert fit.decide(judged, **args) == want
+        assert fit.decide(judged, cache=cache, **args) == want
