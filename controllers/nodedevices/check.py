@@ -21,7 +21,7 @@ Per Workload (one at a time: a verdict must see the ones written before it):
    when its Pods' events marked it changed or its ``Devices`` moved — answers ``Ready`` or ``Retry``
    (with ``requeueAfterSeconds``: 30).  A ``Ready`` is made again on uncached reads of every node it
    places Pods on (past four nodes, one uncached list of every bound Pod), so a lagging cache can
-   delay a Workload but never book a card twice; a Pod that goes or ends wakes the waiting ones.
+   delay a Workload but never book a card twice; a Pod holding cards that goes or ends wakes the waiting ones.
    The state is written through the status subresource by server-side apply, field manager
    ``gpustack-node-devices``, only when state or message changed, with an Event on the Workload
    saying why.
@@ -73,6 +73,10 @@ MESSAGE_LIMIT = 1024
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _holds_cards(pod: Obj) -> bool:
+    return bool(((pod.get("metadata") or {}).get("annotations") or {}).get(allocation.ANNOTATION))
 
 
 def _ended(pod: Obj) -> bool:
@@ -185,7 +189,8 @@ class NodeDevicesCheck(Controller):
         ]
 
     def _on_pod(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
-        """Mark the nodes whose cached Pods moved; a Pod that goes, or ends, may free cards."""
+        """Mark the nodes whose cached Pods moved; a Pod holding cards that goes, or ends, may
+        free them (a Pod without an allocation record frees none: its end wakes nothing)."""
         nodes = set(pod_node(obj))
         if old is not None:
             nodes.update(pod_node(old))
@@ -193,6 +198,8 @@ class NodeDevicesCheck(Controller):
             return ()
         with self._lock:
             self._changed.update(nodes)
+        if not _holds_cards(obj):
+            return ()
         if event == "DELETED" or (old is not None and _ended(obj) and not _ended(old)):
             return self._waiting_keys()
         return ()

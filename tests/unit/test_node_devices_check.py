@@ -367,3 +367,24 @@ def test_a_pool_retry_from_the_cache_lists_nothing_uncached(env) -> None:
     controller.reconcile((NS, "pool"))
     assert client.lists == []
     assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Retry"
+
+
+def test_only_a_pod_that_held_cards_wakes_the_waiting_when_it_goes_or_ends(env) -> None:
+    client, controller, observe = env
+    observe(client.put(devices("n1")))
+    see_pod(controller, client.put(holder("a", "n1", range(6))))
+    observe(client.put(pool_workload("pool", 4)))
+    controller.reconcile((NS, "pool"))  # Retry: two cards free
+    queued(controller)
+    cpu_only = objects.record_pod("cpu", "n1", [], workload_name="wl-cpu")
+    cpu_only["metadata"]["annotations"].pop(allocation.ANNOTATION)
+    see_pod(controller, client.put(cpu_only))
+    ended = copy.deepcopy(client.objects[("Pod", NS, "cpu")])
+    ended["status"]["phase"] = "Succeeded"
+    see_pod(controller, client.put(ended), "MODIFIED")
+    see_pod(controller, client.objects.pop(("Pod", NS, "cpu")), "DELETED")
+    assert queued(controller) == []  # no cards freed: nothing to judge again
+    done = copy.deepcopy(client.objects[("Pod", NS, "a")])
+    done["status"]["phase"] = "Succeeded"
+    see_pod(controller, client.put(done), "MODIFIED")
+    assert queued(controller) == [(NS, "pool")]
