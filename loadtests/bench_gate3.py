@@ -200,15 +200,19 @@ def _time(fn, repeat: int, cpu: list[float] | None = None) -> list[float]:
     return samples
 
 
-def _churn(listed: list[dict], count: int, step: int) -> None:
+def _churn(listed: list[dict], count: int, step: int) -> list[tuple[dict, dict]]:
     """Rewrite ``count`` Pods of ``listed`` (a new resourceVersion, as any write gives), on as many
-    nodes: their ledgers are rebuilt by the next decision."""
+    nodes: their ledgers are rebuilt by the next decision.  Returns each (old, new) pair."""
     stride = max(1, len(listed) // count)
+    rewritten = []
     for k in range(count):
         at = (step * 7 + k * stride) % len(listed)
-        pod = dict(listed[at])
-        pod["metadata"] = {**pod["metadata"], "resourceVersion": _version()}
+        old = listed[at]
+        pod = dict(old)
+        pod["metadata"] = {**old["metadata"], "resourceVersion": _version()}
         listed[at] = pod
+        rewritten.append((old, pod))
+    return rewritten
 
 
 class _Informer:
@@ -216,25 +220,26 @@ class _Informer:
 
     def __init__(self, pods: list[dict]) -> None:
         self.by_node: dict[str, list[dict]] = {}
-        self.by_workload: dict[tuple[str, str], list[dict]] = {}
+        self.by_workload: dict[str, list[dict]] = {}  # as the informer's index: <namespace>/<name>
         for pod in pods:
             self.put(pod)
 
     def put(self, pod: dict, old: dict | None = None) -> None:
-        node = pod["spec"]["nodeName"]
-        listed = self.by_node.setdefault(node, [])
-        if old is not None:
-            listed[:] = [p for p in listed if p is not old]
-        listed.append(pod)
-        workload = (pod["metadata"].get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
-        if workload:
-            self.by_workload.setdefault((pod["metadata"]["namespace"], workload), []).append(pod)
+        """Store ``pod`` (replacing ``old``) in both indexes, as the informer's event does."""
+        for index, key in (
+            (self.by_node, pod["spec"]["nodeName"]),
+            *((self.by_workload, w) for w in fit.pod_workload(pod)),
+        ):
+            listed = index.setdefault(key, [])
+            if old is not None:
+                listed[:] = [p for p in listed if p is not old]
+            listed.append(pod)
 
     def node_pods(self, node: str) -> list[dict]:
         return self.by_node.get(node, [])
 
     def workload_pods(self, namespace: str, name: str) -> list[dict]:
-        return self.by_workload.get((namespace, name), [])
+        return self.by_workload.get(f"{namespace}/{name}", [])
 
 
 def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, repeat, size, verdicts):
@@ -277,14 +282,7 @@ def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, r
     samples = _time(run, repeat, cpu)
     changed_samples = []
     for step in range(repeat):  # a Pod rewritten on 1 % of the nodes, its node marked by its event
-        count = max(1, size // 100)
-        stride = max(1, len(listed) // count)
-        for k in range(count):
-            at = (step * 7 + k * stride) % len(listed)
-            old = listed[at]
-            pod = dict(old)
-            pod["metadata"] = {**old["metadata"], "resourceVersion": _version()}
-            listed[at] = pod
+        for old, pod in _churn(listed, max(1, size // 100), step):
             informer.put(pod, old)
             changed.add(pod["spec"]["nodeName"])
         started = time.perf_counter()

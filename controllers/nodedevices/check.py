@@ -53,6 +53,7 @@ from controllers.nodedevices.fit_labels import (
     is_fit_label,
     pod_node,
 )
+from fastpath.ledger import TERMINAL_PHASES
 from kube import changes
 from kube.client import ApiError
 from kube.events import NORMAL, WARNING
@@ -80,7 +81,7 @@ def _holds_cards(pod: Obj) -> bool:
 
 
 def _ended(pod: Obj) -> bool:
-    return ((pod.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed")
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def _revision(obj: Obj | None) -> int:

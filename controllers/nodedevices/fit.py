@@ -241,7 +241,7 @@ class DecisionCache:
             inflight = is_inflight(workload)
             demands = podset_demands(workload) if inflight else []
             known = self._workloads[key] = (version, inflight, demands, _assigned(demands))
-        if not known[1] or (near is not None and not any(node in near for node in known[3])):
+        if not known[1] or not _touches(known[3], near):
             return False, None
         return True, [replace(ps) for ps in known[2]]
 
@@ -291,6 +291,12 @@ def _assigned(demands: Iterable[PodSetDemand]) -> frozenset[str]:
     return frozenset(node for ps in demands for node in ps.nodes or ())
 
 
+def _touches(assigned: Iterable[str], near: Container[str] | None) -> bool:
+    """Whether a promise on ``assigned`` nodes reaches a decision that reads only ``near`` (None:
+    every node)."""
+    return near is None or any(node in near for node in assigned)
+
+
 def _other(
     workload: Mapping[str, Any], near: Container[str] | None
 ) -> tuple[bool, list[PodSetDemand] | None]:
@@ -298,7 +304,7 @@ def _other(
     if not is_inflight(workload):
         return False, None
     demands = podset_demands(workload)
-    if near is not None and not any(node in near for node in _assigned(demands)):
+    if not _touches(_assigned(demands), near):
         return False, None
     return True, demands
 
@@ -417,6 +423,16 @@ def _resolve(
 
 
 # --- Pods ------------------------------------------------------------------------------------------------------
+
+
+def pod_workload(pod: Mapping[str, Any]) -> list[str]:
+    """``<namespace>/<Workload name>`` of a bound Pod Kueue tied to a Workload, else nothing (an
+    informer index function too)."""
+    meta = pod.get("metadata") or {}
+    name = (meta.get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
+    if not name or not (pod.get("spec") or {}).get("nodeName"):
+        return []
+    return [f"{meta.get('namespace') or ''}/{name}"]
 
 
 def held_pods(
@@ -601,13 +617,8 @@ class _Overlay:
             for pod in self.source.workload_pods(namespace, name)
             if (pod.get("spec") or {}).get("nodeName") not in fresh
         ]
-        for listed in fresh.values():
-            for pod in listed:
-                meta = pod.get("metadata") or {}
-                if (meta.get("namespace") or "") == namespace and (meta.get("annotations") or {}).get(
-                    constants.KUEUE_WORKLOAD
-                ) == name:
-                    out.append(pod)
+        key = [f"{namespace}/{name}"]
+        out.extend(pod for listed in fresh.values() for pod in listed if pod_workload(pod) == key)
         return out
 
 

@@ -65,17 +65,8 @@ def pod_node(pod: Mapping[str, Any]) -> list[str]:
 INDEX_WORKLOAD = "workload"
 
 
-def pod_workload(pod: Mapping[str, Any]) -> list[str]:
-    """``<namespace>/<Workload name>`` of a bound Pod Kueue tied to a Workload (index function)."""
-    meta = pod.get("metadata") or {}
-    name = (meta.get("annotations") or {}).get(constants.KUEUE_WORKLOAD)
-    if not name or not (pod.get("spec") or {}).get("nodeName"):
-        return []
-    return [f"{meta.get('namespace') or ''}/{name}"]
-
-
 # The Pod informer this reconciler and gate 3 share (whichever asks first creates it): its indexes.
-POD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: pod_node, INDEX_WORKLOAD: pod_workload}
+POD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: pod_node, INDEX_WORKLOAD: fit.pod_workload}
 
 
 def desired_fit_labels(

@@ -657,12 +657,7 @@ def remove_node(info: harness.ClusterInfo, which: Node | str) -> None:
     """Stop the node's processes (given a name: those of its state directory, if it has one), then
     delete the Node and the features the harness published for it as nfd-worker would (what the
     device manager published goes with the Node it is owned by)."""
-    found = node(info, which) if isinstance(which, str) else which
-    name = which if isinstance(which, str) else which.name
-    if found is not None:
-        stop_node(found)
-    info.kubectl("delete", "node", name, "--ignore-not-found", check=False)
-    info.kubectl("delete", "nodefeature", name, "-n", NFD_NAMESPACE, "--ignore-not-found", check=False)
+    remove_nodes(info, [which])
 
 
 def remove_nodes(info: harness.ClusterInfo, which: Iterable[Node | str]) -> None:
