@@ -314,6 +314,17 @@ def main(argv: list[str] | None = None) -> int:
                     _wrk(url, bodies, lua, args.connections, max(1, args.duration // args.rounds), target)
                 )
         results = {name: _median(runs) for name, runs in passes.items()}
+        # One connection: each request alone on the server, so the percentiles are the time to
+        # answer one review, where with --connections callers at once they are mostly the queue
+        # (the mean latency of a saturated closed loop is connections / throughput).
+        alone: dict[str, list[dict]] = {name: [] for name in ("null", "pod", "md")}
+        for _ in range(args.rounds):
+            for name, url, bodies, target in endpoints:
+                if name in alone:
+                    alone[name].append(
+                        _wrk(url, bodies, lua, 1, max(1, args.duration // args.rounds), target)
+                    )
+        one_connection = {name: _median(runs) for name, runs in alone.items()}
     finally:
         server.stop()
 
@@ -360,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<12}{r['rps']:>10.0f}{r['p50_ms']:>9.2f}{r['p90_ms']:>9.2f}{r['p99_ms']:>9.2f}"
             f"{r['non_2xx']:>9}{r['server_cpu']:>11.0%}{r['client_cpu']:>10.0%}{r['per_cpu_second']:>11.0f}"
         )
+    print("\nOne connection (each review alone on the server):")
+    for name, r in one_connection.items():
+        print(f"  {name:<10}{r['rps']:>8.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms")
     print("\nPod webhook by uvicorn worker processes:")
     for workers, r in scaling.items():
         print(
@@ -385,6 +399,13 @@ def main(argv: list[str] | None = None) -> int:
         "workers_rps": {str(w): round(r["rps"]) for w, r in scaling.items()},
         "pod_per_cpu_second": round(results["pod"]["per_cpu_second"]),
         "pod_mutate_per_cpu_second": round(results["pod_mutate"]["per_cpu_second"]),
+        # What the queue of --connections callers adds to a review's latency: its mean is
+        # connections / throughput, whatever the handler does (Little's law).
+        "md_queue_mean_ms": round(1000 * args.connections / results["md"]["rps"], 3),
+        "one_connection": {
+            name: {"rps": round(r["rps"]), "p50_ms": round(r["p50_ms"], 3), "p99_ms": round(r["p99_ms"], 3)}
+            for name, r in one_connection.items()
+        },
     }
     if kueue is not None:
         ours = {"validate": results["pod"], "mutate": results["pod_mutate"]}

@@ -122,7 +122,31 @@ def test_bench(tmp_path: Path) -> None:
         "quantity_speedup",
         "workers_rps",
         "pod_per_cpu_second",
+        "md_queue_mean_ms",
+        "one_connection",
     )
+    for endpoint in ("null", "pod", "md"):
+        _has(lines[-1]["one_connection"][endpoint], "rps", "p50_ms", "p99_ms")
+
+
+def test_bench_inprocess() -> None:
+    """Ours and Kueue's Pod webhooks in process (Kueue's through a Go program built from the pinned
+    Kueue module, `make cluster-binaries` having fetched it): each case answered, the ratios there."""
+    rows = _run("bench_inprocess", "--seconds", "0.2", "--rounds", "1")
+    cases = {row["case"]: row for row in rows if "case" in row}
+    assert set(cases) == {
+        "ours_null",
+        "ours_validate",
+        "ours_mutate",
+        "ours_md",
+        "kueue_validate",
+        "kueue_mutate",
+    }
+    for row in cases.values():
+        assert row["reviews"] >= row["bodies"] > 0, row
+        _has(row, "cpu_us_per_review")
+    _has(cases["ours_validate"]["answers"], "allowed", "patched")
+    _has(rows[-1], "vs_kueue_validate", "vs_kueue_mutate", "ours_validate_over_null_us")
 
 
 def test_every_benchmark_has_a_smoke_run() -> None:
