@@ -242,8 +242,57 @@ class _Refused(Exception):
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
 
 
+class OneWriteTransport:
+    """The connection's transport, with a response's writes sent as one.
+
+    uvicorn writes a response in two calls, its head and then its body; over TLS each call is a
+    record encrypted and sent on its own (two ``send`` calls of the socket for every review). While
+    a request is whole and its response not complete (:meth:`answering` for each such request,
+    :meth:`flush` as each response completes; pipelined requests are answered in order), writes
+    are kept and then written together; any other write (``100 Continue``, a refusal of the
+    connection) goes out at once, and a close sends what is kept first. Everything else is the
+    transport's."""
+
+    __slots__ = ("_kept", "_open", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._kept: list[bytes] = []
+        self._open = 0  # requests received whole whose responses are not complete
+
+    def answering(self) -> None:
+        self._open += 1
+
+    def flush(self) -> None:
+        """A response is complete: what it wrote goes out as one write."""
+        self._open = max(0, self._open - 1)
+        kept = self._kept
+        if kept:
+            self._kept = []
+            self._transport.write(kept[0] if len(kept) == 1 else b"".join(kept))
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._open:
+            self._kept.append(bytes(data))
+        else:
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._open = 0
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._kept = []
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the limits of :class:`ConnectionLimits`."""
+    """uvicorn's httptools protocol with the limits of :class:`ConnectionLimits`, writing each
+    response at once (:class:`OneWriteTransport`)."""
 
     def __init__(self, config: Any, server_state: Any, app_state: Any, _loop: Any = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
@@ -265,7 +314,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         global ESTABLISHED
         ESTABLISHED += 1
         self._counted = True
-        super().connection_made(transport)
+        self._writes = OneWriteTransport(transport)
+        super().connection_made(self._writes)  # type: ignore[arg-type]
         if len(self.connections) <= self.limits.connection_cap():
             return
         victim = self._eviction_candidate()
@@ -360,9 +410,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._receiving = False
         self._completed += 1
         self._disarm()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._writes.answering()  # the response, when it comes, goes out in one write
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
+        self._writes.flush()
         self._in_headers = True  # what arrives next is the next request's head
         super().on_response_complete()
 
