@@ -38,9 +38,7 @@ Target (issue 34): ``Allocate`` with one caller, p99 under 2 ms as the caller se
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import queue
 import resource as rusage
 import shutil
@@ -57,7 +55,7 @@ from typing import Any
 import grpc
 
 from api import allocation
-from loadtests import series
+from loadtests import gobuild, series
 from nodeplugins.devicemanager import devices, tokens
 from nodeplugins.devicemanager.allocator import Allocator
 from nodeplugins.devicemanager.backends import backend_for
@@ -254,20 +252,7 @@ STAND_IN = "benchcmd/dm-kubelet"
 def stand_in_binary() -> Path:
     """The kubelet's side of the calls (``tests/cluster/kube/benchcmd/dm-kubelet``, Go, from the
     pins of the kube module), built once into ``~/.cache`` per content of its sources and pins."""
-    key = hashlib.sha256()
-    for path in (KUBE_MODULE / "go.mod", KUBE_MODULE / "go.sum", KUBE_MODULE / STAND_IN / "main.go"):
-        key.update(path.read_bytes())
-    directory = Path.home() / ".cache" / "gpustack-operator" / "bench-bin" / key.hexdigest()[:16]
-    binary = directory / "dm-kubelet"
-    if not binary.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -trimpath"}
-        scratch = directory / "dm-kubelet.partial"
-        subprocess.run(
-            ["go", "build", "-o", str(scratch), f"./{STAND_IN}"], cwd=KUBE_MODULE, env=env, check=True
-        )
-        scratch.rename(binary)
-    return binary
+    return gobuild.built(KUBE_MODULE, STAND_IN)
 
 
 def bench_grpc(

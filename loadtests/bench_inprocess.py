@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from loadtests import mix, series
+from loadtests import gobuild, mix, series
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE_MODULE = REPO / "tests" / "cluster" / "kueue"
@@ -57,21 +55,7 @@ KUEUE = {"validate": "/validate--v1-pod", "mutate": "/mutate--v1-pod"}
 
 def kueue_program() -> Path:
     """The Go program, built once per content of its source and the Kueue module's pins."""
-    key = hashlib.sha256()
-    for path in (KUEUE_MODULE / "go.mod", KUEUE_MODULE / "go.sum", KUEUE_MODULE / PROGRAM / "main.go"):
-        key.update(path.read_bytes())
-    cache = Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator"))
-    directory = cache / "bench-bin" / key.hexdigest()[:16]
-    binary = directory / "pod-webhook"
-    if not binary.exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -trimpath"}
-        scratch = directory / "pod-webhook.partial"
-        subprocess.run(
-            ["go", "build", "-o", str(scratch), f"./{PROGRAM}"], cwd=KUEUE_MODULE, env=env, check=True
-        )
-        scratch.rename(binary)
-    return binary
+    return gobuild.built(KUEUE_MODULE, PROGRAM)
 
 
 class InProcess:
