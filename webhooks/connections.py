@@ -251,7 +251,8 @@ class OneWriteTransport:
     :meth:`flush` as each response completes; pipelined requests are answered in order), writes
     are kept and then written together; any other write (``100 Continue``, a refusal of the
     connection) goes out at once, and a close sends what is kept first. Everything else is the
-    transport's."""
+    transport's. Every endpoint of the worker answers whole; a streamed response would leave only
+    once complete, so this protocol is not for a server that streams (the gateway's is uvicorn's)."""
 
     __slots__ = ("_kept", "_open", "_transport")
 
