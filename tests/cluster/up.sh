@@ -262,6 +262,9 @@ launch kube-apiserver "$BIN_DIR/kube-apiserver" \
 # https://127.0.0.1:<port>/... directly (proxies are unset above).
 wait_ready kube-apiserver 120
 
+# GPUSTACK_NODE_MONITOR_GRACE (e.g. 10m; unset: the default): how long a node may miss its
+# heartbeats before it is NotReady and its Pods not Ready. The scale benchmarks set it: kwok's
+# nodes miss theirs while the apiserver is saturated, and kwok never sets a Pod Ready again.
 # --controllers='*': since 1.3x the cloud controllers (service-lb, node-route,
 # cloud-node-lifecycle) live in cloud-controller-manager, so nothing here needs
 # a cloud and the default set is what we want.
@@ -280,6 +283,7 @@ launch kube-controller-manager "$BIN_DIR/kube-controller-manager" \
     --cluster-signing-key-file="$PKI/ca.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --controllers='*' \
+    ${GPUSTACK_NODE_MONITOR_GRACE:+--node-monitor-grace-period="$GPUSTACK_NODE_MONITOR_GRACE"} \
     --profiling="${GPUSTACK_CLUSTER_PROFILING:-false}" \
     --v="${GPUSTACK_CLUSTER_VERBOSITY:-1}"
 launch kube-scheduler "$BIN_DIR/kube-scheduler" \
