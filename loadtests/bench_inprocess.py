@@ -39,18 +39,19 @@ from typing import Any
 
 import orjson
 
-from loadtests import gobuild, mix, series
+from loadtests import bench, gobuild, mix, series
+from webhooks.server import NULL_PATH
 
 REPO = Path(__file__).resolve().parents[1]
 KUEUE_MODULE = REPO / "tests" / "cluster" / "kueue"
 PROGRAM = "benchcmd/pod-webhook"
 OURS = {
-    "validate": "/validate-gpustack-worker-core-v1-pod",
-    "mutate": "/mutate-gpustack-worker-core-v1-pod",
-    "null": "/null",
-    "md": "/validate-gpustack-worker-worker-gpustack-ai-v1-modeldeployment",  # no Kueue twin
+    "validate": bench.POD_PATH,
+    "mutate": bench.POD_MUTATE_PATH,
+    "null": NULL_PATH,
+    "md": bench.MD_PATH,  # no Kueue twin
 }
-KUEUE = {"validate": "/validate--v1-pod", "mutate": "/mutate--v1-pod"}
+KUEUE = {"validate": bench.KUEUE_VALIDATE_PATH, "mutate": bench.KUEUE_MUTATE_PATH}
 
 
 def kueue_program() -> Path:

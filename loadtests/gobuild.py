@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from images.build import CACHE_ROOT
+
 
 def built(module: Path, program: str) -> Path:
     """The binary of ``module/program`` (a ``main`` package of one ``main.go``), built if this
@@ -15,9 +17,8 @@ def built(module: Path, program: str) -> Path:
     key = hashlib.sha256()
     for path in (module / "go.mod", module / "go.sum", module / program / "main.go"):
         key.update(path.read_bytes())
-    cache = Path(os.environ.get("GPUSTACK_CACHE", Path.home() / ".cache" / "gpustack-operator"))
     name = Path(program).name
-    directory = cache / "bench-bin" / key.hexdigest()[:16]
+    directory = CACHE_ROOT / "bench-bin" / key.hexdigest()[:16]
     binary = directory / name
     if not binary.exists():
         directory.mkdir(parents=True, exist_ok=True)
