@@ -64,9 +64,19 @@ async def _served(feed: Any) -> Recording:
     return transport
 
 
-async def _settle() -> None:
-    for _ in range(50):  # the app's task and the cycle's callbacks: a few loop turns
+async def _until(done: Any) -> None:
+    """Turn the loop until ``done()`` (the app's task and the cycle's callbacks); a guard on the
+    turns, not a time."""
+    for _ in range(10_000):
+        if done():
+            return
         await asyncio.sleep(0)
+    raise AssertionError("the protocol never got there")
+
+
+def _answered(protocol: GuardedHttpToolsProtocol) -> Any:
+    """Every request received has its response complete (none waiting in the pipeline)."""
+    return lambda: not protocol.pipeline and (protocol.cycle is None or protocol.cycle.response_complete)
 
 
 def _answers(writes: list[bytes]) -> list[dict]:
@@ -76,7 +86,7 @@ def _answers(writes: list[bytes]) -> list[dict]:
 def test_a_response_is_one_write_with_its_head_and_body() -> None:
     async def feed(protocol: GuardedHttpToolsProtocol, _: Recording) -> None:
         protocol.data_received(_request(body(pod(), uid="one")))
-        await _settle()
+        await _until(_answered(protocol))
 
     transport = asyncio.run(_served(feed))
     assert len(transport.writes) == 1, transport.writes
@@ -87,7 +97,7 @@ def test_a_response_is_one_write_with_its_head_and_body() -> None:
 def test_pipelined_requests_get_one_write_each_in_order() -> None:
     async def feed(protocol: GuardedHttpToolsProtocol, _: Recording) -> None:
         protocol.data_received(_request(body(pod(), uid="a")) + _request(body(pod(), uid="b")))
-        await _settle()
+        await _until(_answered(protocol))
 
     transport = asyncio.run(_served(feed))
     assert len(transport.writes) == 2, transport.writes
@@ -101,10 +111,10 @@ def test_100_continue_goes_out_before_the_body_arrives() -> None:
 
     async def feed(protocol: GuardedHttpToolsProtocol, transport: Recording) -> None:
         protocol.data_received(head)
-        await _settle()
+        await _until(lambda: transport.writes)
         assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]  # not kept back
         protocol.data_received(payload)
-        await _settle()
+        await _until(_answered(protocol))
 
     transport = asyncio.run(_served(feed))
     assert len(transport.writes) == 2, transport.writes
