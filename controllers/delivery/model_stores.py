@@ -70,7 +70,7 @@ class ModelStoreReconciler(Controller):
     def reconcile(self, key: Hashable) -> float | None:
         stores = self.stores.list()
         nodes = self.nodes.list()
-        by_node = {changes.name_of(s): s for s in self.node_stores.list()}
+        by_node = self.node_stores.by_name()
         now = self.clock()
         for store in stores:
             if (store.get("metadata") or {}).get("deletionTimestamp"):
@@ -168,7 +168,7 @@ class ModelStoreBindingReconciler(Controller):
                 found = self.artifacts.get(ref, namespace)
                 if found is not None:
                     artifacts[ref] = found
-        stores = {changes.name_of(s): s for s in self.stores.list()}
+        stores = self.stores.by_name()
         quota = quantity_bytes(((binding.get("spec") or {}).get("quota") or {}).get("bytes"))
         status = pools.binding_status(
             binding,

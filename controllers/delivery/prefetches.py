@@ -186,13 +186,13 @@ class ModelPrefetchReconciler(Controller):
         nodes = self.nodes.list()
         targets = pf.target_nodes(
             prefetch,
-            instance_types={changes.name_of(i): i for i in self.instance_types.list()},
+            instance_types=self.instance_types.by_name(),
             flavors=self.flavors.list(),
             nodes=nodes,
             deployments=self.deployments.by_index("namespace", namespace),
             aware_cpu=self.settings.enabled(AWARE_CPU),
         )
-        stores = {changes.name_of(s): s for s in self.stores.list()}
+        stores = self.stores.by_name()
         granted = pf.granted_nodes(binding, stores, nodes) if binding is not None else set()
         pods = {
             pp.pod_node(p): p
@@ -205,7 +205,7 @@ class ModelPrefetchReconciler(Controller):
             binding=binding,
             targets=targets,
             granted=granted,
-            node_stores={changes.name_of(s): s for s in self.node_stores.list()},
+            node_stores=self.node_stores.by_name(),
             pods=pods,
             csi_driver_present=self.drivers.get(constants.CSI_DRIVER_MODEL) is not None,
             image=self.settings.image(d.SETTING_WARMUP_IMAGE),

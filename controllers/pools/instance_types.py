@@ -187,7 +187,7 @@ class InstanceTypeReconciler(Controller):
     def desired_status(self, instance_type: dict) -> dict[str, Any]:
         aware = self.settings.enabled(AWARE_CPU)
         mixed = self.settings.enabled(MIXED_ON_NODE)
-        nodes = {render.name_of(n): n for n in self.nodes.list()}
+        nodes = self.nodes.by_name()
         groups = self.node_facts.groups(nodes.values(), mixed_on_node=mixed)
         names = pool_nodes(instance_type, groups, self.flavors.list(), aware_cpu=aware, mixed_on_node=mixed)
         facts = [self.node_facts.facts(nodes[n]) for n in names if n in nodes]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable
 import pytest
 from prometheus_client import REGISTRY
 
+from kube import changes
 from kube.client import ApiError, Client
 from kube.events import NORMAL, Recorder
 from kube.informer import Informer
@@ -168,6 +169,39 @@ def test_informer_indexes_follow_changes(client: Client, server: FakeApiServer) 
         assert _wait(lambda: [o["metadata"]["name"] for o in informer.by_index("k", "one")] == ["a"])
         server.put(_config_map("a", k="two"))
         assert _wait(lambda: informer.by_index("k", "one") == [] and len(informer.by_index("k", "two")) == 1)
+    finally:
+        informer.stop()
+        server.close_watches()
+
+
+def test_informer_by_name_follows_a_cluster_scoped_kind(client: Client, server: FakeApiServer) -> None:
+    """``by_name``: adds, updates and deletes from the watch, and what a re-list dropped."""
+
+    def node(name: str, zone: str) -> dict:
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"zone": zone}}}
+
+    server.put(node("n1", "a"))
+    server.put(node("gone-while-down", "a"))
+    informer = Informer(client, "Node")
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        assert sorted(informer.by_name()) == ["gone-while-down", "n1"]
+        snapshot = informer.by_name()
+        server.put(node("n2", "b"))
+        server.put(node("n1", "c"))
+        assert _wait(lambda: sorted(informer.by_name()) == ["gone-while-down", "n1", "n2"])
+        assert _wait(lambda: informer.by_name()["n1"]["metadata"]["labels"] == {"zone": "c"})
+        assert sorted(snapshot) == ["gone-while-down", "n1"]  # a copy: later events leave it alone
+        client.delete("Node", "n2")
+        assert _wait(lambda: "n2" not in informer.by_name())
+        # Dropped while the watch was down and history compacted: the re-list removes it.
+        server.close_watches()
+        server.objects.pop(("", "nodes", "", "gone-while-down"))
+        server.put(node("n3", "a"))
+        server.compact()
+        assert _wait(lambda: sorted(informer.by_name()) == ["n1", "n3"])
+        assert informer.by_name() == {changes.name_of(o): o for o in informer.list()}
     finally:
         informer.stop()
         server.close_watches()

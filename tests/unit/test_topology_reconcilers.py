@@ -80,8 +80,7 @@ class Cluster:
             for obj in self.world.objects.values():
                 if obj["kind"] == kind and namespace in ("", obj["metadata"].get("namespace", "")):
                     key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-                    informer._items[key] = copy.deepcopy(obj)
-                    informer._index(key, informer._items[key], None)
+                    informer._put(key, copy.deepcopy(obj), None)
             informer._synced.set()
         for informer in manager._informers.values():
             for handler in informer._handlers:
