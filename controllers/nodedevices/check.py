@@ -14,8 +14,9 @@ Per Workload (one at a time: a verdict must see the ones written before it):
 2. gather the ResourceFlavors, Nodes and ``Devices`` from the caches; the bound Pods of the nodes
    the Workload is assigned to uncached (one list per node, up to four: :func:`nodes_to_read`), every
    other node's from the Pod cache (the informer the fit-label reconciler shares, indexed by node
-   and by Workload); and the other Workloads from the cache — plus every ``Ready`` this controller
-   wrote that the cache does not show yet;
+   and by Workload); and the other Workloads from the cache, only those the Workload cache's node
+   index assigns one of the nodes the decision reads (all of them when it reads the whole pool) —
+   plus every ``Ready`` this controller wrote that the cache does not show yet;
 3. :func:`controllers.nodedevices.fit.decide_confirmed` — with the node ledgers and flavor pools of
    the earlier verdicts (:class:`controllers.nodedevices.fit.DecisionCache`), a node's rebuilt only
    when its Pods' events marked it changed or its ``Devices`` moved — answers ``Ready`` or ``Retry``
@@ -37,7 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Collection, Hashable, Iterable
 from typing import Any, cast
 
 from api import allocation, constants
@@ -50,6 +51,7 @@ from controllers.nodedevices.fit_labels import (
     INDEX_WORKLOAD,
     POD_INDEXES,
     POD_SELECTOR,
+    WORKLOAD_INDEXES,
     is_fit_label,
     pod_node,
 )
@@ -159,7 +161,9 @@ class NodeDevicesCheck(Controller):
         super().__init__(manager)
         # Kueue waits this long before re-reserving a Retry-ed Workload (30 s unless configured).
         self.retry_after_seconds = node_devices_retry_seconds()
-        self.workloads = self.informer("Workload")
+        # The Workload informer the fit-label reconciler shares, indexed by the nodes each live
+        # Workload is assigned: a decision reads the promises on its nodes, not the fleet's.
+        self.workloads = manager.informer("Workload", indexes=WORKLOAD_INDEXES)
         self.flavors = self.informer("ResourceFlavor")
         self.nodes = self.informer("Node")
         self.devices = self.informer("Devices")
@@ -290,10 +294,10 @@ class NodeDevicesCheck(Controller):
                 read_all=self._read_all,
                 cache=self.decisions,
                 fresh=fresh,
-                flavors={f["metadata"]["name"]: f for f in self.flavors.list()},
-                nodes={n["metadata"]["name"]: n for n in self.nodes.list()},
-                devices={d["metadata"]["name"]: d for d in self.devices.list()},
-                others=self.other_workloads(),
+                flavors=self.flavors.by_name(),
+                nodes=self.nodes.by_name(),
+                devices=self.devices.by_name(),
+                promises=self.promised,
                 release_terminated=self.release_terminated,
             )
         if reread:  # built from uncached reads: the next decision compares them with the cache again
@@ -312,13 +316,32 @@ class NodeDevicesCheck(Controller):
     def other_workloads(self) -> list[Obj]:
         """The cached Workloads, each replaced by the ``Ready`` this controller wrote for it while
         the cache does not show that write yet."""
+        return self.promised(None)
+
+    def promised(self, near: Collection[str] | None) -> list[Obj]:
+        """The other Workloads a decision reading the ledgers of ``near`` may have to charge: the
+        cached ones the node index assigns one of those nodes (every cached one for ``None``), each
+        replaced by the ``Ready`` this controller wrote for it while the cache does not show that
+        write yet, and every such write besides (``decide`` charges only the inflight ones that
+        reach ``near``)."""
         with self._lock:
             remembered = dict(self._ready_written)
+        if near is None:
+            cached = self.workloads.list()
+        else:
+            found: dict[tuple[str, str], Obj] = {}
+            for node in near:
+                for obj in self.workloads.by_index(INDEX_NODE, node):
+                    found[key_of(obj)] = obj
+            cached = list(found.values())
         out = []
-        for obj in self.workloads.list():
+        for obj in cached:
             written = remembered.pop(key_of(obj), None)
             out.append(written if written is not None and _revision(written) > _revision(obj) else obj)
-        out.extend(remembered.values())  # written, not yet in the cache at all
+        for (namespace, name), written in remembered.items():  # assigned elsewhere, or not cached yet
+            current = self.workloads.get(name, namespace)
+            if current is None or _revision(written) > _revision(current):
+                out.append(written)
         return out
 
     def record(self, workload: Obj, verdict: fit.Verdict) -> None:

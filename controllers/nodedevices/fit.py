@@ -30,7 +30,7 @@ The verdict is ``Ready`` or ``Retry``, never ``Rejected``; its message names the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -286,6 +286,11 @@ class DecisionCache:
         return pool
 
 
+def _name_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
 def _assigned(demands: Iterable[PodSetDemand]) -> frozenset[str]:
     """The nodes a Workload's PodSets are assigned to (the only ones its promise charges)."""
     return frozenset(node for ps in demands for node in ps.nodes or ())
@@ -513,6 +518,7 @@ def decide(
     source: PodSource | None = None,
     changed: Iterable[str] = (),
     near_only: bool = True,
+    promises: Callable[[Collection[str] | None], Iterable[Mapping[str, Any]]] | None = None,
 ) -> Verdict:
     """Judge ``workload`` (which :func:`needs_verdict`) per card.
 
@@ -528,7 +534,10 @@ def decide(
 
     A Workload whose accelerator PodSets are all assigned nodes reads only those nodes' ledgers, so
     only the inflight Workloads assigned one of them are charged (``near_only``; False charges
-    every one, which changes no verdict: the tests compare both).
+    every one, which changes no verdict: the tests compare both).  ``promises``, given instead of
+    ``others``, is asked for the other Workloads that may charge the nodes the decision reads (None:
+    any node) — an index of Workloads by assigned node, so that a decision on a few nodes reads
+    their promises, not the whole fleet's.
     """
     pod_sets = podset_demands(workload)
     if not pod_sets:
@@ -558,7 +567,7 @@ def decide(
     if near_only and accelerated and all(ps.nodes is not None for ps in accelerated):
         near = {node for ps in accelerated for node in ps.nodes or ()}
     inflight: list[tuple[Mapping[str, Any], list[PodSetDemand] | None]] = []
-    for other in others:
+    for other in others if promises is None else promises(near):
         other_meta = other.get("metadata") or {}
         if (other_meta.get("namespace") or "", other_meta.get("name")) == (namespace, name):
             continue
@@ -567,6 +576,9 @@ def decide(
         promised, demands = cache.other(other, near) if cache is not None else _other(other, near)
         if promised:
             inflight.append((other, demands))
+    # Charged in one order whatever order they came in (an index's sets have none): promises that
+    # overbook a node leave different room when charged in another order.
+    inflight.sort(key=lambda pair: _name_key(pair[0]))
     # Only the judged Workload's and the inflight ones' Pods are ever looked up as held.
     wanted = {(namespace, name)}
     wanted.update(
@@ -811,17 +823,26 @@ def never_fits(
     flavors: Iterable[Mapping[str, Any]],
     nodes: Mapping[str, Mapping[str, Any]],
     devices: Mapping[str, Mapping[str, Any]],
+    cache: DecisionCache | None = None,
 ) -> str:
     """Why ``workload`` (waiting for a reservation in the queue of InstanceType ``pool``, whose
     ResourceFlavors are ``flavors``) can never be admitted: the first PodSet whose per-Pod demand no
     node of the pool could host even with every card free, with the largest shape a node has and
     the largest that is free now (from the nodes' fit labels); "" when each PodSet fits some node.  Capacity, not room: a
-    demand that merely waits for cards is no news."""
+    demand that merely waits for cards is no news.  ``cache``: the pools of earlier calls, each Node
+    matched again only when its resourceVersion moved (:meth:`DecisionCache.pool`)."""
     flavors = list(flavors)
     groups = sorted({g for f in flavors for g in accelerator_groups(f)})
-    members = sorted({n for f in flavors for n in pool_nodes(f, nodes)})
-    if len(groups) != 1 or not members:
-        return ""  # not an accelerated pool (or not observed yet): nothing to say
+    if len(groups) != 1:
+        return ""  # not an accelerated pool: nothing to say
+    if cache is not None and len(flavors) == 1:
+        members = cache.pool(flavors[0], nodes)  # sorted already
+    else:
+        members = sorted(
+            {n for f in flavors for n in (cache.pool(f, nodes) if cache else pool_nodes(f, nodes))}
+        )
+    if not members:
+        return ""  # no node of the pool observed yet: nothing to say
     group = groups[0]
     vram: dict[str, int] = {group: _vram_of(devices.values(), group)}
     for pod_set in (workload.get("spec") or {}).get("podSets") or ():

@@ -67,6 +67,8 @@ INDEX_WORKLOAD = "workload"
 
 # The Pod informer this reconciler and gate 3 share (whichever asks first creates it): its indexes.
 POD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: pod_node, INDEX_WORKLOAD: fit.pod_workload}
+# The Workload informer they share: its index.
+WORKLOAD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: assigned_nodes}
 
 
 def desired_fit_labels(
@@ -123,7 +125,7 @@ class NodeFitLabelReconciler(Controller):
         self.nodes = self.informer("Node")
         self.devices = self.informer("Devices")
         self.flavors = self.informer("ResourceFlavor")
-        self.workloads = manager.informer("Workload", indexes={INDEX_NODE: assigned_nodes})
+        self.workloads = manager.informer("Workload", indexes=WORKLOAD_INDEXES)
         self.pods = manager.informer("Pod", label_selector=POD_SELECTOR, indexes=POD_INDEXES)
         self.release_terminated = allocation.release_terminated_from_env()
 
@@ -180,7 +182,7 @@ class NodeFitLabelReconciler(Controller):
             self.devices.get(name),
             pods=self.pods.by_index(INDEX_NODE, name),
             workloads=self.workloads.by_index(INDEX_NODE, name),
-            flavors={changes.name_of(f): f for f in self.flavors.list()},
+            flavors=self.flavors.by_name(),
             release_terminated=self.release_terminated,
         )
         patch = fit_label_patch(node, want)

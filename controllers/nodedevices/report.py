@@ -44,6 +44,8 @@ class NodeDevicesFitReport(Controller):
         self.devices = self.informer("Devices")
         self._lock = threading.Lock()
         self._reported: dict[tuple[str, str], tuple[str, str]] = {}  # key -> (uid, message)
+        # Which Nodes each flavor's pool holds, kept between Workloads (one worker: no lock).
+        self.pools = fit.DecisionCache()
 
     def watches(self) -> list[Watch]:
         def workloads(event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
@@ -94,8 +96,9 @@ class NodeDevicesFitReport(Controller):
             workload,
             pool=pool[0],
             flavors=pool[1],
-            nodes={changes.name_of(n): n for n in self.nodes.list()},
-            devices={changes.name_of(d): d for d in self.devices.list()},
+            nodes=self.nodes.by_name(),
+            devices=self.devices.by_name(),
+            cache=self.pools,
         )
         uid = (workload.get("metadata") or {}).get("uid") or ""
         with self._lock:

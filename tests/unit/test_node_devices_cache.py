@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 
 from api import allocation
 from controllers.nodedevices import fit
+from controllers.nodedevices.fit_labels import INDEX_NODE, WORKLOAD_INDEXES
 from fastpath import fit as cards_fit
 from fastpath import ledger
 from fastpath.cards import Demand
 from fastpath.pure import load
+from kube.informer import Informer
 from tests.unit import test_node_devices_fit as base
 from tests.unit.test_node_devices_fit import (
     A10G,
@@ -300,6 +302,25 @@ def test_the_fit_scenarios_judge_alike_through_a_shared_cache(scenario, monkeypa
         return want
 
     monkeypatch.setattr(fit, "decide", both)
+    scenario()
+
+
+NEVER_FITS = [base.test_nine_whole_cards_on_eight_card_nodes_never_fit_and_the_message_names_the_shapes,
+              base.test_a_profile_no_card_offers_never_fits]  # fmt: skip
+
+
+@pytest.mark.parametrize("scenario", NEVER_FITS, ids=lambda t: t.__name__)
+def test_never_fits_answers_alike_through_a_shared_pool_cache(scenario, monkeypatch) -> None:
+    """``never_fits`` with the pools of earlier calls kept (the report controller's way) says
+    what it says without them."""
+    never_fits, cache = fit.never_fits, fit.DecisionCache()
+
+    def both(wl, *, nodes, **kw):
+        want = never_fits(wl, nodes=nodes, **kw)
+        assert never_fits(wl, nodes=stamp_all(nodes), cache=cache, **kw) == want
+        return want
+
+    monkeypatch.setattr(fit, "never_fits", both)
     scenario()
 
 
@@ -596,8 +617,26 @@ def test_charging_only_the_inflight_workloads_on_the_judged_nodes_changes_no_ver
     ]
     judged = workload(pod_sets=[pod_set(limits=DEMANDS[pick])], assignments=[base.tas(**{target: 1})])
     cache = fit.DecisionCache()
+    promises = promised_by_index(others)
     for pods, devs in history:
         args = dict(flavors={"rf": flavor()}, nodes=nodes, devices=devs, pods=pods, others=others)
         want = fit.decide(judged, near_only=False, **args)
         assert fit.decide(judged, **args) == want
         assert fit.decide(judged, cache=cache, **args) == want
+        # The controller's way: the other Workloads asked of the Workload cache's node index.
+        del args["others"]
+        assert fit.decide(judged, cache=cache, promises=promises, **args) == want
+
+
+def promised_by_index(workloads: list[dict]):
+    """``decide``'s ``promises`` over an informer holding ``workloads``, indexed as gate 3's is."""
+    cache = Informer(None, "Workload", indexes=WORKLOAD_INDEXES)  # type: ignore[arg-type]
+    for obj in workloads:
+        cache._store("ADDED", obj)
+
+    def promises(near):
+        if near is None:
+            return cache.list()
+        return list({id(o): o for n in near for o in cache.by_index(INDEX_NODE, n)}.values())
+
+    return promises
