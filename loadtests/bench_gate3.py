@@ -4,7 +4,9 @@ Run ``python -m loadtests.bench_gate3`` (after building the fastpath extensions)
 what the controller hands the decision — cached ResourceFlavors, Nodes and ``Devices``, the bound
 Pods of one uncached list, the other Workloads — built from the simulated A10G profile: 8-card
 nodes, every node carrying a few Pods with allocation records (exclusive cards and slices, so the
-ledger is rebuilt from records when a node's Pods change), and a few inflight Workloads.  Every
+ledger is rebuilt from records when a node's Pods change), a few inflight Workloads, and the rest of
+the fleet's Workloads (``--fleet-per-node``, 2 by default: Workloads reserved on a node and still
+waiting for this check, which charge nothing but are looked at — the fleet grows with the pool).  Every
 object carries a ``resourceVersion``, as the API server's do: the decision is timed as the
 controller makes it, with the :class:`controllers.nodedevices.fit.DecisionCache` the earlier
 decisions filled (``median_ms``, ``p90_ms``, ``max_ms``: nothing changed in between, so every node
@@ -17,7 +19,9 @@ The same decisions are timed as the controller now makes them (``informer_ms``, 
 ``informer_cpu_ms``, ``informer_changed_ms``): :func:`controllers.nodedevices.fit.decide_confirmed`
 over a Pod cache indexed by node and by Workload, as the shared Pod informer serves it, re-reading
 only the nodes marked changed, with every node a ``Ready`` places Pods on read "uncached" (a freshly
-decoded copy of that node's Pods, the HTTP round trip not included; ``reads`` per decision).
+decoded copy of that node's Pods, the HTTP round trip not included; ``reads`` per decision), and
+the other Workloads asked of a Workload informer by the nodes the decision reads (``promises``, the
+controller's node index) instead of passed whole.
 
 Scenarios, each for a flavor pool of 100, 1,000 and 10,000 nodes (``--sizes``):
 
@@ -44,6 +48,8 @@ import orjson
 
 from api import allocation, constants
 from controllers.nodedevices import fit
+from controllers.nodedevices.fit_labels import INDEX_NODE, WORKLOAD_INDEXES
+from kube.informer import Informer
 from nodeplugins.devicemanager import simulated as sim
 
 A10G = sim.PRODUCTS["NVIDIA A10G"]
@@ -171,7 +177,7 @@ def _workload(name: str, cards: int, nodes: dict[str, int] | None, *, ready: boo
     }
 
 
-def _cluster(size: int, *, full: bool) -> tuple[dict, dict, dict, list[dict], list[dict]]:
+def _cluster(size: int, *, full: bool, fleet: int = 0) -> tuple[dict, dict, dict, list[dict], list[dict]]:
     names = [f"gpu-{i:05d}" for i in range(size)]
     nodes = {
         n: {"metadata": {"name": n, "resourceVersion": _version(), "labels": sim.node_labels(n, A10G, 8)}}
@@ -184,6 +190,10 @@ def _cluster(size: int, *, full: bool) -> tuple[dict, dict, dict, list[dict], li
     # Inflight: admitted Workloads promised a card on the first nodes, their Pods not yet allocated.
     others = [_workload(f"inflight-{k}", 1, {names[k % size]: 1}, ready=True) for k in range(INFLIGHT)]
     others += [_workload(f"pending-{k}", 4, None) for k in range(20)]  # waiting: never charged
+    # The rest of the fleet: reserved on a node, waiting for this check (looked at, never charged).
+    others += [_workload(f"fleet-{k}", 1, {names[k % size]: 1}) for k in range(fleet)]
+    for obj in others:
+        obj["metadata"]["resourceVersion"] = _version()
     return {FLAVOR: _flavor()}, nodes, devices, pods, others
 
 
@@ -258,6 +268,14 @@ def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, r
 
     cache = fit.DecisionCache()
     changed: set[str] = set()
+    workloads = Informer(None, "Workload", indexes=WORKLOAD_INDEXES)  # type: ignore[arg-type]
+    for obj in others:
+        workloads._store("ADDED", obj)
+
+    def promises(near):
+        if near is None:
+            return workloads.list()
+        return list({id(o): o for node in near for o in workloads.by_index(INDEX_NODE, node)}.values())
 
     def run() -> None:
         nonlocal changed
@@ -273,7 +291,7 @@ def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, r
             flavors=flavors,
             nodes=nodes,
             devices=devices,
-            others=others,
+            promises=promises,
         )
         changed = set(reread)
         verdicts.append(verdict)
@@ -301,7 +319,7 @@ def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, r
 
 
 def bench_gate3(
-    sizes: tuple[int, ...] = (100, 1000, 10000), repeat_override: int | None = None
+    sizes: tuple[int, ...] = (100, 1000, 10000), repeat_override: int | None = None, fleet_per_node: int = 2
 ) -> list[dict]:
     results = []
     for size in sizes:
@@ -309,7 +327,7 @@ def bench_gate3(
         cold_repeat = repeat_override or (5 if size <= 1000 else 2)
         for scenario in ("tas", "pool-first-fit", "pool-retry"):
             full = scenario == "pool-retry"
-            flavors, nodes, devices, pods, others = _cluster(size, full=full)
+            flavors, nodes, devices, pods, others = _cluster(size, full=full, fleet=fleet_per_node * size)
             target = f"gpu-{size - 1:05d}"
             if scenario == "tas":
                 workload = _workload("judged", 2, {target: 1})
@@ -379,6 +397,7 @@ def bench_gate3(
                     "cards": size * 8,
                     "pods_listed": len(listed),
                     "inflight": INFLIGHT,
+                    "workloads": len(others),
                     "verdict": verdicts[-1].state,
                     "median_ms": round(statistics.median(samples), 3),
                     "p90_ms": round(sorted(samples)[int(len(samples) * 0.9) - 1], 3),
@@ -402,12 +421,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=0, help="decisions timed per scenario (default by size)"
     )
+    parser.add_argument(
+        "--fleet-per-node", type=int, default=2, help="other Workloads per pool node, waiting (default 2)"
+    )
     from loadtests import series
 
     series.add_argument(parser)
     args = parser.parse_args(argv)
     sizes = tuple(int(size) for size in args.sizes.split(",") if size)
-    rows = bench_gate3(sizes, args.repeat or None)
+    rows = bench_gate3(sizes, args.repeat or None, args.fleet_per_node)
     for row in rows:
         print(json.dumps(row))
     series.write(args.series_out, "bench_gate3", rows)

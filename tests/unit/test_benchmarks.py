@@ -58,7 +58,18 @@ def test_bench_gate3() -> None:
     rows = _run("bench_gate3", "--sizes", "3", "--repeat", "2")
     assert {row["scenario"] for row in rows} == {"tas", "pool-first-fit", "pool-retry"}
     for row in rows:
-        _has(row, "nodes", "cards", "verdict", "median_ms", "p90_ms", "max_ms", "runs")
+        _has(
+            row,
+            "nodes",
+            "cards",
+            "workloads",
+            "verdict",
+            "median_ms",
+            "p90_ms",
+            "max_ms",
+            "runs",
+            "informer_ms",
+        )
 
 
 def test_bench_kvcache() -> None:
