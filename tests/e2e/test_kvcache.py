@@ -115,11 +115,22 @@ def test_seed_examples_render_the_managed_store(cluster, worker) -> None:
     env = {e["name"]: e.get("value") for e in member["env"]}
     assert env["MOONCAKE_TE_META_DATA_SERVER"] == "P2PHANDSHAKE" and "MOONCAKE_DEVICE" not in env
     assert member["resources"]["requests"]["memory"] == "9Gi"
-    seed = wait(lambda: get(cluster, "configmap", "mooncake-dram-quota-policy", NS), "the quota policy seed")
-    assert (
-        seed["data"]["tenant_quotas.yaml"]
-        == 'version: 1\ntenants:\n  - name: "default"\n    quota: 4294967296\n'
-    )
+    # The pool's pass may seed before the Binding reaches its cache (`tenants: []`); a later pass
+    # rewrites the seed whole: wait for that document, not for the ConfigMap.
+    held = 'version: 1\ntenants:\n  - name: "default"\n    quota: 4294967296\n'
+
+    def seeded() -> str | None:
+        seed = get(cluster, "configmap", "mooncake-dram-quota-policy", NS)
+        document = ((seed or {}).get("data") or {}).get("tenant_quotas.yaml")
+        return document if document == held else None
+
+    try:
+        wait(seeded, "the quota policy seed to hold the default domain's 4 GiB")
+    except TimeoutError:
+        last = get(cluster, "configmap", "mooncake-dram-quota-policy", NS)
+        raise AssertionError(
+            f"the seed never held the domain: {((last or {}).get('data') or {})!r}"
+        ) from None
     backend = wait(
         lambda: (
             (b := get(cluster, "kvcachebackend", "mooncake-dram"))
