@@ -48,7 +48,8 @@ import orjson
 
 from api import allocation, constants
 from controllers.nodedevices import fit
-from controllers.nodedevices.fit_labels import INDEX_NODE, WORKLOAD_INDEXES
+from controllers.nodedevices.check import workloads_on
+from controllers.nodedevices.fit_labels import WORKLOAD_INDEXES
 from kube.informer import Informer
 from nodeplugins.devicemanager import simulated as sim
 
@@ -273,9 +274,7 @@ def _informer_run(workload, flavors, nodes, devices, listed, others, assigned, r
         workloads._store("ADDED", obj)
 
     def promises(near):
-        if near is None:
-            return workloads.list()
-        return list({id(o): o for node in near for o in workloads.by_index(INDEX_NODE, node)}.values())
+        return workloads_on(workloads, near)
 
     def run() -> None:
         nonlocal changed

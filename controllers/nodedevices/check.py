@@ -150,6 +150,18 @@ class PodCache:
         return self.informer.by_index(INDEX_WORKLOAD, f"{namespace}/{name}")
 
 
+def workloads_on(workloads: Any, near: Collection[str] | None) -> list[Obj]:
+    """The Workloads of ``workloads`` (an informer with :data:`WORKLOAD_INDEXES`) that its node
+    index assigns one of the nodes in ``near``, each once; every cached one for ``None``."""
+    if near is None:
+        return workloads.list()
+    found: dict[tuple[str, str], Obj] = {}
+    for node in near:
+        for obj in workloads.by_index(INDEX_NODE, node):
+            found[key_of(obj)] = obj
+    return list(found.values())
+
+
 class NodeDevicesCheck(Controller):
     """``NodeDevicesAdmissionReconciler``: answers the ``gpustack-node-devices`` check."""
 
@@ -326,16 +338,8 @@ class NodeDevicesCheck(Controller):
         reach ``near``)."""
         with self._lock:
             remembered = dict(self._ready_written)
-        if near is None:
-            cached = self.workloads.list()
-        else:
-            found: dict[tuple[str, str], Obj] = {}
-            for node in near:
-                for obj in self.workloads.by_index(INDEX_NODE, node):
-                    found[key_of(obj)] = obj
-            cached = list(found.values())
         out = []
-        for obj in cached:
+        for obj in workloads_on(self.workloads, near):
             written = remembered.pop(key_of(obj), None)
             out.append(written if written is not None and _revision(written) > _revision(obj) else obj)
         for (namespace, name), written in remembered.items():  # assigned elsewhere, or not cached yet

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from api import allocation
 from controllers.nodedevices import fit
-from controllers.nodedevices.fit_labels import INDEX_NODE, WORKLOAD_INDEXES
+from controllers.nodedevices.check import workloads_on
+from controllers.nodedevices.fit_labels import WORKLOAD_INDEXES
 from fastpath import fit as cards_fit
 from fastpath import ledger
 from fastpath.cards import Demand
@@ -634,9 +635,4 @@ def promised_by_index(workloads: list[dict]):
     for obj in workloads:
         cache._store("ADDED", obj)
 
-    def promises(near):
-        if near is None:
-            return cache.list()
-        return list({id(o): o for n in near for o in cache.by_index(INDEX_NODE, n)}.values())
-
-    return promises
+    return lambda near: workloads_on(cache, near)
