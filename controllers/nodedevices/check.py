@@ -325,11 +325,6 @@ class NodeDevicesCheck(Controller):
         listed, _ = self.client.list("Pod", field_selector=EVERY_BOUND_POD, timeout=60)
         return listed
 
-    def other_workloads(self) -> list[Obj]:
-        """The cached Workloads, each replaced by the ``Ready`` this controller wrote for it while
-        the cache does not show that write yet."""
-        return self.promised(None)
-
     def promised(self, near: Collection[str] | None) -> list[Obj]:
         """The other Workloads a decision reading the ledgers of ``near`` may have to charge: the
         cached ones the node index assigns one of those nodes (every cached one for ``None``), each

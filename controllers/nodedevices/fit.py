@@ -38,6 +38,7 @@ from api import constants
 from api.manufacturers import BY_BASE, BY_NAME, MANUFACTURERS, UNITS_PER_CARD, UNITS_PER_PERCENT
 from fastpath import fit, fit_labels, requests
 from fastpath.ledger import Book, LedgerCache, accelerator_key, bound_pods, is_held, node_ledger
+from kube import changes
 
 CHECK = constants.ADMISSION_CHECK_NODE_DEVICES
 READY = "Ready"
@@ -284,11 +285,6 @@ class DecisionCache:
         if moved or pool is None:
             pool = members[0] = sorted(name for name, (_rv, inside) in seen.items() if inside)
         return pool
-
-
-def _name_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
 def _assigned(demands: Iterable[PodSetDemand]) -> frozenset[str]:
@@ -578,7 +574,7 @@ def decide(
             inflight.append((other, demands))
     # Charged in one order whatever order they came in (an index's sets have none): promises that
     # overbook a node leave different room when charged in another order.
-    inflight.sort(key=lambda pair: _name_key(pair[0]))
+    inflight.sort(key=lambda pair: (changes.namespace_of(pair[0]), changes.name_of(pair[0])))
     # Only the judged Workload's and the inflight ones' Pods are ever looked up as held.
     wanted = {(namespace, name)}
     wanted.update(
@@ -835,12 +831,8 @@ def never_fits(
     groups = sorted({g for f in flavors for g in accelerator_groups(f)})
     if len(groups) != 1:
         return ""  # not an accelerated pool: nothing to say
-    if cache is not None and len(flavors) == 1:
-        members = cache.pool(flavors[0], nodes)  # sorted already
-    else:
-        members = sorted(
-            {n for f in flavors for n in (cache.pool(f, nodes) if cache else pool_nodes(f, nodes))}
-        )
+    pools = [cache.pool(f, nodes) if cache is not None else pool_nodes(f, nodes) for f in flavors]
+    members = pools[0] if len(pools) == 1 else sorted({n for pool in pools for n in pool})  # each sorted
     if not members:
         return ""  # no node of the pool observed yet: nothing to say
     group = groups[0]

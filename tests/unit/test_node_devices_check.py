@@ -207,7 +207,7 @@ def test_freed_cards_turn_retry_into_ready_and_ready_is_remembered(env) -> None:
     # Once the cache shows the Ready, the memory is dropped (the cache itself says it).
     observe(client.get("Workload", "first", NS))
     assert controller._ready_written == {}
-    assert any(fit.is_inflight(w) for w in controller.other_workloads())
+    assert any(fit.is_inflight(w) for w in controller.promised(None))
 
 
 def test_evicted_unreserved_and_ready_workloads_are_not_judged(env) -> None:
