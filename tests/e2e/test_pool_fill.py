@@ -26,6 +26,7 @@ import nodes
 import pytest
 
 from api import constants
+from controllers.nodedevices.fit_labels import desired_fit_labels, is_fit_label
 from kube.client import Client, load_api_client
 from nodeplugins.devicemanager import simulated as sim
 from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
@@ -134,6 +135,16 @@ def modes(client: Client, node: str) -> Counter:
     )
 
 
+def fit_labels_caught_up(client: Client, node: str) -> bool:
+    """The node carries the fit labels the fit-label reconciler derives from its ``Devices`` now."""
+    obj, devices = client.get("Node", node), client.get("Devices", node)
+    if obj is None or devices is None:
+        return False
+    want = desired_fit_labels(obj, devices)
+    have = {k: v for k, v in ((obj.get("metadata") or {}).get("labels") or {}).items() if is_fit_label(k)}
+    return have == want
+
+
 def retries(client: Client) -> list[str]:
     """Gate 3's ``Retry`` answers in the namespace (the check posts one Event per verdict)."""
     items, _ = client.list("Event", NS, field_selector="reason=NodeDevicesDoNotFit")
@@ -162,6 +173,13 @@ def empty(cluster, client: Client) -> None:
         lambda: all(set(modes(client, n)) <= {0} for n in NODES),
         timeout=120,
         what="every card free again",
+    )
+    # The fit labels follow the ledger a few seconds later (the fit-label reconciler coalesces);
+    # the next test's NeverFits message reads "largest free now" from them.
+    harness.wait_for(
+        lambda: all(fit_labels_caught_up(client, n) for n in NODES),
+        timeout=60,
+        what="every node's fit labels showing its free ledger",
     )
     # One deletecollection: `kubectl delete events --all` sends a DELETE per Event under kubectl's
     # client-side limit of 5 a second (535 Events took 108 s; this, under a second).
