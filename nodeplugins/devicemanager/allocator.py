@@ -586,7 +586,12 @@ class Allocator(Identifies, PartitionedGrants):
         units: int | None = UNITS_PER_PERCENT
         if resource.family == FAMILY_SLICED:
             units = None  # size unknown: the card with the most room
-            if found is not None:
+            if found is None:
+                log.info(
+                    "slice preference without a waiting container: the roomiest card",
+                    extra={"resource": resource.name, "size": size},
+                )
+            else:
                 facts = facts_of(self.pods[found[0]], found[1])
                 first = next((c for c in node.cards if c.id in by_card), None)
                 units = slice_units(facts, first.memory_mib if first is not None else 0)

@@ -504,6 +504,21 @@ def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(insta
     assert visible.startswith("GPU-") and visible in json.dumps(cluster.kubectl_json("get", "devices", NODE))
 
 
+def cards_and_promises(cluster: harness.ClusterInfo) -> str:
+    """What gate 3 weighs on the node, for a failure's message: the device manager's ledger per card
+    and every Workload with its admission and check state (a promise without Pods shows here)."""
+    ledger = json.dumps(cluster.kubectl_json("get", "devices", NODE).get("status") or {}, sort_keys=True)
+    columns = (
+        "NAME:.metadata.name,OWNERS:.metadata.ownerReferences[*].name,ADMITTED:.status.conditions[?(@.type=="
+        '"Admitted")].status,FINISHED:.status.conditions[?(@.type=="Finished")].status,'
+        "CHECKS:.status.admissionChecks[*].state,DELETING:.metadata.deletionTimestamp"
+    )
+    workloads = cluster.kubectl(
+        "get", "workloads", "-A", "-o", f"custom-columns={columns}", check=False
+    ).stdout
+    return f"Devices {NODE} status: {ledger[:4000]}\nWorkloads:\n{workloads}"
+
+
 def serve_ready(cluster: harness.ClusterInfo, name: str) -> tuple[dict, str]:
     """The deployment's one Pod, once the deployment is Ready, and the engine's base URL."""
 
@@ -520,7 +535,7 @@ def serve_ready(cluster: harness.ClusterInfo, name: str) -> tuple[dict, str]:
         events = cluster.kubectl("get", "events", "-n", NS, "--sort-by=.lastTimestamp", check=False).stdout
         stores = cluster.kubectl("get", "nodemodelstores", "-o", "yaml", check=False).stdout
         raise AssertionError(
-            f"{name} not Ready:\n{listed}\n{logs}\n{events[-4000:]}\n{stores[-3000:]}"
+            f"{name} not Ready:\n{listed}\n{logs}\n{events[-4000:]}\n{stores[-3000:]}\n{cards_and_promises(cluster)}"
         ) from None
     pods = [p for p in cluster.kubectl_json("get", "pods", "-n", NS, "-l", selector)["items"]
             if not p["metadata"].get("deletionTimestamp") and ready(p)]  # fmt: skip
