@@ -116,8 +116,9 @@ class KubeletLink:
                         "kubelet.sock re-created or plugin sockets removed: serving and registering again"
                     )
                 try:
-                    self._serve_and_register()
-                    self._registered_inode = inode
+                    # The inode of the kubelet.sock the round registered through: a kubelet that
+                    # restarted while the plugins were being served is the one registered with.
+                    self._registered_inode = self._serve_and_register()
                     self.registrations += 1
                     backoff = self.poll
                 except (grpc.RpcError, OSError, RuntimeError) as error:
@@ -141,7 +142,10 @@ class KubeletLink:
         (``UnexpectedAdmissionError``), so ``/readyz`` waits for this."""
         return self.registrations > 0 and all(p.listed.is_set() for p in self.plugins)
 
-    def _serve_and_register(self) -> None:
+    def _serve_and_register(self) -> int:
+        """Serve every plugin afresh and register each; the inode of the ``kubelet.sock`` they were
+        registered through, read just before dialling it (the socket the round began with may have
+        been replaced while the servers started: a kubelet restarting)."""
         self._stop_servers()
         for plugin in self.plugins:
             plugin.listed.clear()  # the kubelet opens a new stream after this round's Register
@@ -157,6 +161,9 @@ class KubeletLink:
                 raise OSError(f"cannot serve on {path}")
             server.start()
             self._servers.append(server)
+        inode = _inode(self.kubelet_socket)
+        if inode is None:
+            raise OSError(f"{self.kubelet_socket} is gone: the kubelet is restarting")
         with grpc.insecure_channel(unix_target(self.kubelet_socket)) as channel:
             stub = pb_grpc.RegistrationStub(channel)
             for plugin in self.plugins:
@@ -170,6 +177,7 @@ class KubeletLink:
                     timeout=10,
                 )
                 log.info("registered with the kubelet", extra={"resource": plugin.resource.name})
+        return inode
 
 
 class PodResources:

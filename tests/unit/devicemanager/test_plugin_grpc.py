@@ -146,8 +146,16 @@ def test_a_restarted_kubelet_gets_every_plugin_registered_again(setup):
     kubelet, _allocator, plugins, _link, _recorded, plugin_dir = setup
     wait(lambda: len(kubelet.requests) == len(plugins))
     kubelet.restart()
-    wait(lambda: len(kubelet.requests) == 2 * len(plugins))
-    wait(lambda: all((plugin_dir / p.resource.socket).exists() for p in plugins))
+    # Whole rounds after the restart (a round begun while the restart wiped the directory is
+    # followed by another), every socket served again, the last round naming every plugin.
+    wait(
+        lambda: (
+            len(kubelet.requests) >= 2 * len(plugins)
+            and len(kubelet.requests) % len(plugins) == 0
+            and all((plugin_dir / p.resource.socket).exists() for p in plugins)
+        )
+    )
+    assert [r.resource_name for r in kubelet.requests[-len(plugins) :]] == [p.resource.name for p in plugins]
     channel, dp = stub(plugin_dir, plugins[0].resource)
     assert dp.GetDevicePluginOptions(pb.Empty()).get_preferred_allocation_available
     channel.close()
