@@ -26,7 +26,7 @@ import nodes
 import pytest
 
 from api import constants
-from controllers.nodedevices.fit_labels import desired_fit_labels, is_fit_label
+from controllers.nodedevices.fit_labels import desired_fit_labels, fit_label_patch
 from kube.client import Client, load_api_client
 from nodeplugins.devicemanager import simulated as sim
 from tests.e2e.objects import queued_pod, requesting, wait_for_entrance
@@ -140,9 +140,7 @@ def fit_labels_caught_up(client: Client, node: str) -> bool:
     obj, devices = client.get("Node", node), client.get("Devices", node)
     if obj is None or devices is None:
         return False
-    want = desired_fit_labels(obj, devices)
-    have = {k: v for k, v in ((obj.get("metadata") or {}).get("labels") or {}).items() if is_fit_label(k)}
-    return have == want
+    return not fit_label_patch(obj, desired_fit_labels(obj, devices))  # nothing to set or delete
 
 
 def retries(client: Client) -> list[str]:
