@@ -160,8 +160,19 @@ def wait_phase(cluster: harness.ClusterInfo, name: str, phase: str, timeout: flo
     except TimeoutError as error:
         obj = get(cluster, "instance", name, "-n", NS) or {}
         pod = get(cluster, "pod", name, "-n", NS) or {}
+        # Kueue's own word on the Pod's Workload (why it is not admitted) and what the node offers.
+        workloads = [
+            {"name": w["metadata"]["name"], "conditions": (w.get("status") or {}).get("conditions")}
+            for w in (get(cluster, "workloads", "-n", NS) or {}).get("items") or []
+            if name in [o.get("name") for o in w["metadata"].get("ownerReferences") or []]
+        ]
+        node = get(cluster, "node", NODE) or {}
+        allocatable = {
+            k: v for k, v in ((node.get("status") or {}).get("allocatable") or {}).items() if "/" in k
+        }
         raise TimeoutError(
-            f"{error}; status: {json.dumps(obj.get('status'))}; pod: {json.dumps(pod.get('status'))[:3000]}"
+            f"{error}; status: {json.dumps(obj.get('status'))}; pod: {json.dumps(pod.get('status'))[:3000]}; "
+            f"workloads: {json.dumps(workloads)[:3000]}; {NODE} allocatable: {json.dumps(allocatable)}"
         ) from None
 
 
