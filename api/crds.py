@@ -25,17 +25,18 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from api.models import RESOURCES, Resource
 from api.models.base import (
     Fmt,
     IntOrString,
     K8s,
     PreserveUnknown,
+    Resource,
     alias_of,
     is_model,
     k8s_meta,
     unwrap,
 )
+from api.models.registry import RESOURCES
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 PART_OF_LABEL = {"app.kubernetes.io/part-of": "gpustack-operator"}

@@ -1,6 +1,6 @@
 """Field errors worded the way the kube-apiserver words them.
 
-Both judges of a manifest — the pydantic models (``api.models.parse``) and the structural-schema
+Both judges of a manifest — the pydantic models (``api.models.registry.parse``) and the structural-schema
 validator (``api.schema.validate``) — report through this one vocabulary, so a refusal reads the same
 whichever of them found it, and the same as the apiserver's own ``422 Invalid`` causes.
 """

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from api import crds
-from api.models import KINDS
+from api.models.registry import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART_CRDS = ROOT / "charts/gpustack-operator/crds"

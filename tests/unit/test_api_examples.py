@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.models import KINDS, dump, parse
+from api.models.registry import KINDS, dump, parse
 from api.schema import apply_defaults, judge
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from api.models import KINDS, RESOURCES, ManifestError, dump, parse
 from api.models.instance_type import InstanceType
 from api.models.kv_cache_pool import KVCachePoolBinding, KVCachePoolBindingStatus
 from api.models.model_deployment import ModelDeployment, ModelDeploymentRoleStatus
+from api.models.registry import KINDS, RESOURCES, ManifestError, dump, parse
 
 DATA = Path(__file__).parent / "data"
 REFUSALS = json.loads((DATA / "api_apiserver/refusals.json").read_text())
