@@ -250,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         "--duration", type=int, default=15, help="seconds per endpoint, over all rounds (default 15)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved passes per endpoint (medians)")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=None,
+        help="seconds of unmeasured load before each endpoint's passes (default: one pass, 1-2 s; "
+        "0: none, for smoke runs)",
+    )
     parser.add_argument("--port", type=int, default=fixed_port("bench-worker"))
     parser.add_argument(
         "--workers-scan", default="1,2", help="uvicorn worker counts to measure the Pod webhook with"
@@ -302,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
                 ("kueue_validate", peer + KUEUE_VALIDATE_PATH, pod_bodies, kueue.pid),
                 ("kueue_mutate", peer + KUEUE_MUTATE_PATH, pod_bodies, kueue.pid),
             ]
-        warm_up = max(1, min(2, args.duration // max(1, args.rounds)))
-        for _, url, bodies, target in endpoints:
+        warm_up = (
+            max(1, min(2, args.duration // max(1, args.rounds))) if args.warm_up is None else args.warm_up
+        )
+        for _, url, bodies, target in endpoints if warm_up else ():
             _wrk(url, bodies, lua, args.connections, warm_up, target)
         # Interleaved rounds, medians per endpoint: a 2-core machine drifts over a run, and drift
         # would otherwise land on whichever endpoint happened to run during it.
@@ -333,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(objects, certs, args.port, workers)
         try:
             url = f"https://127.0.0.1:{args.port}{POD_PATH}"
-            _wrk(url, pod_bodies, lua, args.connections, warm_up, server.process.pid)
+            if warm_up:
+                _wrk(url, pod_bodies, lua, args.connections, warm_up, server.process.pid)
             scaling[workers] = _wrk(url, pod_bodies, lua, args.connections, args.duration, server.process.pid)
         finally:
             server.stop()

@@ -12,10 +12,11 @@ an internal error.
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import orjson
-from locust import FastHttpUser, between, task
+from locust import FastHttpUser, events, task
 
 from loadtests import mix
 
@@ -35,9 +36,23 @@ def _expected(label: str, path: str) -> bool:
     return not label.startswith("refused") or path in (POD_MUTATE, MD_MUTATE)
 
 
+@events.init_command_line_parser.add_listener
+def _options(parser) -> None:  # type: ignore[no-untyped-def]
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.01,
+        help="a user's pause between two tasks is drawn from 0 to this many seconds (default 0.01: "
+        "as fast as answers come; a smoke run passes more, so it runs every task without filling "
+        "the machine)",
+    )
+
+
 class AdmissionUser(FastHttpUser):
-    wait_time = between(0, 0.01)
     insecure = True  # the worker's self-issued certificate
+
+    def wait_time(self) -> float:
+        return random.uniform(0, self.environment.parsed_options.pause)
 
     def _post(self, path: str, label: str, review: dict) -> None:
         review = dict(review, request=dict(review["request"], uid=str(uuid.uuid4())))

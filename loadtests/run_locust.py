@@ -1,6 +1,6 @@
 """Run the locust users headless against a worker started here with file lookups over TLS.
 
-    python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--port PORT]
+    python -m loadtests.run_locust [--users 16] [--spawn-rate 8] [--time 30s] [--pause 0.01] [--port PORT]
 
 Prints locust's summary, then one JSON line (requests, failures, requests/s, p50/p99 ms over all
 endpoints), and exits with locust's status (non-zero when any request failed).
@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--spawn-rate", type=int, default=8)
     parser.add_argument("--time", default="30s")
+    parser.add_argument(
+        "--pause", type=float, default=0.01, help="a user's longest pause between two tasks, seconds"
+    )
     parser.add_argument("--port", type=int, default=fixed_port("bench-worker", 1))
     args = parser.parse_args(argv)
     from certs import issue
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                 str(args.spawn_rate),
                 "-t",
                 args.time,
+                "--pause",
+                str(args.pause),
                 "--host",
                 f"https://127.0.0.1:{args.port}",
                 "--only-summary",

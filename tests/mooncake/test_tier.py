@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
 import mooncake
 
 MiB = 1 << 20
+SEGMENT = 64 * MiB  # small, so a few thousand writes fill it and eviction offloads
 NS = "gpustack-system"
 GRACE = 2
 
@@ -41,7 +42,7 @@ def tiered(path: Path) -> dict:
     managed["leader"]["electionBackend"] = "None"  # the wheel's master has no Lease backend
     managed["scaleIn"] = {"gracePeriodSeconds": GRACE}
     managed["members"][0].update(
-        capacityPerMember="256Mi",
+        capacityPerMember="64Mi",
         localBufferSize="16Mi",
         localDisks=[
             {
@@ -116,24 +117,24 @@ def test_the_rendered_member_mounts_its_segment_and_its_tier(tier) -> None:
     master, _, obj, _ = tier
     wait(lambda: master.metrics().get("master_total_file_capacity_bytes") == 512 * MiB, "the tier registered")
     (segment,) = master.segments()
-    assert segment["size_bytes"] == 256 * MiB and segment["status"] == "OK"
+    assert segment["size_bytes"] == SEGMENT and segment["status"] == "OK"
     seen = backend_status.observe(admin.AdminClient(master.admin_address))
     capacity = backend_status.capacity(seen, tiered=True)
-    assert capacity is not None and capacity["total"] == "768Mi"  # the segment plus the tier's ceiling
+    assert capacity is not None and capacity["total"] == "576Mi"  # the segment plus the tier's ceiling
     status = backend_status.derive(obj, seen, endpoints=[], pods=[], stamp="2026-01-01T00:00:00Z")
-    assert status["capacity"]["total"] == "768Mi"
+    assert status["capacity"]["total"] == "576Mi"
 
 
 def fill(master: mooncake.Master, count: int) -> None:
-    """Write ``count`` 32 KiB objects (more than the 256 MiB segment holds: eviction offloads)."""
+    """Write ``count`` 32 KiB objects (more than the segment holds: eviction offloads)."""
     written = mooncake.tenant_write(master, "default", [f"k{i}" for i in range(count)], size=32 * 1024)
-    assert sum(1 for code in written.values() if code == 0) >= (256 * MiB) // (32 * 1024)
+    assert sum(1 for code in written.values() if code == 0) >= SEGMENT // (32 * 1024)
 
 
 def test_buckets_of_the_operators_size_reach_the_disk(tier) -> None:
     master, _, _, directory = tier
     wait(lambda: master.metrics().get("master_total_file_capacity_bytes") == 512 * MiB, "the tier registered")
-    fill(master, 12000)
+    fill(master, 3000)
     bucket = 512 * 32 * 1024  # one bucket of 512 objects
     # The offload runs behind the writes: the tier's byte count grows in steps until a whole bucket
     # is on disk, so wait for that amount rather than for the first nonzero reading.
@@ -183,7 +184,7 @@ def test_a_bucket_of_513_objects_is_never_written(tmp_path: Path) -> None:
     member = mooncake.RestMember(tmp_path, argv=argv, env=env, name="tier-limit-member")
     try:
         member.start()
-        fill(master, 12000)
+        fill(master, 3000)
         wait(
             lambda: "FILE_WRITE_FAIL" in member.log_tail(200_000),
             "the member's failed bucket write",
