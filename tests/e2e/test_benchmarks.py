@@ -76,8 +76,10 @@ def test_bench_compares_with_kueue_s_own_webhooks(cluster: harness.ClusterInfo) 
         "1",
         "--rounds",
         "1",
+        "--warm-up",
+        "0",
         "--workers-scan",
-        "1",
+        "",  # the worker-process scan and the warm-up have their smoke run in tests/unit
         "--connections",
         "2",
         "--skip-speedups",
