@@ -1,9 +1,10 @@
 """The kubelet side: serving each plugin on its socket, registering it, and re-registering.
 
 The kubelet deletes every file in ``device-plugins/`` when it starts, so a plugin registered before
-a kubelet restart is gone afterwards.  :class:`KubeletLink` watches ``kubelet.sock``: when it appears
-or is re-created (a new inode), the plugin servers are started afresh on their sockets and registered
-again; a refused or failed registration is logged and retried.  Allocations survive: they live in the
+a kubelet restart is gone afterwards.  :class:`KubeletLink` watches ``kubelet.sock`` (woken by
+inotify on the directory the moment an entry changes, and polled): when it appears or is re-created
+(a new inode), the plugin servers are started afresh on their sockets and registered again; a
+refused or failed registration is logged and retried.  Allocations survive: they live in the
 allocator and on the Pods, not in the gRPC servers.
 
 :class:`PodResources` asks the kubelet's pod-resources API which containers hold no device of a
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent import futures
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any, Protocol
 import grpc
 
 from fastpath import podresources
+from nodeplugins.devicemanager.dirwatch import DirectoryEvents
 from nodeplugins.devicemanager.plugin import API_VERSION, pb, pb_grpc
 from nodeplugins.protos import load
 
@@ -92,6 +95,10 @@ class KubeletLink:
         self._servers: list[grpc.Server] = []
         self._registered_inode: int | None = None
         self._stop = threading.Event()
+        # Woken the moment kubelet.sock or a plugin socket is created or removed (a kubelet
+        # restarting): the kubelet re-admits the node's Pods within about a second of starting,
+        # and a Pod whose device's plugin has not registered again by then is refused and stopped.
+        self._events = DirectoryEvents(self.plugin_dir)
         self._thread: threading.Thread | None = None
         self.registrations = 0  # successful registration rounds (tests and metrics read it)
 
@@ -101,12 +108,17 @@ class KubeletLink:
 
     def stop(self) -> None:
         self._stop.set()
+        self._events.wake()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._stop_servers()
+        self._events.close()
 
     def _run(self) -> None:
-        backoff = self.poll
+        # A kubelet.sock that exists but does not accept yet (bound, not listening) fails a round:
+        # the first retry comes soon, later ones back off.
+        first_retry = min(self.poll, 0.2)
+        backoff = first_retry
         while not self._stop.is_set():
             inode = _inode(self.kubelet_socket)
             sockets_gone = any(not (self.plugin_dir / p.resource.socket).exists() for p in self.plugins)
@@ -120,16 +132,25 @@ class KubeletLink:
                     # restarted while the plugins were being served is the one registered with.
                     self._registered_inode = self._serve_and_register()
                     self.registrations += 1
-                    backoff = self.poll
+                    backoff = first_retry
                 except (grpc.RpcError, OSError, RuntimeError) as error:
                     log.warning(
                         "kubelet registration failed; retrying",
                         extra={"socket": str(self.kubelet_socket), "error": str(error), "retryIn": backoff},
                     )
-                    self._stop.wait(backoff)
+                    self._back_off(backoff, inode)
                     backoff = min(backoff * 2, 30.0)
                     continue
-            self._stop.wait(self.poll)
+            self._events.wait(self.poll)
+
+    def _back_off(self, seconds: float, inode: int | None) -> None:
+        """Wait before retrying a failed round, but no longer once a new kubelet.sock is there (the
+        round's own sockets wake the directory watch too, so any event alone would not do)."""
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and (left := deadline - time.monotonic()) > 0:
+            self._events.wait(left)
+            if _inode(self.kubelet_socket) not in (None, inode):
+                return
 
     def _stop_servers(self) -> None:
         for server in self._servers:

@@ -161,6 +161,35 @@ def test_a_restarted_kubelet_gets_every_plugin_registered_again(setup):
     channel.close()
 
 
+def test_a_restarted_kubelet_is_seen_without_waiting_for_the_poll(short_dir):
+    """The restarted kubelet re-admits the node's Pods within about a second, and refuses one whose
+    device's plugin has not registered again: the link wakes on the new kubelet.sock itself. With a
+    poll of an hour, only that wake can register again within the wait."""
+    kubelet = Kubelet(short_dir / "kubelet.sock")
+    kubelet.start()
+    allocator = make_allocator([{"product": "NVIDIA A10G", "count": 1}])
+    plugins = [
+        DevicePlugin(r, allocator, NvidiaBackend(), lambda _h: None, Watchers())
+        for r in tk.resources("nvidia")
+    ]
+    link = KubeletLink(plugins, kubelet.socket, poll=3600)
+    link.start()
+    try:
+        wait(lambda: link.registrations == 1 and len(kubelet.requests) == len(plugins))
+        kubelet.restart()
+        wait(
+            lambda: (
+                len(kubelet.requests) >= 2 * len(plugins)
+                and all((short_dir / p.resource.socket).exists() for p in plugins)
+            ),
+            timeout=30,
+        )
+        assert link.registrations >= 2
+    finally:
+        link.stop()
+        kubelet.server.stop(0)
+
+
 def test_listed_waits_for_every_device_list_and_again_after_a_kubelet_restart(setup):
     """Registered is not enough: the kubelet counts a resource's devices unhealthy (and refuses a
     Pod asking for one) until that resource's ListAndWatch has sent its list, so ``listed()``
