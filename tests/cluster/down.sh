@@ -83,6 +83,18 @@ done
 ((${#stopped[@]})) && echo "down.sh: stopped ${stopped[*]%%:*}" >&2
 
 if ((PURGE)) && ((status == 0)); then
+    # A state dir is what up.sh made. GPUSTACK_CLUSTER_DIR set to an empty expansion ("$PWD/$d"
+    # with $d empty) once named the repository itself here, and --purge removed it.
+    case "$STATE_DIR" in
+    / | "$HOME" | "$REPO_ROOT" | "$REPO_ROOT/.dev")
+        echo "down.sh: refusing to purge $STATE_DIR: not a cluster state dir" >&2
+        exit 2
+        ;;
+    esac
+    if [[ -e "$STATE_DIR/.git" ]]; then
+        echo "down.sh: refusing to purge $STATE_DIR: it holds a .git" >&2
+        exit 2
+    fi
     rm -rf "$STATE_DIR"
     echo "down.sh: removed $STATE_DIR" >&2
 fi
