@@ -48,19 +48,15 @@ class DirectoryEvents:
     def _ensure_watch(self) -> None:
         """Watch the directory once it exists (it may be created after this object, or removed and
         created again by a kubelet reinstall)."""
-        if self._watching:
+        libc = _libc()
+        if self._watching or libc is None:
             return
         if self._fd is None:
-            libc = _libc()
-            if libc is None:
-                return
             fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
             if fd < 0:
                 log.warning("inotify unavailable; polling", extra={"errno": ctypes.get_errno()})
                 return
             self._fd = fd
-        libc = _libc()
-        assert libc is not None
         if libc.inotify_add_watch(self._fd, os.fsencode(self.directory), _MASK) >= 0:
             self._watching = True
 
