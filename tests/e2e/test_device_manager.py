@@ -347,6 +347,21 @@ def test_a_kubelet_restart_re_registers_and_keeps_allocations(cluster, gate5, cl
     assert not set(after) & set(first), f"after-restart got {after}, before-restart holds {first}\n{story}"
 
 
+def pods_story(cluster, node: nodes.Node, names: list[str]) -> str:
+    """Each Pod's phase, reason and conditions, then what the device manager and the kubelet logged
+    of them and of the plugins' registrations."""
+    lines = []
+    for name in names:
+        status = get(cluster, name).get("status") or {}
+        conditions = [
+            (c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []
+        ]
+        lines.append(
+            f"{name}: {status.get('phase')} {status.get('reason')} {status.get('message')} {conditions}"
+        )
+    return "\n".join(lines) + "\n" + restart_story(node, (*names, "registered with the kubelet", "refused"))
+
+
 def restart_story(node: nodes.Node, pods: tuple[str, ...]) -> str:
     """What the device manager and the kubelet logged of these Pods, by name or UID (volume chatter
     left out): a failure of the restart test says which side let a card go."""
@@ -427,9 +442,14 @@ def test_an_agent_killed_in_the_middle_of_allocations_loses_no_entry_and_grants_
     mig = {f"{BASE}.partitioned": "1", f"{BASE}.partitioned.mig-3g.40gb": "1"}
     for name in names:
         create(cluster, pod(name, mig if "mig" in name else {BASE: "1"}, node=H100))
-    harness.wait_for(
-        lambda: any(record_of(cluster, n) for n in names), timeout=120, what="the first allocation recorded"
-    )
+    try:
+        harness.wait_for(
+            lambda: any(record_of(cluster, n) for n in names),
+            timeout=120,
+            what="the first allocation recorded",
+        )
+    except TimeoutError as timeout:  # say which side held the Pods back (it once failed, unexplained)
+        raise AssertionError(f"{timeout}\n{pods_story(cluster, node, names)}") from None
     pid = int(node.pid_file("device-manager").read_text())
     os.killpg(pid, signal.SIGKILL)  # a crash: no graceful shutdown
     with contextlib.suppress(ChildProcessError):
