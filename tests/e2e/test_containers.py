@@ -70,7 +70,7 @@ import pytest
 import reach
 import yaml
 
-from api import constants
+from api import allocation, constants
 from api import delivery as d
 from api import kvcache as kv
 from images import build as images
@@ -505,9 +505,33 @@ def test_a_model_deployment_of_an_artifact_serves_from_the_stand_in_engine(insta
 
 
 def cards_and_promises(cluster: harness.ClusterInfo) -> str:
-    """What gate 3 weighs on the node, for a failure's message: the device manager's ledger per card
-    and every Workload with its admission and check state (a promise without Pods shows here)."""
-    ledger = json.dumps(cluster.kubectl_json("get", "devices", NODE).get("status") or {}, sort_keys=True)
+    """What gate 3 weighs on the node, for a failure's message: the device manager's ledger, one line
+    a card; every Pod on the node with the cards its allocation record names (a Pod deleted or
+    finished that still holds a card shows here); every Workload with its admission and check state
+    (a promise without Pods shows here); and the device manager's allocations and warnings."""
+    status = cluster.kubectl_json("get", "devices", NODE).get("status") or {}
+    cards = []
+    for group in status.get("groups") or []:
+        for card in group.get("accelerators") or []:
+            rest = {
+                k: v for k, v in card.items() if k not in ("id", "index", "mode", "allocated", "remaining")
+            }
+            cards.append(
+                f"  {card.get('index')} {card.get('id', '')[-8:]} mode={card.get('mode')} "
+                f"allocated={card.get('allocated')} remaining={card.get('remaining')} {json.dumps(rest, sort_keys=True)[:300]}"
+            )
+    holders = []
+    for pod in cluster.kubectl_json("get", "pods", "-A", "--field-selector", f"spec.nodeName={NODE}")[
+        "items"
+    ]:
+        meta, record = pod["metadata"], allocation.record_of(pod)
+        if record:
+            held = {c: [a["id"][-8:] for g in groups for a in g.get("accelerators") or []]
+                    for c, groups in record.items()}  # fmt: skip
+            holders.append(
+                f"  {meta['namespace']}/{meta['name']} {pod['status'].get('phase')}"
+                f"{' deleting' if meta.get('deletionTimestamp') else ''} {held}"
+            )
     columns = (
         "NAME:.metadata.name,OWNERS:.metadata.ownerReferences[*].name,ADMITTED:.status.conditions[?(@.type=="
         '"Admitted")].status,FINISHED:.status.conditions[?(@.type=="Finished")].status,'
@@ -516,7 +540,18 @@ def cards_and_promises(cluster: harness.ClusterInfo) -> str:
     workloads = cluster.kubectl(
         "get", "workloads", "-A", "-o", f"custom-columns={columns}", check=False
     ).stdout
-    return f"Devices {NODE} status: {ledger[:4000]}\nWorkloads:\n{workloads}"
+    manager = cluster.kubectl(
+        "logs", "-n", SYSTEM, "-l", "gpustack.ai/device-manager=true", "--tail=400", check=False
+    ).stdout
+    said = [
+        line[:300]
+        for line in manager.splitlines()
+        if any(w in line.lower() for w in ("allocat", "warn", "fail"))
+    ]
+    return "\n".join(
+        [f"Devices {NODE}, one card a line:", *cards, "Pods on the node with an allocation record:", *holders,
+         f"Workloads:\n{workloads}", "Device manager, allocations and warnings:", *said[-30:]]
+    )  # fmt: skip
 
 
 def serve_ready(cluster: harness.ClusterInfo, name: str) -> tuple[dict, str]:
