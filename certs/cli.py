@@ -27,7 +27,7 @@ def patch_ca_bundle(directory: str, kubeconfig: str | None) -> list[str]:
     from api import constants
     from kube.client import JSON_PATCH, Client, load_api_client
 
-    client = Client(load_api_client(kubeconfig))
+    client = Client(load_api_client(kubeconfig, component="certs"))
     bundle = base64.b64encode(issue.ca_bundle(directory)).decode()
     patched = []
     for kind, name in (

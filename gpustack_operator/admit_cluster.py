@@ -34,7 +34,7 @@ def connect(kubeconfig: str) -> Client:
     # A refused connection is retried by urllib3, which logs each retry: admit says it in one line.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
-        return Client(load_api_client(kubeconfig), timeout=TIMEOUT)
+        return Client(load_api_client(kubeconfig, component="admit"), timeout=TIMEOUT)
     except Exception as error:  # the official loader raises ConfigException, OSError, YAML errors...
         text = " ".join(str(error).split()) or type(error).__name__
         raise ValueError(f"--kubeconfig {kubeconfig}: cannot use it: {text}") from None

@@ -210,7 +210,7 @@ def _cleanup(args: argparse.Namespace) -> int:
 
     try:
         cleanup = Cleanup(
-            Client(load_api_client(args.kubeconfig)),
+            Client(load_api_client(args.kubeconfig, component="cleanup")),
             cert_secret=args.cert_secret,
             worker_selector=args.worker_selector,
             wait_for_workers=args.wait_for_workers,

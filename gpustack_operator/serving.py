@@ -54,7 +54,7 @@ def metrics_authorizer(enabled: bool, kubeconfig: str | None) -> Any:
     from kube.client import Client, load_api_client
     from kube.metrics_auth import MetricsAuthorizer
 
-    return MetricsAuthorizer(Client(load_api_client(kubeconfig), timeout=5.0))
+    return MetricsAuthorizer(Client(load_api_client(kubeconfig, component="worker"), timeout=5.0))
 
 
 def app_from_environment() -> Starlette:

@@ -98,7 +98,9 @@ class Worker:
 
         self.args = args
         self.seeds = seeds
-        self.client = Client(load_api_client(args.kubeconfig), timeout=args.kube_conn_timeout)
+        self.client = Client(
+            load_api_client(args.kubeconfig, component="worker"), timeout=args.kube_conn_timeout
+        )
         self.stop = threading.Event()
         self.exit_code = 0
         self.startup = prepare.Startup()

@@ -14,6 +14,7 @@ import orjson
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from api import OPERATOR_VERSION
 from api.objects import Obj
 from kube.resources import resource
 
@@ -45,8 +46,16 @@ class ApiError(Exception):
         return self.status == 410
 
 
-def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
-    """In-cluster configuration when running in a Pod, else the kubeconfig (``$KUBECONFIG``)."""
+def user_agent(component: str) -> str:
+    """What our requests call themselves in the apiserver's audit log and its request logs, as
+    kubectl and the controllers do (``kubectl/v1.36.3 (linux/amd64) ...``): the Python client's
+    default, ``OpenAPI-Generator/<version>/python``, says nothing of which of our parts asked."""
+    return f"gpustack-operator/{OPERATOR_VERSION} ({component})"
+
+
+def load_api_client(kubeconfig: str | None = None, *, component: str = "cli") -> k8s.ApiClient:
+    """In-cluster configuration when running in a Pod, else the kubeconfig (``$KUBECONFIG``);
+    ``component`` names the part of the operator in the requests' User-Agent."""
     configuration = k8s.Configuration()
     if kubeconfig:
         k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
@@ -56,7 +65,9 @@ def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
         except k8s_config.ConfigException:
             k8s_config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = 32
-    return k8s.ApiClient(configuration)
+    api = k8s.ApiClient(configuration)
+    api.user_agent = user_agent(component)
+    return api
 
 
 class Client:

@@ -262,7 +262,7 @@ def bench_cluster(args: argparse.Namespace) -> int:
     gpustack.install_crds(info)
     gpustack.ensure_namespace(info, gpustack.SYSTEM_NAMESPACE)
     gpustack.ensure_namespace(info, NAMESPACE)
-    client = Client(load_api_client(args.kubeconfig or str(info.kubeconfig)), timeout=60)
+    client = Client(load_api_client(args.kubeconfig or str(info.kubeconfig), component="bench"), timeout=60)
     pods = 2 * args.deployments
     per_node = 8 if pool == POOL else 60  # cards, or 800m-CPU Pods on a 64-core node
     node_names = [f"{PREFIX}{i:04d}" for i in range((pods + per_node - 1) // per_node)]

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     info = harness.info()
-    client = Client(load_api_client(str(info.kubeconfig)), timeout=60)
+    client = Client(load_api_client(str(info.kubeconfig), component="bench"), timeout=60)
     configs = [c["metadata"]["name"] for c in client.list("MutatingWebhookConfiguration")[0]]
     if "gpustack-worker-mutation" in configs:
         emit(error="the operator's webhooks are installed here: run this against a cluster without it")

@@ -27,7 +27,7 @@ def _entrance(obj: Obj) -> list[str]:
 
 class LiveLookups(Lookups):
     def __init__(self, kubeconfig: str | None = None, *, client: Client | None = None) -> None:
-        self.client = client or Client(load_api_client(kubeconfig), timeout=DEADLINE)
+        self.client = client or Client(load_api_client(kubeconfig, component="worker"), timeout=DEADLINE)
         self.informers: dict[str, Informer] = {
             "InstanceType": Informer(self.client, "InstanceType", indexes={"entrance": _entrance}),
             "Setting": Informer(self.client, "Setting", namespace=constants.SYSTEM_NAMESPACE),

@@ -399,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, DiscoveryError) as error:
         log.error(str(error))
         return EXIT_USAGE
-    client = Client(load_api_client(args.kubeconfig))
+    client = Client(load_api_client(args.kubeconfig, component="device-manager"))
     try:
         devices.group_id_with_memory()
         manager = DeviceManager(args, client, backend)

@@ -185,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     kubelet_dir = Path(args.kubelet_dir)
     root = Path(args.root_path)
     root.mkdir(parents=True, exist_ok=True)
-    client = Client(load_api_client(args.kubeconfig))
+    client = Client(load_api_client(args.kubeconfig, component="model-manager"))
     advertised = ""
     if args.peer_port:
         host = args.peer_address or "127.0.0.1"

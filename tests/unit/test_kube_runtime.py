@@ -405,3 +405,22 @@ def test_a_repeated_event_is_counted_on_one_object(client: Client, server: FakeA
     server.fail("POST", "/api/v1/namespaces/team-a/events", 500)
     recorder.event(subject, NORMAL, "Lost", "not recorded, and no exception")
     assert "Lost" not in {e["reason"] for e in client.list("Event", "team-a")[0]}
+
+
+def test_requests_name_the_operator_part_that_sent_them(tmp_path):
+    """The apiserver's audit log tells our parts apart by User-Agent (the Python client's default
+    names only itself)."""
+    from api import OPERATOR_VERSION
+    from kube.client import load_api_client
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+    )
+    api = load_api_client(str(kubeconfig), component="device-manager")
+    assert api.user_agent == f"gpustack-operator/{OPERATOR_VERSION} (device-manager)"
+    assert api.default_headers["User-Agent"] == api.user_agent
+    assert load_api_client(str(kubeconfig)).user_agent.endswith("(cli)")
