@@ -183,6 +183,23 @@ def test_the_kueue_configuration_follows_the_kueue_version(
     assert env["GPUSTACK_NODE_CREDITS_CAPACITY"] == credits
 
 
+@pytest.mark.parametrize(
+    ("values", "rendered"),
+    [
+        ({}, {"timeout": "6h"}),  # the default: a replica may take six hours to become Ready
+        ({"waitForPodsReady": {"timeout": "90m"}}, {"timeout": "90m"}),
+        ({"waitForPodsReady": None}, None),  # Kueue's own default (30 minutes from v0.19)
+        ({"version": "v0.18.1"}, None),  # before v0.19 the setting's presence would turn it on
+    ],
+)
+def test_kueue_waits_for_a_model_server_longer_than_its_30_minute_default(
+    values: dict[str, Any], rendered: dict[str, Any] | None
+) -> None:
+    """From v0.19 Kueue evicts a Workload whose Pods are not all Ready 30 minutes after admission
+    unless its configuration says otherwise; a large model's download and load take longer."""
+    assert _resources(render({"kueue": values})).get("waitForPodsReady") == rendered
+
+
 def test_the_local_cluster_runs_the_charts_kueue_configuration_unchanged(tmp_path: Path) -> None:
     """tests/cluster/up.sh starts Kueue from the ConfigMap the chart renders: only where it listens,
     its certificates and the visibility server (a fixed port) differ; a gate the Kueue being started

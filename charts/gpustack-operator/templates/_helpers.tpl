@@ -209,7 +209,8 @@ true
 What the Kueue release named by .Values.kueue.version knows, as "true"/"" strings:
 gpustack.kueueGate (the feature gate in .gate exists there; gates not listed exist in every
 release this chart supports), gpustack.kueueQuotaCheckStrategy (resources.quotaCheckStrategy, from
-v0.18, unless the value overrides it) and gpustack.kueueNodeCredits (the release lacks the fix of
+v0.18, unless the value overrides it), gpustack.kueueWaitForPodsReady (waitForPodsReady.timeout, from
+v0.19: before it the setting's presence would turn the eviction on) and gpustack.kueueNodeCredits (the release lacks the fix of
 kubernetes-sigs/kueue#12005: topology-aware admission then needs credits capacity on nodes).
 */}}
 {{- define "gpustack.kueueVersion" -}}
@@ -224,6 +225,10 @@ kubernetes-sigs/kueue#12005: topology-aware admission then needs credits capacit
 {{- $set := .Values.kueue.quotaCheckStrategy -}}
 {{- if kindIs "bool" $set -}}{{- if $set -}}true{{- end -}}
 {{- else if semverCompare ">=0.18.0-0" (include "gpustack.kueueVersion" .) -}}true{{- end -}}
+{{- end -}}
+{{- define "gpustack.kueueWaitForPodsReady" -}}
+{{- $set := .Values.kueue.waitForPodsReady -}}
+{{- if and $set $set.timeout (semverCompare ">=0.19.0-0" (include "gpustack.kueueVersion" .)) -}}true{{- end -}}
 {{- end -}}
 {{- define "gpustack.kueueNodeCredits" -}}
 {{- $v := include "gpustack.kueueVersion" . -}}
