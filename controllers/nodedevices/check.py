@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Collection, Hashable, Iterable
 from typing import Any, cast
 
@@ -72,6 +73,13 @@ REASON_READY = "NodeDevicesFit"
 REASON_RETRY = "NodeDevicesDoNotFit"
 CHECK_KEY: tuple[str, str] = ("", "admissioncheck/" + CHECK)  # never a Workload's (namespace, name)
 MESSAGE_LIMIT = 1024
+# A Ready this controller wrote is charged as a promise until the Workload cache shows the write.
+# The cache shows it within a second or two; a write it never shows (its Workload deleted while the
+# cache was away) stops being charged after this long, so a card is not held by nothing for ever.
+UNSEEN_WRITE_SECONDS = 60.0
+# How long a deleted Workload's uid is remembered, for a verdict written just before the delete whose
+# answer comes back after the cache has processed it.
+GONE_SECONDS = 300.0
 
 
 def _now() -> str:
@@ -187,7 +195,10 @@ class NodeDevicesCheck(Controller):
         self.decisions = fit.DecisionCache()
         self._decide_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._ready_written: dict[tuple[str, str], Obj] = {}  # until the cache shows them
+        # Ready verdicts written, with the clock at the write, until the cache shows them.
+        self._ready_written: dict[tuple[str, str], tuple[Obj, float]] = {}
+        self._gone: dict[str, float] = {}  # uids of deleted Workloads, with the clock at the delete
+        self.clock = time.monotonic
         self._waiting: set[tuple[str, str]] = set()  # Workloads that need a verdict
         self._changed: set[str] = set()  # nodes whose cached Pods moved since the last decision
         self._crd_misses = 0
@@ -223,11 +234,16 @@ class NodeDevicesCheck(Controller):
 
     def _on_workload(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
         key = key_of(obj)
+        uid = (obj.get("metadata") or {}).get("uid")
         with self._lock:
-            remembered = self._ready_written.get(key)
+            if event == "DELETED" and uid:
+                now = self.clock()
+                self._gone = {u: at for u, at in self._gone.items() if now - at < GONE_SECONDS}
+                self._gone[uid] = now
+            remembered = self._ready_written.get(key, (None, 0.0))[0]
             if remembered is not None and (
                 event == "DELETED"
-                or (obj.get("metadata") or {}).get("uid") != (remembered.get("metadata") or {}).get("uid")
+                or uid != (remembered.get("metadata") or {}).get("uid")
                 or _revision(obj) >= _revision(remembered)
             ):
                 del self._ready_written[key]
@@ -335,10 +351,16 @@ class NodeDevicesCheck(Controller):
             remembered = dict(self._ready_written)
         out = []
         for obj in workloads_on(self.workloads, near):
-            written = remembered.pop(key_of(obj), None)
+            written, _ = remembered.pop(key_of(obj), (None, 0.0))
             out.append(written if written is not None and _revision(written) > _revision(obj) else obj)
-        for (namespace, name), written in remembered.items():  # assigned elsewhere, or not cached yet
-            current = self.workloads.get(name, namespace)
+        now = self.clock()
+        for key, (written, at) in remembered.items():  # assigned elsewhere, or not cached yet
+            current = self.workloads.get(key[1], key[0])
+            if current is None and now - at > UNSEEN_WRITE_SECONDS:
+                with self._lock:  # never shown by the cache: its Workload went while it was away
+                    if self._ready_written.get(key, (None, 0.0))[0] is written:
+                        del self._ready_written[key]
+                continue
             if current is None or _revision(written) > _revision(current):
                 out.append(written)
         return out
@@ -358,7 +380,10 @@ class NodeDevicesCheck(Controller):
         key = key_of(workload)
         if verdict.state == fit.READY:
             with self._lock:
-                self._ready_written[key] = written
+                # A delete the cache processed while this write was on its way leaves nothing to
+                # promise: remembered, the write would be charged until UNSEEN_WRITE_SECONDS.
+                if (written.get("metadata") or {}).get("uid") not in self._gone:
+                    self._ready_written[key] = (written, self.clock())
                 self._waiting.discard(key)
         log.info(
             "node-devices verdict",

@@ -546,7 +546,7 @@ def cards_and_promises(cluster: harness.ClusterInfo) -> str:
     said = [
         line[:300]
         for line in manager.splitlines()
-        if any(w in line.lower() for w in ("allocat", "warn", "fail"))
+        if '"msg":"allocated"' in line or any(f'"level":"{level}"' in line for level in ("warning", "error"))
     ]
     return "\n".join(
         [f"Devices {NODE}, one card a line:", *cards, "Pods on the node with an allocation record:", *holders,

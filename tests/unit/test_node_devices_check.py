@@ -413,3 +413,39 @@ def test_a_decision_reads_the_promises_on_its_nodes_not_the_fleets(env) -> None:
     assert "judged" in names({"n2"})
     observe(client.get("Workload", "judged", NS))  # the cache shows it: read by its nodes only
     assert "judged" in names({"n1"}) and "judged" not in names({"n2"})
+
+
+def test_a_workload_deleted_while_its_ready_is_written_is_not_promised(env) -> None:
+    """The delete reaches the cache while the verdict's write is on its way: the answer that comes
+    back must not be remembered as a promise (it held a card for good in the containers e2e: the
+    chat-kv step found '0 of 6 cards whole and free' beside a free card)."""
+    client, controller, observe = env
+    observe(client.put(devices("n1")))
+    observe(client.put(four_cards("judged")))
+    applying = client.apply
+
+    def apply_then_delete(obj: Obj, **kw: Any) -> Obj:
+        written = applying(obj, **kw)
+        observe(client.get("Workload", "judged", NS), "DELETED")
+        return written
+
+    client.apply = apply_then_delete  # type: ignore[method-assign]
+    controller.reconcile((NS, "judged"))
+    assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Ready"
+    assert controller._ready_written == {}
+    assert "judged" not in [w["metadata"]["name"] for w in controller.promised(None)]
+
+
+def test_a_ready_the_cache_never_shows_stops_being_promised(env) -> None:
+    """A write whose Workload the cache never shows (it went while the watch was away) is charged
+    for UNSEEN_WRITE_SECONDS, then no more."""
+    client, controller, observe = env
+    observe(client.put(devices("n1")))
+    observe(client.put(four_cards("unseen")))
+    now = [1000.0]
+    controller.clock = lambda: now[0]
+    controller.reconcile((NS, "unseen"))
+    controller.workloads._items.pop((NS, "unseen"))  # gone from the cache, no event told
+    assert [w["metadata"]["name"] for w in controller.promised({"n1"})] == ["unseen"]
+    now[0] += check.UNSEEN_WRITE_SECONDS + 1
+    assert controller.promised({"n1"}) == [] and controller._ready_written == {}
