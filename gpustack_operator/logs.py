@@ -32,6 +32,9 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+NOISY = ("uvicorn.access", "kubernetes.client.rest", "urllib3", "pyroute2")
+
+
 def configure(verbosity: int = 0, stream: Any = None) -> None:
     """Route every logger to JSON lines; ``-v`` levels map to INFO (0, 1) and DEBUG (2+)."""
     handler = logging.StreamHandler(stream or sys.stderr)
@@ -41,7 +44,9 @@ def configure(verbosity: int = 0, stream: Any = None) -> None:
     from kube import debug  # /debug/flags/v changes the level later through the same mapping
 
     debug.set_verbosity(verbosity)
-    for noisy in ("uvicorn.access", "kubernetes.client.rest", "urllib3"):
+    # Libraries whose debug lines are traffic, not state: pyroute2 dumps every netlink message (the
+    # device manager's RDMA pass, every 15 s, at the node agents' default -v 2).
+    for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
