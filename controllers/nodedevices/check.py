@@ -237,10 +237,8 @@ class NodeDevicesCheck(Controller):
         uid = (obj.get("metadata") or {}).get("uid")
         with self._lock:
             if event == "DELETED" and uid:
-                now = self.clock()
-                self._gone = {u: at for u, at in self._gone.items() if now - at < GONE_SECONDS}
-                self._gone[uid] = now
-            remembered = self._ready_written.get(key, (None, 0.0))[0]
+                self._forget(uid)
+            remembered = self._remembered(key)
             if remembered is not None and (
                 event == "DELETED"
                 or uid != (remembered.get("metadata") or {}).get("uid")
@@ -284,6 +282,23 @@ class NodeDevicesCheck(Controller):
 
     def _on_check(self, event: str, obj: Obj, old: Obj | None) -> Iterable[Hashable]:
         return [CHECK_KEY] if (obj.get("metadata") or {}).get("name") == CHECK else ()
+
+    def _forget(self, uid: str) -> None:
+        """Remember a deleted Workload's uid for GONE_SECONDS (the caller holds the lock). The
+        entries are in the order of their deletes, so the expired ones are at the front."""
+        now = self.clock()
+        self._gone.pop(uid, None)
+        self._gone[uid] = now
+        while True:  # ends at the latest at the uid just added
+            first, at = next(iter(self._gone.items()))
+            if now - at < GONE_SECONDS:
+                return
+            del self._gone[first]
+
+    def _remembered(self, key: tuple[str, str]) -> Obj | None:
+        """The Ready this controller wrote for ``key`` that the cache does not show yet, if any."""
+        entry = self._ready_written.get(key)
+        return entry[0] if entry is not None else None
 
     def _waiting_keys(self) -> list[tuple[str, str]]:
         with self._lock:
@@ -358,7 +373,7 @@ class NodeDevicesCheck(Controller):
             current = self.workloads.get(key[1], key[0])
             if current is None and now - at > UNSEEN_WRITE_SECONDS:
                 with self._lock:  # never shown by the cache: its Workload went while it was away
-                    if self._ready_written.get(key, (None, 0.0))[0] is written:
+                    if self._remembered(key) is written:
                         del self._ready_written[key]
                 continue
             if current is None or _revision(written) > _revision(current):

@@ -3,6 +3,7 @@ and the global flags every component takes (D.1)."""
 
 from __future__ import annotations
 
+import io
 import logging
 
 from starlette.testclient import TestClient
@@ -70,3 +71,20 @@ def test_vmodule_sets_per_logger_levels() -> None:
         assert "pattern=N" in str(error)
     else:  # pragma: no cover
         raise AssertionError("a pattern without =N must be refused")
+
+
+def test_library_traffic_stays_out_of_debug_logs() -> None:
+    """At -v 2 (the node agents' default) every logger logs DEBUG, but not pyroute2's netlink dumps
+    nor the HTTP clients' request lines."""
+    out = io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        logs.configure(2, stream=out)
+        logging.getLogger("pyroute2.netlink.core").debug("message {'attrs': ...}")
+        logging.getLogger("nodeplugins.devicemanager").debug("ours")
+    finally:
+        debug.set_verbosity(0)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    assert "attrs" not in out.getvalue() and "ours" in out.getvalue()

@@ -57,26 +57,3 @@ def test_the_scan_finds_a_reserved_key(tmp_path: Path) -> None:
 def test_no_log_call_names_a_logrecord_field() -> None:
     found = [line for path in _sources() for line in _reserved_keys(path)]
     assert not found, "rename these extra= keys (logging refuses them):\n" + "\n".join(found)
-
-
-def test_library_traffic_stays_out_of_debug_logs() -> None:
-    """At -v 2 (the node agents' default) every logger logs DEBUG, but not pyroute2's netlink dumps
-    nor the HTTP clients' request lines."""
-    import io
-    import logging
-
-    from gpustack_operator import logs
-    from kube import debug
-
-    out = io.StringIO()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        logs.configure(2, stream=out)
-        logging.getLogger("pyroute2.netlink.core").debug("message {'attrs': ...}")
-        logging.getLogger("nodeplugins.devicemanager").debug("ours")
-    finally:
-        debug.set_verbosity(0)
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    assert "attrs" not in out.getvalue() and "ours" in out.getvalue()

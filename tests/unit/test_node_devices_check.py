@@ -449,3 +449,17 @@ def test_a_ready_the_cache_never_shows_stops_being_promised(env) -> None:
     assert [w["metadata"]["name"] for w in controller.promised({"n1"})] == ["unseen"]
     now[0] += check.UNSEEN_WRITE_SECONDS + 1
     assert controller.promised({"n1"}) == [] and controller._ready_written == {}
+
+
+def test_deleted_uids_are_kept_for_gone_seconds_and_pruned_from_the_oldest(env) -> None:
+    _, controller, _ = env
+    now = [0.0]
+    controller.clock = lambda: now[0]
+    for uid in ("a", "b", "c"):
+        controller._forget(uid)
+        now[0] += 100.0
+    controller._forget("a")  # deleted again (a relist): its time and place move to the end
+    assert list(controller._gone) == ["b", "c", "a"]
+    now[0] = check.GONE_SECONDS + 150.0
+    controller._forget("d")
+    assert list(controller._gone) == ["c", "a", "d"]
