@@ -32,20 +32,28 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+# Libraries whose debug lines are traffic, not state: pyroute2 dumps every netlink message (the
+# device manager's RDMA pass, every 15 s, at the node agents' default -v 2).
 NOISY = ("uvicorn.access", "kubernetes.client.rest", "urllib3", "pyroute2")
+
+
+def quiet_libraries(record: logging.LogRecord) -> bool:
+    """The handler's filter: a :data:`NOISY` logger's lines below WARNING are dropped. Their levels
+    are set too (no record made), but a library may reset its own on import: pyroute2 sets its
+    logger to NOTSET when first imported, which is after :func:`configure` in the device manager."""
+    return record.levelno >= logging.WARNING or not record.name.startswith(NOISY)
 
 
 def configure(verbosity: int = 0, stream: Any = None) -> None:
     """Route every logger to JSON lines; ``-v`` levels map to INFO (0, 1) and DEBUG (2+)."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JSONFormatter())
+    handler.addFilter(quiet_libraries)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     from kube import debug  # /debug/flags/v changes the level later through the same mapping
 
     debug.set_verbosity(verbosity)
-    # Libraries whose debug lines are traffic, not state: pyroute2 dumps every netlink message (the
-    # device manager's RDMA pass, every 15 s, at the node agents' default -v 2).
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -81,6 +81,7 @@ def test_library_traffic_stays_out_of_debug_logs() -> None:
     handlers, level = root.handlers[:], root.level
     try:
         logs.configure(2, stream=out)
+        logging.getLogger("pyroute2").setLevel(logging.NOTSET)  # what pyroute2's first import does
         logging.getLogger("pyroute2.netlink.core").debug("message {'attrs': ...}")
         logging.getLogger("nodeplugins.devicemanager").debug("ours")
     finally:
