@@ -21,7 +21,7 @@ over a Pod cache indexed by node and by Workload, as the shared Pod informer ser
 only the nodes marked changed, with every node a ``Ready`` places Pods on read "uncached" (a freshly
 decoded copy of that node's Pods, the HTTP round trip not included; ``reads`` per decision), and
 the other Workloads asked of a Workload informer by the nodes the decision reads (``promises``, the
-controller's node index) instead of passed whole.
+controller's node index; its inflight index for a decision over a whole pool) instead of passed whole.
 
 Scenarios, each for a flavor pool of 100, 1,000 and 10,000 nodes (``--sizes``):
 

@@ -48,8 +48,10 @@ from api.objects import Obj
 from controllers import admission_checks
 from controllers.nodedevices import fit
 from controllers.nodedevices.fit_labels import (
+    INDEX_INFLIGHT,
     INDEX_NODE,
     INDEX_WORKLOAD,
+    INFLIGHT,
     POD_INDEXES,
     POD_SELECTOR,
     WORKLOAD_INDEXES,
@@ -160,9 +162,11 @@ class PodCache:
 
 def workloads_on(workloads: Any, near: Collection[str] | None) -> list[Obj]:
     """The Workloads of ``workloads`` (an informer with :data:`WORKLOAD_INDEXES`) that its node
-    index assigns one of the nodes in ``near``, each once; every cached one for ``None``."""
+    index assigns one of the nodes in ``near``, each once; for ``None`` (any node) the inflight
+    ones, the only ones a decision charges (with 20,000 Workloads waiting, a pass over every cached
+    one took most of a decision over a 10,000-node pool)."""
     if near is None:
-        return workloads.list()
+        return workloads.by_index(INDEX_INFLIGHT, INFLIGHT)
     found: dict[tuple[str, str], Obj] = {}
     for node in near:
         for obj in workloads.by_index(INDEX_NODE, node):

@@ -57,18 +57,29 @@ def assigned_nodes(workload: Mapping[str, Any]) -> list[str]:
     return sorted(nodes)
 
 
+INFLIGHT = "true"
+
+
+def inflight(workload: Mapping[str, Any]) -> list[str]:
+    """``[INFLIGHT]`` for a Workload whose cards are promised before its Pods hold them
+    (:func:`fit.is_inflight`; index function): a decision over a whole pool charges those, and
+    reads them here instead of passing over every Workload of the fleet."""
+    return [INFLIGHT] if fit.is_inflight(workload) else []
+
+
 def pod_node(pod: Mapping[str, Any]) -> list[str]:
     node = (pod.get("spec") or {}).get("nodeName")
     return [node] if node else []
 
 
 INDEX_WORKLOAD = "workload"
+INDEX_INFLIGHT = "inflight"
 
 
 # The Pod informer this reconciler and gate 3 share (whichever asks first creates it): its indexes.
 POD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: pod_node, INDEX_WORKLOAD: fit.pod_workload}
-# The Workload informer they share: its index.
-WORKLOAD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: assigned_nodes}
+# The Workload informer they share: its indexes.
+WORKLOAD_INDEXES: dict[str, IndexFunc] = {INDEX_NODE: assigned_nodes, INDEX_INFLIGHT: inflight}
 
 
 def desired_fit_labels(

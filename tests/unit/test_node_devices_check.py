@@ -391,8 +391,9 @@ def test_only_a_pod_that_held_cards_wakes_the_waiting_when_it_goes_or_ends(env) 
 
 
 def test_a_decision_reads_the_promises_on_its_nodes_not_the_fleets(env) -> None:
-    """``promised``: the Workloads the node index assigns one of the nodes a decision reads, and
-    every ``Ready`` written that the cache does not show (it may be assigned anywhere)."""
+    """``promised``: the Workloads the node index assigns one of the nodes a decision reads (any
+    node: the inflight ones, the only ones a decision charges), and every ``Ready`` written that the
+    cache does not show (it may be assigned anywhere)."""
     client, controller, observe = env
     for name, at in (("on-n1", "n1"), ("on-n2", "n2"), ("on-both", "n1")):
         nodes = {at: 1} if name != "on-both" else {"n1": 1, "n2": 1}
@@ -404,15 +405,21 @@ def test_a_decision_reads_the_promises_on_its_nodes_not_the_fleets(env) -> None:
 
     assert names({"n1"}) == ["on-both", "on-n1"]
     assert names({"n2"}) == ["on-both", "on-n2"]
+    assert names(None) == ["on-both", "on-n1", "on-n2"]  # "unreserved" charges nothing
+    # The index follows the cache: reserved and admitted, it is read by a decision over a pool.
+    observe(client.put(workload("unreserved", [pod_set(limits=gpu(1))], [tas(n2=1)], admitted=True)))
     assert names(None) == ["on-both", "on-n1", "on-n2", "unreserved"]
+    observe(client.put(workload("unreserved", [pod_set(limits=gpu(1))], reserved=False)))
+    assert names(None) == ["on-both", "on-n1", "on-n2"]
     # A Ready written for a Workload on n2, the cache behind it: read by every decision.
     observe(client.put(four_cards("judged")))
     observe(client.put(devices("n1")))
     controller.reconcile((NS, "judged"))
     assert client.applied[-1][0]["status"]["admissionChecks"][0]["state"] == "Ready"
-    assert "judged" in names({"n2"})
+    assert "judged" in names({"n2"}) and "judged" in names(None)
     observe(client.get("Workload", "judged", NS))  # the cache shows it: read by its nodes only
     assert "judged" in names({"n1"}) and "judged" not in names({"n2"})
+    assert "judged" in names(None)  # and by a decision over a pool: it is inflight
 
 
 def test_a_workload_deleted_while_its_ready_is_written_is_not_promised(env) -> None:
