@@ -47,9 +47,13 @@ _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?:\s+(?P<value>.*))
 
 @dataclass
 class Key:
-    path: str
+    parts: tuple[str, ...]  # the keys from the top (one may hold dots: `Job.batch`)
     comment: str
     block: bool  # its value is written below it (a block map or sequence), not on its line
+
+    @property
+    def path(self) -> str:
+        return ".".join(self.parts)
 
 
 def keys(text: str) -> list[Key]:
@@ -83,7 +87,7 @@ def keys(text: str) -> list[Key]:
             stack.pop()
         stack.append((indent, match["key"]))
         value = (match["value"] or "").strip()
-        found.append(Key(".".join(k for _, k in stack), _sentence(comment), block=value == ""))
+        found.append(Key(tuple(k for _, k in stack), _sentence(comment), block=value == ""))
         comment = []
         if value.startswith(("|", ">")) or (
             value.startswith(("[", "{"))
@@ -99,9 +103,9 @@ def _sentence(lines: list[str]) -> str:
     return text.replace("|", "\\|")
 
 
-def _lookup(values: Any, path: str) -> Any:
+def _lookup(values: Any, parts: tuple[str, ...]) -> Any:
     node = values
-    for part in path.split("."):
+    for part in parts:
         node = node[part]
     return node
 
@@ -122,7 +126,7 @@ def table(values_text: str) -> str:
     for key in found:
         if key.path.startswith(MANUFACTURERS + ".") or any(key.path.startswith(w + ".") for w in whole):
             continue
-        value = _lookup(values, key.path)
+        value = _lookup(values, key.parts)
         if key.path == MANUFACTURERS:
             rows.append(f"| `{key.path}` | the rows below | {key.comment} |")
             continue
@@ -134,7 +138,7 @@ def table(values_text: str) -> str:
                 continue
             whole.append(key.path)  # a small map whose keys say nothing of their own
         rows.append(f"| `{key.path}` | {_default(value)} | {key.comment} |")
-    makers = _lookup(values, MANUFACTURERS)
+    makers = _lookup(values, tuple(MANUFACTURERS.split(".")))
     rows += [
         "",
         f"The rows of `{MANUFACTURERS}` (a value given for a row is merged over the row; `null` drops it):",
