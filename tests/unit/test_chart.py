@@ -56,6 +56,13 @@ def render(values: dict[str, Any] | None = None, namespace: str = NS) -> list[di
     return harness.yaml_documents(out.stdout)
 
 
+def own_kueue(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` for a cluster with its own Kueue (``kueue.enabled=false``): the chart renders the
+    configuration to hand it, whatever the kueue.* values say. With the bundled Kueue, values that
+    change it are refused unless ``kueue.managerConfig`` says the same (tested below)."""
+    return {**values, "kueue": {**values.get("kueue", {}), "enabled": False}}
+
+
 def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     """This chart's own objects of ``kind`` (not those of its Kueue and NFD dependencies)."""
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind and ours(d)}
@@ -152,7 +159,7 @@ def _normal(resources: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("strategy", [False, True])
 def test_kueue_configuration_is_what_api_kueue_states(strategy: bool) -> None:
-    config = _resources(render({"kueue": {"quotaCheckStrategy": strategy}}))
+    config = _resources(render(own_kueue({"kueue": {"quotaCheckStrategy": strategy}})))
     assert _normal(config["resources"]) == _normal(kueue.resources_config(quota_check_strategy=strategy))
     assert config["featureGates"]["TopologyAwareScheduling"] is True
     excluded = config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]
@@ -173,7 +180,7 @@ def test_kueue_configuration_is_what_api_kueue_states(strategy: bool) -> None:
 def test_the_kueue_configuration_follows_the_kueue_version(
     version: str, gate: bool, strategy: bool, credits: str
 ) -> None:
-    docs = render({"kueue": {"version": version}})
+    docs = render(own_kueue({"kueue": {"version": version}}))
     config = _resources(docs)
     assert ("TASRespectNodeAffinityPreferred" in config["featureGates"]) is gate
     assert (config["resources"].get("quotaCheckStrategy") == "IgnoreUndeclared") is strategy
@@ -197,7 +204,7 @@ def test_kueue_waits_for_a_model_server_longer_than_its_30_minute_default(
 ) -> None:
     """From v0.19 Kueue evicts a Workload whose Pods are not all Ready 30 minutes after admission
     unless its configuration says otherwise; a large model's download and load take longer."""
-    assert _resources(render({"kueue": values})).get("waitForPodsReady") == rendered
+    assert _resources(render(own_kueue({"kueue": values}))).get("waitForPodsReady") == rendered
 
 
 @pytest.mark.parametrize(
@@ -232,8 +239,21 @@ def test_kueue_reconciles_several_pods_and_workloads_at_once(
 ) -> None:
     """Without controller.groupKindConcurrency each Kueue controller runs one reconcile at a time:
     at 5,000 deployments its Pod controller ungated 0.4 Pods a second with 8,000 queued."""
-    config = _resources(render({"kueue": values}))
+    config = _resources(render(own_kueue({"kueue": values})))
     assert (config.get("controller") or {}).get("groupKindConcurrency") == rendered
+
+
+@pytest.mark.parametrize(
+    ("values", "rendered"),
+    [
+        ({}, {"qps": 50, "burst": 100}),  # Kueue's own defaults
+        ({"clientConnection": {"qps": 200, "burst": 400}}, {"qps": 200, "burst": 400}),
+    ],
+)
+def test_kueue_keeps_the_request_rate_the_values_give(
+    values: dict[str, Any], rendered: dict[str, int]
+) -> None:
+    assert _resources(render(own_kueue({"kueue": values})))["clientConnection"] == rendered
 
 
 def test_the_local_cluster_runs_the_charts_kueue_configuration_unchanged(tmp_path: Path) -> None:
@@ -277,7 +297,7 @@ def test_the_default_kueue_version_is_the_one_the_local_cluster_builds() -> None
 
 
 def test_a_row_set_to_null_is_gone_everywhere() -> None:
-    docs = render({"global": {"manufacturers": {"thead": None, "amd": None}}})
+    docs = render(own_kueue({"global": {"manufacturers": {"thead": None, "amd": None}}}))
     assert "gpustack-operator-device-manager-thead" not in by_kind(docs, "DaemonSet")
     args = container(by_kind(docs, "Deployment")["gpustack-operator-worker"])["args"]
     assert "--manufacturer=ascend,cambricon,hygon,iluvatar,metax,mthreads,nvidia" in args
@@ -287,7 +307,7 @@ def test_a_row_set_to_null_is_gone_everywhere() -> None:
 
 def test_a_changed_row_reaches_the_worker_the_device_manager_and_kueue() -> None:
     row = {"resourceName": "example.com/gpu", "runtimeInjectsDriver": False}  # merged over the default row
-    docs = render({"global": {"manufacturers": {"nvidia": row}}})
+    docs = render(own_kueue({"global": {"manufacturers": {"nvidia": row}}}))
     ds = by_kind(docs, "DaemonSet")["gpustack-operator-device-manager-nvidia"]
     assert env_of(ds)["GPUSTACK_NVIDIA_ACCELERATABLE_RESOURCE_NAME"] == "example.com/gpu"
     assert ds["spec"]["template"]["spec"].get("runtimeClassName") is None  # no runtimeInjectsDriver now
@@ -469,13 +489,36 @@ def test_the_kueue_it_installs_starts_from_the_configuration_it_renders() -> Non
     assert pci == {"deviceClassWhitelist": ["02", "03", "0b", "12"], "deviceLabelFields": ["vendor"]}
 
 
-def test_a_changed_kueue_value_without_the_regenerated_copy_is_caught() -> None:
-    """What the test above guards against: a feature gate turned off in values, the copy not
-    regenerated (scripts/chart-dependencies.py --kueue-config) — the two configurations differ."""
-    docs = render({"kueue": {"featureGates": {"TASBalancedPlacement": False}}})
-    assert kueue_config_of(docs, "kueue-manager-config") != kueue_config_of(
-        docs, "gpustack-operator-kueue-manager-config"
-    )
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"kueue": {"featureGates": {"TASBalancedPlacement": False}}}, "featureGates.TASBalancedPlacement"),
+        ({"kueue": {"clientConnection": {"qps": 200, "burst": 400}}}, "clientConnection"),
+        ({"kueue": {"controllerConcurrency": {"Pod": 10}}}, "controller"),
+        ({"kueue": {"waitForPodsReady": {"timeout": "90m"}}}, "waitForPodsReady"),
+        ({"global": {"manufacturers": {"nvidia": {"resourceName": "example.com/gpu"}}}}, "resources"),
+    ],
+)
+def test_a_value_the_bundled_kueue_would_not_get_is_refused_with_the_way_to_give_it(
+    values: dict[str, Any], named: str
+) -> None:
+    """The bundled Kueue starts from kueue.managerConfig, a copy the chart cannot rewrite: a value
+    that changes the configuration is refused, naming what differs, unless the copy says the same.
+    Following the message (render with kueue.enabled=false, hand the copy over) installs."""
+    refused = helm("template", "gpustack-operator", str(CHART), "--namespace", NS, values=values, check=False)
+    assert refused.returncode != 0, refused.stdout[:200]
+    assert f"(different: {named})" in refused.stderr and "--set-file kueue.managerConfig" in refused.stderr
+    wanted = kueue_config_of(render(own_kueue(values)), "gpustack-operator-kueue-manager-config")
+    given = {
+        **values,
+        "kueue": {
+            **values.get("kueue", {}),
+            "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(wanted)},
+        },
+    }
+    docs = render(given)
+    assert kueue_config_of(docs, "kueue-manager-config") == wanted
+    assert kueue_config_of(docs, "gpustack-operator-kueue-manager-config") == wanted
 
 
 @pytest.mark.parametrize(
@@ -492,6 +535,8 @@ def test_a_changed_kueue_value_without_the_regenerated_copy_is_caught() -> None:
         ({"workers": {"replicas": 2}}, "additional properties 'workers' not allowed"),
         ({"global": {"certmanager": {"enabled": "sometimes"}}}, "at '/global/certmanager/enabled'"),
         ({"modelManager": {"port": -1}}, "at '/modelManager/port'"),
+        ({"kueue": {"clientConnection": {"qps": 0}}}, "at '/kueue/clientConnection/qps'"),
+        ({"kueue": {"clientConnection": {"burst": "many"}}}, "at '/kueue/clientConnection/burst'"),
         ({"kueue": {"controllerConcurrency": {"Pod": 0}}}, "at '/kueue/controllerConcurrency/Pod': minimum"),
         ({"kueue": {"controllerConcurrency": {"Pod": "five"}}}, "at '/kueue/controllerConcurrency/Pod'"),
         ({"kueue": {"waitForPodsReady": {"timeout": "6 hours"}}}, "at '/kueue/waitForPodsReady/timeout'"),
