@@ -431,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         bench_render(args.pods, args.deployments)
         series.write(args.series_out, "bench_modeldeployment", EMITTED, f"render-{args.pods}")
         return 0
+    from gpustack_operator import logs
+
+    logs.configure()  # the controllers' logs, one JSON object a line (which controller, which error)
     code = bench_cluster(args)
     series.write(args.series_out, "bench_modeldeployment", EMITTED, f"cluster-{args.pool}-{args.deployments}")
     return code
