@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import threading
@@ -434,6 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpustack_operator import logs
 
     logs.configure()  # the controllers' logs, one JSON object a line (which controller, which error)
+    logging.getLogger().setLevel(logging.WARNING)  # not every verdict: they would cost this process CPU
     code = bench_cluster(args)
     series.write(args.series_out, "bench_modeldeployment", EMITTED, f"cluster-{args.pool}-{args.deployments}")
     return code
