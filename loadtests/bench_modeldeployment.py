@@ -15,6 +15,9 @@ their simulated labels and ``Devices`` ledgers, applies ``--deployments`` deploy
 namespace, and measures, reading the deployments from the controller's cache every 200 ms:
 
 - ``ready``: from the first apply to every deployment's ``status.phase`` reading ``Ready``;
+- ``phases``: when every Pod had been created (the controller), every Workload admitted (Kueue),
+  every Pod ready, and every deployment ``Ready`` (the controller's status), in seconds from the
+  first apply: where the apply-to-``Ready`` time went;
 - ``cpu_per_reconcile_ms``: this process's CPU seconds over that phase divided by the
   ModelDeployment reconciles it ran (the informers and the other controllers' share included, so
   an upper bound);
@@ -247,6 +250,55 @@ def add_node(client: Any, name: str, product: Any) -> None:
     )
 
 
+class _Phases:
+    """When the run passed each milestone, in seconds from the first apply, from the controller's
+    own Pod and Workload caches: every Pod created (the ModelDeployment controller's part), every
+    Workload admitted (Kueue's: quota, the two AdmissionChecks), every Pod ready (scheduling and
+    the kubelet's, here kwok's), and every deployment's status ``Ready`` (the controller's again)."""
+
+    def __init__(self, pods: int, pod_cache: Any, workload_cache: Any) -> None:
+        self.want = pods
+        self.started = 0.0
+        self.at: dict[str, float] = {}
+        self._created: set[str] = set()
+        self._ready: set[str] = set()
+        self._admitted: set[str] = set()
+        pod_cache.add_handler(self._pod)
+        workload_cache.add_handler(self._workload)
+
+    def _mark(self, name: str, seen: set[str]) -> None:
+        if len(seen) >= self.want and name not in self.at:
+            self.at[name] = time.monotonic() - self.started
+
+    def _pod(self, event: str, obj: dict[str, Any], _old: dict[str, Any] | None) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != NAMESPACE or event == "DELETED":
+            return
+        self._created.add(meta.get("name", ""))
+        self._mark("pods_created_s", self._created)
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            self._ready.add(meta.get("name", ""))
+            self._mark("pods_ready_s", self._ready)
+
+    def _workload(self, event: str, obj: dict[str, Any], _old: dict[str, Any] | None) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != NAMESPACE or event == "DELETED":
+            return
+        conditions = (obj.get("status") or {}).get("conditions") or ()
+        if any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
+            self._admitted.add(meta.get("name", ""))
+            self._mark("workloads_admitted_s", self._admitted)
+
+    def figures(self, ready_s: float) -> dict[str, float | None]:
+        out: dict[str, float | None] = {
+            name: round(self.at[name], 2) if name in self.at else None
+            for name in ("pods_created_s", "workloads_admitted_s", "pods_ready_s")
+        }
+        out["deployments_ready_s"] = round(ready_s, 2)
+        return out
+
+
 def bench_cluster(args: argparse.Namespace) -> int:
     import gpustack
     import harness
@@ -299,7 +351,9 @@ def bench_cluster(args: argparse.Namespace) -> int:
     for running in manager.controllers:
         timer = in_reconciles[running.name] = _ThreadCPU()
         running.reconcile = timer.wrap(running.reconcile)  # type: ignore[method-assign]
+    phases = _Phases(pods, reconciler.pods, reconciler.workloads)
     cpu0, count0, started = time.process_time(), md_reconciles(), time.monotonic()
+    phases.started = started
     with ThreadPoolExecutor(args.threads) as workers:
         list(workers.map(client.create, objs))
     # Counted from the controller's own cache's events, not listed: a list of every deployment each
@@ -334,6 +388,7 @@ def bench_cluster(args: argparse.Namespace) -> int:
     count = before - count0
     md_calls, md_seconds = timers["model-deployment"]
     emit(figure="ready", pool=args.pool, deployments=args.deployments, pods=pods, seconds=round(ready_s, 2))
+    emit(figure="phases", **phases.figures(ready_s))
     emit(
         figure="cpu_per_reconcile_ms",
         reconciles=int(count),

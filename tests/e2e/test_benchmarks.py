@@ -110,12 +110,19 @@ def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.
     figures = {line["figure"]: line for line in lines}
     assert set(figures) == {
         "ready",
+        "phases",
         "cpu_per_reconcile_ms",
         "reconcile_cpu_ms",
         "per_controller",
         "converged",
     }, lines
     assert figures["ready"]["deployments"] == 2 and figures["ready"]["seconds"] is not None
+    # Where the apply-to-Ready time went: each milestone reached, in order, by the end.
+    phases = figures["phases"]
+    order = ["pods_created_s", "workloads_admitted_s", "pods_ready_s", "deployments_ready_s"]
+    assert all(phases[name] is not None for name in order), phases
+    assert phases["pods_created_s"] <= phases["pods_ready_s"] <= phases["deployments_ready_s"], phases
+    assert phases["workloads_admitted_s"] <= phases["pods_ready_s"], phases
     assert figures["cpu_per_reconcile_ms"]["reconciles"] > 0
     own = figures["reconcile_cpu_ms"]
     assert own["reconciles"] == figures["cpu_per_reconcile_ms"]["reconciles"] and own["cpu_seconds"] > 0, own
