@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO / "tests" / "cluster"))
 from controllers.modeldeployment import labels, names  # noqa: E402
 from controllers.modeldeployment import plan as planner  # noqa: E402
 from controllers.modeldeployment.render import Context, Facts, render_role, stamp  # noqa: E402
+from controllers.nodedevices.fit import condition_true  # noqa: E402
 from controllers.registry import model_deployment_extensions  # noqa: E402
 from loadtests import series  # noqa: E402
 from readmodels.modeldeployment import Deployment  # noqa: E402
@@ -256,9 +257,9 @@ class _Phases:
     Workload admitted (Kueue's: quota, the two AdmissionChecks), every Pod ready (scheduling and
     the kubelet's, here kwok's), and every deployment's status ``Ready`` (the controller's again)."""
 
-    def __init__(self, pods: int, pod_cache: Any, workload_cache: Any) -> None:
+    def __init__(self, pods: int, pod_cache: Any, workload_cache: Any, started: float) -> None:
         self.want = pods
-        self.started = 0.0
+        self.started = started
         self.at: dict[str, float] = {}
         self._created: set[str] = set()
         self._ready: set[str] = set()
@@ -276,8 +277,7 @@ class _Phases:
             return
         self._created.add(meta.get("name", ""))
         self._mark("pods_created_s", self._created)
-        conditions = (obj.get("status") or {}).get("conditions") or ()
-        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        if condition_true(obj, "Ready"):
             self._ready.add(meta.get("name", ""))
             self._mark("pods_ready_s", self._ready)
 
@@ -285,8 +285,7 @@ class _Phases:
         meta = obj.get("metadata") or {}
         if meta.get("namespace") != NAMESPACE or event == "DELETED":
             return
-        conditions = (obj.get("status") or {}).get("conditions") or ()
-        if any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions):
+        if condition_true(obj, "Admitted"):
             self._admitted.add(meta.get("name", ""))
             self._mark("workloads_admitted_s", self._admitted)
 
@@ -351,9 +350,8 @@ def bench_cluster(args: argparse.Namespace) -> int:
     for running in manager.controllers:
         timer = in_reconciles[running.name] = _ThreadCPU()
         running.reconcile = timer.wrap(running.reconcile)  # type: ignore[method-assign]
-    phases = _Phases(pods, reconciler.pods, reconciler.workloads)
     cpu0, count0, started = time.process_time(), md_reconciles(), time.monotonic()
-    phases.started = started
+    phases = _Phases(pods, reconciler.pods, reconciler.workloads, started)
     with ThreadPoolExecutor(args.threads) as workers:
         list(workers.map(client.create, objs))
     # Counted from the controller's own cache's events, not listed: a list of every deployment each
