@@ -16,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
-
 from kube import metrics as _build_info  # noqa: F401  (gpustack_build_info on /metrics)
 from webhooks import documents, server
 from webhooks.connections import ConnectionLimits
@@ -57,7 +55,7 @@ def metrics_authorizer(enabled: bool, kubeconfig: str | None) -> Any:
     return MetricsAuthorizer(Client(load_api_client(kubeconfig, component="worker"), timeout=5.0))
 
 
-def app_from_environment() -> Starlette:
+def app_from_environment() -> server.AdmissionPaths:
     """App factory for uvicorn (``gpustack_operator.serving:app_from_environment``)."""
     kubeconfig = os.environ.get(ENV_KUBECONFIG) or None
     return server.create_app(

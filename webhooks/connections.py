@@ -31,11 +31,12 @@ import errno
 import logging
 import resource
 import socket
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger("webhooks.connections")
 
@@ -272,6 +273,10 @@ class OneWriteTransport:
             self._kept = []
             self._transport.write(kept[0] if len(kept) == 1 else b"".join(kept))
 
+    def write_now(self, data: bytes) -> None:
+        """Write a whole response at once, whatever is kept for the responses after it."""
+        self._transport.write(data)
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._open:
             self._kept.append(bytes(data))
@@ -291,9 +296,86 @@ class OneWriteTransport:
         return getattr(self._transport, name)
 
 
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]  # status, headers (no content-length), body
+
+
+class WholeBodyEndpoint(Protocol):
+    """An endpoint the fast lane may answer a request for (``webhooks.server.AdmissionEndpoint``)."""
+
+    def takes_whole(self, headers: Iterable[tuple[bytes, bytes]]) -> bool: ...
+
+    def answer(self, body: bytes) -> Coroutine[Any, Any, Answer]: ...
+
+
+class _Answering:
+    """Stands in for uvicorn's ``RequestResponseCycle`` while a fast-lane answer waits (its
+    decision reads through to the apiserver): a pipelined request queues behind it as behind any
+    cycle, a shutdown ends the connection after it, and eviction and the deadline see it busy."""
+
+    __slots__ = ("disconnected", "keep_alive", "response_complete", "response_started")
+
+    def __init__(self, keep_alive: bool) -> None:
+        self.keep_alive = keep_alive
+        self.disconnected = False
+        self.response_started = False
+        self.response_complete = False
+
+    @property
+    def message_event(self) -> _Answering:
+        return self  # uvicorn sets the cycle's event when the connection is lost
+
+    def set(self) -> None:
+        pass
+
+
+async def _resume(coro: Coroutine[Any, Any, Answer], waiting: Any) -> Answer:
+    """Run the rest of a coroutine whose first step ran outside any task and suspended on
+    ``waiting`` (what it yielded: the future it awaits, or ``None`` for a bare yield)."""
+    try:
+        while True:
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait((waiting,))  # its outcome is the coroutine's to read
+            waiting = coro.send(None)
+    except StopIteration as done:
+        return done.value
+    except asyncio.CancelledError:
+        coro.close()
+        raise
+
+
+def _head(status: int, headers: list[tuple[bytes, bytes]], length: int, keep_alive: bool) -> bytes:
+    return b"".join(
+        [
+            STATUS_LINE[status],
+            *(name + b": " + value + b"\r\n" for name, value in headers),
+            b"content-length: %d\r\n" % length,
+            b"" if keep_alive else b"connection: close\r\n",
+            b"\r\n",
+        ]
+    )
+
+
+_JSON_TYPE = [(b"content-type", b"application/json")]
+_TEXT_TYPE = [(b"content-type", b"text/plain; charset=utf-8")]
+_JSON_200 = _head(200, _JSON_TYPE, 0, True)[: -len(b"0\r\n\r\n")]  # ends "content-length: "
+_FAILED: Answer = (500, _TEXT_TYPE, b"Internal Server Error")
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the limits of :class:`ConnectionLimits`, writing each
-    response at once (:class:`OneWriteTransport`)."""
+    response at once (:class:`OneWriteTransport`).
+
+    **The fast lane.** A POST to one of the app's ``whole_body`` endpoints (the admission paths)
+    with a JSON body of declared length is answered without ASGI: its body is collected as it is
+    parsed, and once whole the endpoint's :meth:`~WholeBodyEndpoint.answer` is run at once, in the
+    parser's callback, and written as one.  That skips what every review otherwise costs in uvicorn
+    (a task, a cycle, the scope and the message dictionaries) and changes nothing it answers.  An
+    answer whose decision suspends (a read through to the apiserver) finishes in a task, with
+    :class:`_Answering` standing in for the cycle until it is written.  Anything else (another
+    method or content type, a chunked or oversized body, ``Expect: 100-continue``, a request
+    pipelined behind another, a ``root_path``) takes uvicorn's way, which refuses what it must."""
 
     def __init__(self, config: Any, server_state: Any, app_state: Any, _loop: Any = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
@@ -308,6 +390,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = self.loop.call_later(
             self.limits.request_deadline, self._deadline_passed
         )
+        whole_body = getattr(self.app, "whole_body", None)
+        self._whole_body: dict[bytes, WholeBodyEndpoint] = (
+            whole_body if isinstance(whole_body, dict) and not self.root_path else {}
+        )
+        self._fast: WholeBodyEndpoint | None = None  # the endpoint of the request being collected
+        self._fast_body: list[bytes] = []
+        self._fast_keep_alive = True
 
     # Connection cap ------------------------------------------------------------------------------
 
@@ -405,18 +494,96 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_headers = False
         self._header_bytes = 0
-        super().on_headers_complete()
+        self._fast = self._fast_endpoint()
+        if self._fast is None:
+            super().on_headers_complete()
+        else:
+            self._fast_body = []
+            self._fast_keep_alive = (
+                self.parser.should_keep_alive() and self.parser.get_http_version() != "1.0"
+            )
+
+    def _fast_endpoint(self) -> WholeBodyEndpoint | None:
+        if not self._whole_body or self.expect_100_continue or self.pipeline:
+            return None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return None  # pipelined behind a request still being answered: queued the usual way
+        if self.parser.get_method() != b"POST" or self.parser.should_upgrade():
+            return None
+        endpoint = self._whole_body.get(self.url.partition(b"?")[0])
+        if endpoint is None or not endpoint.takes_whole(self.headers):
+            return None
+        return endpoint
+
+    def on_body(self, body: bytes) -> None:
+        if self._fast is not None:
+            self._fast_body.append(body)  # within the declared length the endpoint accepted
+        else:
+            super().on_body(body)
 
     def on_message_complete(self) -> None:
         self._receiving = False
         self._completed += 1
         self._disarm()
+        endpoint = self._fast
+        if endpoint is not None:
+            self._fast = None
+            chunks, self._fast_body = self._fast_body, []
+            self._answer_whole(endpoint, chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            return
         if self.cycle is not None and not self.cycle.response_complete:
             self._writes.answering()  # the response, when it comes, goes out in one write
         super().on_message_complete()
 
+    # The fast lane ---------------------------------------------------------------------------------
+
+    def _answer_whole(self, endpoint: WholeBodyEndpoint, body: bytes) -> None:
+        keep_alive = self._fast_keep_alive
+        coro = endpoint.answer(body)
+        try:
+            waiting = coro.send(None)  # the decision, run here; it almost never waits
+        except StopIteration as done:
+            self._write_answer(done.value, keep_alive)
+            return
+        except Exception:
+            log.exception("answering a review failed")
+            self._write_answer(_FAILED, False)
+            return
+        answering = _Answering(keep_alive)
+        self.cycle = answering  # type: ignore[assignment]
+        task = self.loop.create_task(_resume(coro, waiting))
+        self.tasks.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(lambda done: self._answered_later(answering, done))
+
+    def _answered_later(self, answering: _Answering, task: asyncio.Task[Answer]) -> None:
+        self.tasks.discard(task)
+        answering.response_complete = True
+        if answering.disconnected or task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("answering a review failed", exc_info=error)
+            self._write_answer(_FAILED, False)
+            return
+        self._write_answer(task.result(), answering.keep_alive)
+
+    def _write_answer(self, answer: Answer, keep_alive: bool) -> None:
+        status, headers, body = answer
+        extra = self.server_state.default_headers  # uvicorn's server and date headers, when on
+        if status == 200 and keep_alive and not extra and headers == _JSON_TYPE:
+            head = _JSON_200 + b"%d\r\n\r\n" % len(body)
+        else:
+            head = _head(status, [*extra, *headers], len(body), keep_alive)
+        self._writes.write_now(head + body)  # one write already; requests queued behind keep theirs
+        if not keep_alive:
+            self.transport.close()
+        self._next_request()
+
     def on_response_complete(self) -> None:
         self._writes.flush()
+        self._next_request()
+
+    def _next_request(self) -> None:
         self._in_headers = True  # what arrives next is the next request's head
         super().on_response_complete()
 

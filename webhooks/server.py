@@ -12,14 +12,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -42,7 +41,12 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
-async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+# An answer: status, headers (content-length aside) and body.
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
+async def _send_answer(send: Any, answer: Answer) -> None:
+    status, headers, body = answer
     await send(
         {
             "type": "http.response.start",
@@ -66,36 +70,51 @@ class AdmissionEndpoint:
         self.name = webhook.name if webhook else "null"
         self.metrics = WebhookMetrics(self.name)
 
-    async def _bad_request(self, send: Any, status: int, message: str) -> None:
+    def _refusal(self, status: int, message: str) -> Answer:
         self.metrics.count("bad_request", status)
         log.info("bad admission request", extra={"webhook": self.name, "status": status, "reason": message})
-        await _answer(send, status, message.encode() + b"\n", _TEXT_HEADERS)
+        return status, _TEXT_HEADERS, message.encode() + b"\n"
 
-    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
-        if scope["method"] != "POST":
-            await self._bad_request(
-                send, 405, f"method {scope['method']} not allowed: POST an AdmissionReview"
-            )
-            return None
+    def _head_refusal(self, method: str, headers: Iterable[tuple[bytes, bytes]]) -> Answer | None:
+        """The refusal of a request its method and headers already rule out, before its body."""
+        if method != "POST":
+            return self._refusal(405, f"method {method} not allowed: POST an AdmissionReview")
         content_type = b""
         length = -1
-        for name, value in scope["headers"]:
+        for name, value in headers:
             if name == b"content-type":
                 content_type = value
             elif name == b"content-length":
                 try:
                     length = int(value)
                 except ValueError:
-                    await self._bad_request(send, 400, "content-length is not a number")
-                    return None
+                    return self._refusal(400, "content-length is not a number")
         if content_type.split(b";", 1)[0].strip().lower() != b"application/json":
             shown = content_type.decode("latin-1") or "none"
-            await self._bad_request(send, 415, f"content type must be application/json, got {shown}")
-            return None
+            return self._refusal(415, f"content type must be application/json, got {shown}")
         if length > self.max_body:
-            await self._bad_request(
-                send, 413, f"body of {length} bytes exceeds the {self.max_body}-byte limit"
-            )
+            return self._refusal(413, f"body of {length} bytes exceeds the {self.max_body}-byte limit")
+        return None
+
+    def takes_whole(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether a POST with these headers may be answered from its whole body by :meth:`answer`
+        (the connection's fast lane, :mod:`webhooks.connections`): a JSON body of a declared length
+        within the limit.  Anything else takes the ASGI way, which refuses what it must."""
+        json = False
+        length = -1
+        for name, value in headers:
+            if name == b"content-type":
+                json = value == b"application/json" or (
+                    value.split(b";", 1)[0].strip().lower() == b"application/json"
+                )
+            elif name == b"content-length":
+                length = int(value) if value.isdigit() else -1
+        return json and 0 <= length <= self.max_body
+
+    async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
+        refused = self._head_refusal(scope["method"], scope["headers"])
+        if refused is not None:
+            await _send_answer(send, refused)
             return None
         chunks: list[bytes] = []
         size = 0
@@ -106,7 +125,7 @@ class AdmissionEndpoint:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
-                await self._bad_request(send, 413, f"body exceeds the {self.max_body}-byte limit")
+                await _send_answer(send, self._refusal(413, f"body exceeds the {self.max_body}-byte limit"))
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -127,23 +146,25 @@ class AdmissionEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await self._read_body(scope, receive, send)
-        if body is None:
-            return
+        if body is not None:
+            await _send_answer(send, await self.answer(body))
+
+    async def answer(self, body: bytes) -> Answer:
+        """The answer to a whole request body: the AdmissionReview, or a 4xx saying what is wrong."""
         started = time.perf_counter()
         try:
             request = decode(body)
         except ReviewError as error:
-            await self._bad_request(send, error.status, error.message)
-            return
+            return self._refusal(error.status, error.message)
         wrong = self._check_kind(request)
         if wrong:
-            await self._bad_request(send, 400, wrong)
-            return
+            return self._refusal(400, wrong)
         decision = await self.decide(request)
-        await _answer(send, 200, encode(request.uid, decision), _JSON_HEADERS)
+        payload = encode(request.uid, decision)
         self.metrics.latency.observe(time.perf_counter() - started)
         outcome = "allowed" if decision.allowed else ("error" if decision.code >= 500 else "denied")
         self.metrics.count(outcome, decision.code)
+        return 200, _JSON_HEADERS, payload
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         webhook = self.webhook
@@ -189,15 +210,20 @@ class AdmissionEndpoint:
 
 
 class AdmissionPaths:
-    """ASGI middleware: a request for an admission path goes straight to its endpoint by one dict
-    lookup, not through the router's scan of every route's pattern (the md validate route is the
-    tenth, ``/null`` past twenty).  The routes stay registered; any other path, and any request
-    under a ``root_path``, takes the router as before.  Inside Starlette's error middleware, so an
-    exception escaping an endpoint is answered as it always was."""
+    """The worker's ASGI app: a request for an admission path goes straight to its endpoint by one
+    dict lookup, not through the router's scan of every route's pattern (the md validate route is
+    the tenth, ``/null`` past twenty) nor Starlette's middleware; any other path, and any request
+    under a ``root_path``, goes to ``app``.  An exception escaping an endpoint (each answers its own
+    errors) is uvicorn's to log and answer ``500``.  ``whole_body`` offers the endpoints to the
+    connection's fast lane (:class:`webhooks.connections.GuardedHttpToolsProtocol`), which answers a
+    well-formed review without the ASGI messages."""
 
-    def __init__(self, app: ASGIApp, endpoints: dict[str, ASGIApp]) -> None:
+    def __init__(self, app: ASGIApp, endpoints: dict[str, AdmissionEndpoint]) -> None:
         self.app = app
         self.endpoints = endpoints
+        self.whole_body: dict[bytes, AdmissionEndpoint] = {
+            path.encode(): endpoint for path, endpoint in endpoints.items()
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not scope.get("root_path"):
@@ -217,13 +243,13 @@ def create_app(
     webhooks: tuple[registry.Webhook, ...] = registry.WEBHOOKS,
     readiness: Callable[[], tuple[bool, list[str]]] | None = None,
     metrics_auth: MetricsAuthorizer | None = None,
-) -> Starlette:
+) -> AdmissionPaths:
     """The ASGI app: ``/<webhook path>`` for each webhook, ``/healthz``, ``/livez``, ``/readyz``,
     ``/metrics`` and the loopback-only ``/debug/*`` endpoints.  ``readiness`` adds checks to
     ``/readyz`` (the worker's start-up steps): ready only when every one passes, and the body lists
     each, ``[+]`` or ``[-]`` with why.  ``metrics_auth`` lets only callers the apiserver
     authenticates and authorizes for ``GET /metrics`` scrape it (``kube.metrics_auth``)."""
-    admission: dict[str, ASGIApp] = {
+    admission: dict[str, AdmissionEndpoint] = {
         webhook.path: AdmissionEndpoint(webhook, lookups, max_body, log_denials) for webhook in webhooks
     }
     if include_null:
@@ -286,7 +312,7 @@ def create_app(
             if stop is not None:
                 await stop()
 
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AdmissionPaths, admission)])
+    return AdmissionPaths(Starlette(routes=routes, lifespan=lifespan), admission)
 
 
 class _TLSConfig(uvicorn.Config):
@@ -305,6 +331,43 @@ class _TLSConfig(uvicorn.Config):
             self.ssl = tls.ACTIVE.context
 
 
+def uvicorn_config(
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    cert_file: str | None = None,
+    key_file: str | None = None,
+    workers: int = 1,
+    log_level: str = "warning",
+    limits: connections.ConnectionLimits = connections.DEFAULT_LIMITS,
+) -> uvicorn.Config:
+    """The uvicorn configuration the worker serves ``app`` with: our protocol, no access log, no
+    proxy-header rewriting (the apiserver calls directly), no server or date header."""
+    kwargs: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": False,
+        "lifespan": "on",
+        "timeout_keep_alive": 30,
+        "server_header": False,
+        "proxy_headers": False,
+        "date_header": False,
+        "log_config": None,
+        "http": connections.GuardedHttpToolsProtocol,
+    }
+    if cert_file and key_file:
+        # Paths make uvicorn treat the server as TLS; load() then swaps in the reloading context.
+        kwargs["ssl_certfile"] = cert_file
+        kwargs["ssl_keyfile"] = key_file
+    if workers > 1:
+        kwargs.update(workers=workers, factory=True)
+    built = _TLSConfig(app, **kwargs)
+    built.connection_limits = limits
+    return built
+
+
 def serve(
     app: Any,
     *,
@@ -319,27 +382,17 @@ def serve(
     """Run uvicorn in this process until it is stopped.  ``workers > 1`` needs ``app`` as an
     import string of an app factory (``module:function``).  Every connection is bounded by
     ``limits`` (:mod:`webhooks.connections`)."""
-    kwargs: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "log_level": log_level,
-        "access_log": False,
-        "lifespan": "on",
-        "timeout_keep_alive": 30,
-        "server_header": False,
-        "date_header": False,
-        "log_config": None,
-        "http": connections.GuardedHttpToolsProtocol,
-    }
-    if cert_file and key_file:
-        # Paths make uvicorn treat the server as TLS; load() then swaps in the reloading context.
-        kwargs["ssl_certfile"] = cert_file
-        kwargs["ssl_keyfile"] = key_file
-    if workers > 1:
-        kwargs.update(workers=workers, factory=True)
     soft, hard = connections.raise_descriptor_limit()
-    config = _TLSConfig(app, **kwargs)
-    config.connection_limits = limits
+    config = uvicorn_config(
+        app,
+        host=host,
+        port=port,
+        cert_file=cert_file,
+        key_file=key_file,
+        workers=workers,
+        log_level=log_level,
+        limits=limits,
+    )
     log.info(
         "connection limits",
         extra={"descriptors": soft, "hard": hard, "max_connections": limits.connection_cap()},
