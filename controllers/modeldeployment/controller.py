@@ -61,6 +61,9 @@ from readmodels.modeldeployment import Deployment
 __all__ = ["FINALIZER", "ModelDeploymentReconciler"]
 
 TRANSIENT_REQUEUE_SECONDS = 15.0
+CACHE_WAIT_SECONDS = 1.0
+"""The requeue of a pass that waits for the Pod cache to show its own writes (``Members.waiting``),
+a backstop: the Pod events that bring them requeue the deployment sooner."""
 
 Key = tuple[str, str]
 
@@ -229,6 +232,8 @@ class ModelDeploymentReconciler(Controller):
             return None
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return self.tear_down(obj)
+        if self.members.waiting((namespace, name)):
+            return CACHE_WAIT_SECONDS  # for its own writes to reach the Pod cache; their events come first
         obj = teardown.ensure_finalizer(self.client, obj)
         return self.converge(obj)
 

@@ -126,7 +126,7 @@ def test_bench_modeldeployment_cluster_mode_at_two_deployments(cluster: harness.
     assert figures["cpu_per_reconcile_ms"]["reconciles"] > 0
     own = figures["reconcile_cpu_ms"]
     assert own["reconciles"] == figures["cpu_per_reconcile_ms"]["reconciles"] and own["cpu_seconds"] > 0, own
-    assert isinstance(own["api_lists"], int)
+    assert own["api_lists"] == 0, own  # a pass after its own writes waits for the Pod cache
     # Every controller that reconciled, timed alike: the ModelDeployment one's row is the figure above.
     per = figures["per_controller"]["controllers"]
     assert per["model-deployment"]["reconciles"] == own["reconciles"], per

@@ -146,3 +146,28 @@ def test_pods_of_another_owner_are_not_the_deployments(parts) -> None:
     stray["metadata"]["ownerReferences"] = [{"uid": "another", "controller": True}]
     cache.objects["chat-server-9"] = stray
     assert members.list_pods(DEPLOYMENT, UID) == []
+
+
+def test_after_a_write_a_pass_waits_for_the_cache_instead_of_listing(parts) -> None:
+    members, api, cache = parts
+    key = (NS, MD)
+    assert not members.waiting(key)  # nothing written: read the cache
+    members.execute(DEPLOYMENT, plan(creates=1))
+    assert members.waiting(key)  # the create is not in the cache yet
+    cache.objects["chat-server-1"] = api.objects["chat-server-1"]
+    assert not members.waiting(key)
+    assert [p["metadata"]["name"] for p in members.list_pods(DEPLOYMENT, UID)] == ["chat-server-1"]
+    assert api.lists == 0  # a pass that waited never listed
+
+
+def test_a_pass_stops_waiting_once_the_expectation_ends_or_without_a_synced_cache(parts, monkeypatch) -> None:
+    members, api, cache = parts
+    monkeypatch.setattr(mm, "EXPECTATION_SECONDS", -1.0)
+    members.execute(DEPLOYMENT, plan(creates=1))
+    assert not members.waiting((NS, MD))  # past its deadline: the pass lists on the API server
+    members.list_pods(DEPLOYMENT, UID)
+    assert api.lists == 1
+    monkeypatch.setattr(mm, "EXPECTATION_SECONDS", 60.0)
+    members.execute(DEPLOYMENT, plan(creates=1))
+    cache.is_synced = False
+    assert not members.waiting((NS, MD))
