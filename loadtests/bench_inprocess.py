@@ -2,14 +2,14 @@
 
     python -m loadtests.bench_inprocess [--seconds 3] [--rounds 3]
 
-``make bench`` measures both servers over TLS, where Kueue's Go server answers Pod validate at
-about 5,200 reviews per CPU-second and ours at 6,600 (1.3x, issue 34 asks 2x), and where the
-uvicorn/httptools/TLS stack alone costs ours more than its decisions. This benchmark takes the
-servers away and times what each webhook itself does per review, on the same AdmissionReview
-bodies (``loadtests.mix``, the Pods ``make bench`` sends both):
+``make bench`` measures both servers over TLS (issue 34 asks ours to answer Pod validate at 2x
+Kueue's per CPU-second), where the HTTP and TLS stack costs ours more than its decisions. This
+benchmark takes the servers away and times what each webhook itself does per review, on the same
+AdmissionReview bodies (``loadtests.mix``, the Pods ``make bench`` sends both):
 
-- ours: the ASGI app ``gpustack-operator worker`` serves (``webhooks.server.create_app`` over the
-  mix's objects), called in this process without a socket: decode, decide, encode;
+- ours: the endpoints ``gpustack-operator worker`` serves (``webhooks.server.create_app`` over the
+  mix's objects), called in this process without a socket as the connection's fast lane calls
+  them: decode, decide, encode;
   ``/null`` (decode and answer) is its floor, and the ModelDeployment webhook (no Kueue twin) is
   timed on the mix's ModelDeployment reviews beside them;
 - Kueue's: its ``pod.SetupWebhook`` handlers called through controller-runtime's admission handler
@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,8 @@ def kueue_program() -> Path:
 
 
 class InProcess:
-    """Our ASGI app called without a socket, as uvicorn calls it for each request."""
+    """Our webhook endpoints called without a socket, as the connection's fast lane calls them for
+    each review (``AdmissionEndpoint.answer``: decode, decide, encode)."""
 
     def __init__(self, objects: Path) -> None:
         from webhooks.lookups import FileLookups
@@ -70,29 +70,18 @@ class InProcess:
         self.loop = asyncio.new_event_loop()
 
     def call(self, path: str, body: bytes) -> tuple[int, bytes]:
-        return self.loop.run_until_complete(self._call(path, body))
-
-    async def _call(self, path: str, body: bytes) -> tuple[int, bytes]:
-        status, chunks = 0, []
-
-        async def send(message: MutableMapping[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            elif message["type"] == "http.response.body":
-                chunks.append(message.get("body", b""))
-
-        await self.app(_scope(path, len(body)), _receiver(body), send)
-        return status, b"".join(chunks)
+        status, _, payload = self.loop.run_until_complete(self.app.whole_body[path.encode()].answer(body))
+        return status, payload
 
     def time(self, path: str, bodies: list[bytes], seconds: float) -> dict[str, Any]:
         """Reviews answered and process CPU per review over about ``seconds``, in one coroutine."""
+        endpoint = self.app.whole_body[path.encode()]
 
         async def rounds() -> int:
             reviews, deadline = 0, time.monotonic() + seconds
             while time.monotonic() < deadline:
                 for body in bodies:
-                    await self.app(_scope(path, len(body)), _receiver(body), _discard)
+                    await endpoint.answer(body)
                 reviews += len(bodies)
             return reviews
 
@@ -105,34 +94,6 @@ class InProcess:
             "wall_seconds": wall,
             "cpu_us_per_review": 1e6 * cpu / reviews,
         }
-
-
-def _scope(path: str, length: int) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "https",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(length).encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 9443),
-    }
-
-
-def _receiver(body: bytes) -> Any:
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return receive
-
-
-async def _discard(_: MutableMapping[str, Any]) -> None:
-    return None
 
 
 def check_ours(server: InProcess, verb: str, bodies: list[bytes]) -> dict[str, int]:
