@@ -115,6 +115,12 @@ class _Gate:
         self.open = asyncio.Event()
         self.calls = 0
 
+    async def hold(self, protocol: GuardedHttpToolsProtocol) -> None:
+        """Send one review whose decision waits, and let it start."""
+        self.open = asyncio.Event()
+        protocol.data_received(request(body(pod(), uid="slow")))
+        await asyncio.sleep(0)
+
     async def __call__(self, request: Any, lookups: Any) -> Any:
         self.calls += 1
         if request.uid == "slow":
@@ -150,9 +156,7 @@ def test_a_connection_lost_while_a_decision_waits_gets_no_write() -> None:
     gate = _Gate()
 
     async def feed(protocol: GuardedHttpToolsProtocol, transport: Recording) -> None:
-        gate.open = asyncio.Event()
-        protocol.data_received(request(body(pod(), uid="slow")))
-        await asyncio.sleep(0)
+        await gate.hold(protocol)
         protocol.connection_lost(None)
         gate.open.set()
         for _ in range(20):
@@ -165,9 +169,7 @@ def test_a_shutdown_while_a_decision_waits_answers_then_closes() -> None:
     gate = _Gate()
 
     async def feed(protocol: GuardedHttpToolsProtocol, transport: Recording) -> None:
-        gate.open = asyncio.Event()
-        protocol.data_received(request(body(pod(), uid="slow")))
-        await asyncio.sleep(0)
+        await gate.hold(protocol)
         protocol.shutdown()
         assert not transport.closed
         gate.open.set()
