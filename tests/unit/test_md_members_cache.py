@@ -171,3 +171,14 @@ def test_a_pass_stops_waiting_once_the_expectation_ends_or_without_a_synced_cach
     members.execute(DEPLOYMENT, plan(creates=1))
     cache.is_synced = False
     assert not members.waiting((NS, MD))
+
+
+def test_a_pass_that_comes_after_the_deadline_reads_a_cache_that_shows_its_writes(parts, monkeypatch) -> None:
+    # At 5,000 deployments a deployment's next pass came minutes after the one that created its
+    # Pods (the queue behind the Service applies): the cache showed them, and it was still listed.
+    members, api, cache = parts
+    monkeypatch.setattr(mm, "EXPECTATION_SECONDS", -1.0)
+    members.execute(DEPLOYMENT, plan(creates=1))
+    cache.objects["chat-server-1"] = api.objects["chat-server-1"]
+    assert [p["metadata"]["name"] for p in members.list_pods(DEPLOYMENT, UID)] == ["chat-server-1"]
+    assert api.lists == 0
