@@ -357,10 +357,10 @@ def _head(status: int, headers: list[tuple[bytes, bytes]], length: int, keep_ali
     )
 
 
-_JSON_TYPE = [(b"content-type", b"application/json")]
-_TEXT_TYPE = [(b"content-type", b"text/plain; charset=utf-8")]
-_JSON_200 = _head(200, _JSON_TYPE, 0, True)[: -len(b"0\r\n\r\n")]  # ends "content-length: "
-_FAILED: Answer = (500, _TEXT_TYPE, b"Internal Server Error")
+JSON_HEADERS = [(b"content-type", b"application/json")]
+TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
+_JSON_200 = _head(200, JSON_HEADERS, 0, True)[: -len(b"0\r\n\r\n")]  # ends "content-length: "
+_FAILED: Answer = (500, TEXT_HEADERS, b"Internal Server Error")
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
@@ -570,7 +570,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _write_answer(self, answer: Answer, keep_alive: bool) -> None:
         status, headers, body = answer
         extra = self.server_state.default_headers  # uvicorn's server and date headers, when on
-        if status == 200 and keep_alive and not extra and headers == _JSON_TYPE:
+        if status == 200 and keep_alive and not extra and headers is JSON_HEADERS:
             head = _JSON_200 + b"%d\r\n\r\n" % len(body)
         else:
             head = _head(status, [*extra, *headers], len(body), keep_alive)

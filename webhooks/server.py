@@ -28,6 +28,7 @@ from certs import tls
 from kube import debug
 from kube.metrics_auth import MetricsAuthorizer
 from webhooks import connections, registry
+from webhooks.connections import JSON_HEADERS, TEXT_HEADERS, Answer
 from webhooks.decision import ALLOWED, Decision, internal_error, retry_later
 from webhooks.lookups import LookupFailed, Lookups
 from webhooks.metrics import WebhookMetrics
@@ -37,12 +38,6 @@ log = logging.getLogger("webhooks.server")
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024  # an AdmissionReview carries object and oldObject: ~2 × 1.5 MiB
 NULL_PATH = "/null"
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-_TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
-
-
-# An answer: status, headers (content-length aside) and body.
-Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
 async def _send_answer(send: Any, answer: Answer) -> None:
@@ -55,6 +50,24 @@ async def _send_answer(send: Any, answer: Answer) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+def _head(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes, int | None]:
+    """The content type and declared length of a request (-1: none declared; None: not a number)."""
+    content_type = b""
+    length: int | None = -1
+    for name, value in headers:
+        if name == b"content-type":
+            content_type = value
+        elif name == b"content-length":
+            length = int(value) if value.isdigit() else None
+    return content_type, length
+
+
+def _json(content_type: bytes) -> bool:
+    return content_type == b"application/json" or (
+        content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+    )
 
 
 class AdmissionEndpoint:
@@ -73,23 +86,16 @@ class AdmissionEndpoint:
     def _refusal(self, status: int, message: str) -> Answer:
         self.metrics.count("bad_request", status)
         log.info("bad admission request", extra={"webhook": self.name, "status": status, "reason": message})
-        return status, _TEXT_HEADERS, message.encode() + b"\n"
+        return status, TEXT_HEADERS, message.encode() + b"\n"
 
     def _head_refusal(self, method: str, headers: Iterable[tuple[bytes, bytes]]) -> Answer | None:
         """The refusal of a request its method and headers already rule out, before its body."""
         if method != "POST":
             return self._refusal(405, f"method {method} not allowed: POST an AdmissionReview")
-        content_type = b""
-        length = -1
-        for name, value in headers:
-            if name == b"content-type":
-                content_type = value
-            elif name == b"content-length":
-                try:
-                    length = int(value)
-                except ValueError:
-                    return self._refusal(400, "content-length is not a number")
-        if content_type.split(b";", 1)[0].strip().lower() != b"application/json":
+        content_type, length = _head(headers)
+        if length is None:
+            return self._refusal(400, "content-length is not a number")
+        if not _json(content_type):
             shown = content_type.decode("latin-1") or "none"
             return self._refusal(415, f"content type must be application/json, got {shown}")
         if length > self.max_body:
@@ -100,16 +106,8 @@ class AdmissionEndpoint:
         """Whether a POST with these headers may be answered from its whole body by :meth:`answer`
         (the connection's fast lane, :mod:`webhooks.connections`): a JSON body of a declared length
         within the limit.  Anything else takes the ASGI way, which refuses what it must."""
-        json = False
-        length = -1
-        for name, value in headers:
-            if name == b"content-type":
-                json = value == b"application/json" or (
-                    value.split(b";", 1)[0].strip().lower() == b"application/json"
-                )
-            elif name == b"content-length":
-                length = int(value) if value.isdigit() else -1
-        return json and 0 <= length <= self.max_body
+        content_type, length = _head(headers)
+        return length is not None and 0 <= length <= self.max_body and _json(content_type)
 
     async def _read_body(self, scope: Scope, receive: Receive, send: Send) -> bytes | None:
         refused = self._head_refusal(scope["method"], scope["headers"])
@@ -164,7 +162,7 @@ class AdmissionEndpoint:
         self.metrics.latency.observe(time.perf_counter() - started)
         outcome = "allowed" if decision.allowed else ("error" if decision.code >= 500 else "denied")
         self.metrics.count(outcome, decision.code)
-        return 200, _JSON_HEADERS, payload
+        return 200, JSON_HEADERS, payload
 
     async def decide(self, request: AdmissionRequest) -> Decision:
         webhook = self.webhook
@@ -220,14 +218,13 @@ class AdmissionPaths:
 
     def __init__(self, app: ASGIApp, endpoints: dict[str, AdmissionEndpoint]) -> None:
         self.app = app
-        self.endpoints = endpoints
         self.whole_body: dict[bytes, AdmissionEndpoint] = {
             path.encode(): endpoint for path, endpoint in endpoints.items()
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not scope.get("root_path"):
-            endpoint = self.endpoints.get(scope["path"])
+            endpoint = self.whole_body.get(scope.get("raw_path") or scope["path"].encode())
             if endpoint is not None:
                 await endpoint(scope, receive, send)
                 return

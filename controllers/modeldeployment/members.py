@@ -82,7 +82,12 @@ class Members:
             return False
         with self._lock:
             expected = self._expected.get(key)
-        return expected is not None and time.monotonic() <= expected.until and not self._shown(key, expected)
+        if expected is None or time.monotonic() > expected.until:
+            return False
+        if not self._shown(key, expected):
+            return True
+        self._met(key, expected)  # the pass's list_pods reads the cache without asking again
+        return False
 
     def _cache_current(self, key: tuple[str, str]) -> bool:
         """Whether the Pod cache has seen this controller's last writes for ``key``."""
@@ -97,10 +102,14 @@ class Members:
         # asked once and the cache trusted again after.
         shown = self._shown(key, expected)
         if shown or time.monotonic() > expected.until:
-            with self._lock:
-                if self._expected.get(key) is expected:
-                    del self._expected[key]
+            self._met(key, expected)
         return shown
+
+    def _met(self, key: tuple[str, str], expected: Expectation) -> None:
+        """Drop ``expected``, unless a write since has replaced it."""
+        with self._lock:
+            if self._expected.get(key) is expected:
+                del self._expected[key]
 
     def _shown(self, key: tuple[str, str], expected: Expectation) -> bool:
         assert self.pods is not None
