@@ -32,7 +32,10 @@ HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 CASES = {
     "allowed": body(pod(), uid="a"),
     "refused by a rule": body(
-        pod(labels={"kueue.x-k8s.io/queue-name": "q"}, limits={"nvidia.com/gpu": "1", "amd.com/gpu": "1"}),
+        pod(
+            labels={"kueue.x-k8s.io/queue-name": "q"},
+            limits={"nvidia.com/gpu": "1", "nvidia.com/gpu.shared": "1"},  # whole and shared: rule 1
+        ),
         uid="r",
     ),
     "not JSON": b"{not json",
